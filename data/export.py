@@ -1,0 +1,203 @@
+"""Export: verified, calibrated tasks as a versioned parquet taskset with manifest and card.
+
+Layout: `<base>/<name>/vNNNN/part-00000.parquet`, `manifest.json`, `README.md`, with `latest`
+pointing at the newest version. A version is written in a hidden folder and renamed into place,
+so readers never see half a taskset; an export identical to the latest one writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from data.funnel import funnel
+from data.lake import Lake
+from data.records import SCHEMA_VERSION, utcnow
+
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
+TASKSET_SCHEMA = pa.schema([
+    ("task_id", pa.string()), ("kind", pa.string()), ("prompt", pa.list_(MESSAGE)),
+    ("answer", pa.string()), ("verifier", pa.string()), ("evidence", pa.string()),
+    ("source", pa.string()), ("pass_rate", pa.float64()), ("pass_n", pa.int64()),
+    ("pass_ci_low", pa.float64()), ("pass_ci_high", pa.float64()), ("band", pa.string()),
+    ("pool", pa.string()), ("learnability", pa.float64()), ("solver_model", pa.string()),
+    ("verdicts", pa.string()), ("lineage", pa.string()), ("schema_version", pa.string()),
+])  # fmt: skip
+
+_TASKS_SQL = """
+SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
+       d.pass_rate, d.n AS pass_n, d.ci_low AS pass_ci_low, d.ci_high AS pass_ci_high,
+       d.band, d.pool, d.learnability, d.solver_model, t.lineage, t.schema_version
+FROM tasks t
+JOIN difficulty d USING (task_id)
+WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
+  AND t.task_id IN (SELECT item_id FROM status WHERE stage = 'calibrate' AND status = 'done')
+  AND d.pass_rate BETWEEN ? AND ?
+ORDER BY t.task_id
+"""
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: Path
+    n_tasks: int
+    written: bool  # False when identical to the latest version
+
+
+def export_taskset(
+    lake: Lake, name: str, base: Path, band: tuple[float, float] | None = None,
+    rows_per_part: int = 50_000,
+) -> ExportResult:  # fmt: skip
+    """Write the next version of taskset `name` under `base` (or reuse an identical latest)."""
+    low, high = band or (0.0, 1.0)
+    rows = lake.rows(_TASKS_SQL, [low, high])
+    verdicts = _verdicts_by_task(lake, [r["task_id"] for r in rows])
+    for row in rows:
+        row["verdicts"] = json.dumps(verdicts.get(row["task_id"], []), sort_keys=True)
+    fingerprint = _fingerprint(rows, band)
+    root = base / name
+    latest = _latest_version(root)
+    if latest is not None and _manifest(latest).get("fingerprint") == fingerprint:
+        return ExportResult(latest, len(rows), written=False)
+
+    version = f"v{(_version_number(latest) if latest else 0) + 1:04d}"
+    tmp = root / f".{version}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    table = pa.Table.from_pylist(rows, schema=TASKSET_SCHEMA)
+    parts = []
+    for i, start in enumerate(range(0, max(len(rows), 1), rows_per_part)):
+        part = f"part-{i:05d}.parquet"
+        pq.write_table(table.slice(start, rows_per_part), tmp / part)
+        parts.append(part)
+    manifest = _build_manifest(lake, name, version, rows, band, fingerprint, parts)
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    (tmp / "README.md").write_text(_dataset_card(manifest))
+    final = root / version
+    os.replace(tmp, final)
+    _point_latest(root, version)
+    return ExportResult(final, len(rows), written=True)
+
+
+def _verdicts_by_task(lake: Lake, task_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    rows = lake.rows(
+        "SELECT task_id, \"check\", judge_model, prompt_version, decision, reason FROM verdicts"
+        " WHERE list_contains(?, task_id) ORDER BY task_id, \"check\", judge_model",
+        [task_ids],
+    )
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        grouped.setdefault(row.pop("task_id"), []).append(row)
+    return grouped
+
+
+def _fingerprint(rows: list[dict[str, Any]], band: tuple[float, float] | None) -> str:
+    canonical = json.dumps([rows, band], sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def _latest_version(root: Path) -> Path | None:
+    versions = sorted(p for p in root.glob("v[0-9][0-9][0-9][0-9]") if p.is_dir())
+    return versions[-1] if versions else None
+
+
+def _version_number(path: Path) -> int:
+    return int(re.sub(r"\D", "", path.name))
+
+
+def _manifest(version_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((version_dir / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _point_latest(root: Path, version: str) -> None:
+    link = root / "latest"
+    tmp = root / f".latest.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(version)
+    os.replace(tmp, link)
+
+
+def _count(rows: list[dict[str, Any]], key: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row[key]] = counts.get(row[key], 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _build_manifest(lake, name, version, rows, band, fingerprint, parts) -> dict[str, Any]:
+    lineages = [json.loads(r["lineage"]) for r in rows]
+    verdicts = [v for r in rows for v in json.loads(r["verdicts"])]
+    return {
+        "name": name,
+        "version": version,
+        "schema_version": SCHEMA_VERSION,
+        "created_at": utcnow().isoformat(),
+        "n_tasks": len(rows),
+        "by_kind": _count(rows, "kind"),
+        "by_band": {b: _count(rows, "band").get(b, 0) for b in ("too_easy", "in_band", "too_hard")},
+        "by_pool": _count(rows, "pool"),
+        "band_filter": list(band) if band else None,
+        "models": {
+            "generator": sorted({lin["model"] for lin in lineages}),
+            "judges": sorted({v["judge_model"] for v in verdicts}),
+            "solver": sorted({r["solver_model"] for r in rows}),
+        },
+        "funnel": funnel(lake),
+        "git_sha": _git_sha(),
+        "fingerprint": fingerprint,
+        "files": parts,
+    }
+
+
+def _git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, cwd=Path(__file__).resolve().parent)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def _dataset_card(manifest: dict[str, Any]) -> str:
+    bands = ", ".join(f"{k}: {v}" for k, v in manifest["by_band"].items())
+    models = manifest["models"]
+    return f"""# {manifest['name']} {manifest['version']}
+
+Verifiable question-answering tasks generated by taskfoundry, built backwards from a known
+answer and an evidence quote in a source document, checked by a judge panel (answerable with the
+source, not without it) and calibrated by the solver's pass rate.
+
+- tasks: {manifest['n_tasks']} ({bands})
+- band filter: {manifest['band_filter'] or 'none (every verified task, labelled)'}
+- generator: {', '.join(models['generator']) or '-'}; judges: {', '.join(models['judges']) or '-'};
+  solver: {', '.join(models['solver']) or '-'}
+- schema version {manifest['schema_version']}, code {manifest['git_sha']}
+
+## Columns
+
+`task_id` (content hash), `kind`, `prompt` (chat messages; the source is withheld), `answer`
+(gold), `verifier` (JSON spec: normalised exact match or token F1 >= threshold), `evidence` and
+`source` (JSON), `pass_rate`, `pass_n`, `pass_ci_low`/`pass_ci_high` (Wilson interval), `band`
+(`too_easy`/`in_band`/`too_hard`), `pool` (prime-rl: hard/normal/easy), `learnability` (4p(1-p)),
+`solver_model`, `verdicts` and `lineage` (JSON), `schema_version`.
+
+## Load
+
+```python
+from datasets import load_dataset
+ds = load_dataset("parquet", data_files="part-*.parquet")["train"]
+```
+"""

@@ -1,0 +1,83 @@
+"""The funnel: what every stage took in, kept and rejected (with reasons), and what it cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from data.lake import Lake
+
+STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate")
+
+
+def funnel(lake: Lake) -> dict[str, Any]:
+    """Per stage: item counts by outcome and reason; plus LLM usage (live calls vs cache hits)."""
+    rows = lake.rows(
+        "SELECT stage, status, reason, count(*) AS n FROM status GROUP BY ALL ORDER BY ALL"
+    )
+    stages: dict[str, dict[str, Any]] = {
+        s: {"items": 0, "done": 0, "rejected": 0, "failed": 0, "reasons": {}} for s in STAGES
+    }
+    for row in rows:
+        stage = stages.setdefault(
+            row["stage"], {"items": 0, "done": 0, "rejected": 0, "failed": 0, "reasons": {}}
+        )
+        stage["items"] += row["n"]
+        stage[row["status"]] += row["n"]
+        stage["reasons"][f"{row['status']}:{row['reason']}"] = row["n"]
+    usage = lake.rows(
+        "SELECT role, count(*) FILTER (WHERE NOT cached) AS calls,"
+        " count(*) FILTER (WHERE cached) AS cache_hits,"
+        " count(*) FILTER (WHERE NOT ok) AS errors,"
+        " coalesce(sum(prompt_tokens) FILTER (WHERE NOT cached), 0)::BIGINT AS prompt_tokens,"
+        " coalesce(sum(completion_tokens) FILTER (WHERE NOT cached), 0)::BIGINT"
+        " AS completion_tokens,"
+        " coalesce(sum(cost_usd), 0)::DOUBLE AS cost_usd"
+        " FROM llm_calls GROUP BY role ORDER BY role"
+    )
+    bands = lake.rows(
+        "SELECT band, count(*) AS n FROM difficulty"
+        " WHERE task_id IN (SELECT item_id FROM status WHERE stage = 'calibrate'"
+        " AND status = 'done') GROUP BY band ORDER BY band"
+    )
+    return {
+        "stages": stages,
+        "llm": {row.pop("role"): row for row in usage},
+        "bands": {row["band"]: row["n"] for row in bands},
+    }
+
+
+def format_funnel(summary: dict[str, Any]) -> str:
+    """A plain-text rendering of `funnel()` for the terminal."""
+    lines = ["stage       items  done  rejected  failed"]
+    for name, stage in summary["stages"].items():
+        lines.append(
+            f"{name:<10} {stage['items']:>6} {stage['done']:>5} {stage['rejected']:>9}"
+            f" {stage['failed']:>7}"
+        )
+        for reason, n in sorted(stage["reasons"].items(), key=lambda kv: -kv[1]):
+            if not reason.startswith("done:"):
+                lines.append(f"    {reason:<40} {n:>6}")
+    lines.append("")
+    lines.append("bands: " + (", ".join(f"{k}={v}" for k, v in summary["bands"].items()) or "-"))
+    lines.append("")
+    lines.append("llm role      calls  cache_hits  errors  prompt_tok  completion_tok  cost_usd")
+    for role, u in summary["llm"].items():
+        lines.append(
+            f"{role:<12} {u['calls']:>6} {u['cache_hits']:>11} {u['errors']:>7}"
+            f" {u['prompt_tokens']:>11} {u['completion_tokens']:>15} {u['cost_usd']:>9.4f}"
+        )
+    return "\n".join(lines)
+
+
+def run_usage(lake: Lake, run_id: str) -> dict[str, int]:
+    """LLM requests of one run: live calls, cache hits, errors, tokens."""
+    row = lake.rows(
+        "SELECT count(*) FILTER (WHERE NOT cached) AS calls,"
+        " count(*) FILTER (WHERE cached) AS cache_hits,"
+        " count(*) FILTER (WHERE NOT ok) AS errors,"
+        " coalesce(sum(prompt_tokens + completion_tokens) FILTER (WHERE NOT cached), 0)::BIGINT"
+        " AS tokens"
+        " FROM llm_calls WHERE run_id = ?",
+        [run_id],
+    )[0]
+    return {k: int(v) for k, v in row.items()}

@@ -1,0 +1,215 @@
+"""The lake: immutable parquet shards per table (the source of truth) and DuckDB over them.
+
+Every write is one new shard, written to a hidden temporary file, fsynced and renamed into place,
+so a crash never leaves a half-written shard visible. Reads deduplicate by each table's key
+(latest shard wins), so re-processing an item after a crash never shows it twice. The persistent
+`catalog.duckdb` holds the `runs` table and views over the shards for ad-hoc queries; it is
+written only by the driver, briefly, so readers such as `foundry stats` never wait on a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from data.records import (
+    Attempt,
+    Chunk,
+    Difficulty,
+    LLMCall,
+    Record,
+    Source,
+    Status,
+    Task,
+    Verdict,
+    utcnow,
+)
+
+
+CATALOG_OPEN_ATTEMPTS = 50
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    record: type[Record]
+    key: tuple[str, ...]
+    order: str  # which duplicate wins: the row with the greatest value of this expression
+
+
+TABLES: dict[str, TableSpec] = {
+    "sources": TableSpec(Source, ("source_id",), "_shard"),
+    "chunks": TableSpec(Chunk, ("chunk_id",), "_shard"),
+    "tasks": TableSpec(Task, ("task_id",), "_shard"),
+    "verdicts": TableSpec(Verdict, ("verdict_id",), "_shard"),
+    "attempts": TableSpec(Attempt, ("attempt_id",), "_shard"),
+    "difficulty": TableSpec(Difficulty, ("task_id",), "_shard"),
+    "status": TableSpec(Status, ("stage", "item_id"), "recorded_at"),
+    "llm_calls": TableSpec(LLMCall, ("call_id",), "_shard"),
+}
+
+
+class Lake:
+    """Parquet shards under `<home>/lake/<table>/` plus the DuckDB catalog."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+        self.root = self.home / "lake"
+        self.catalog_path = self.root / "catalog.duckdb"
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def write(self, table: str, records: Sequence[Record], run_id: str = "") -> Path | None:
+        """Append `records` to `table` as one atomic shard; returns its path (None if empty)."""
+        if not records:
+            return None
+        spec = TABLES[table]
+        bad = [r for r in records if not isinstance(r, spec.record)]
+        if bad:
+            raise TypeError(f"{table} takes {spec.record.__name__}, got {type(bad[0]).__name__}")
+        arrow = pa.Table.from_pylist([r.to_row() for r in records], schema=spec.record.arrow_schema())
+        folder = self.root / table
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = utcnow().strftime("%Y%m%dT%H%M%S%f")
+        name = f"{stamp}-{run_id[:8] or 'norun'}-{uuid.uuid4().hex[:8]}.parquet"
+        tmp = folder / f".{name}.tmp"
+        with open(tmp, "wb") as handle:
+            pq.write_table(arrow, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, folder / name)
+        _fsync_dir(folder)
+        return folder / name
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def shards(self, table: str) -> list[Path]:
+        folder = self.root / table
+        return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An in-memory DuckDB connection with one deduplicated view per lake table."""
+        con = duckdb.connect()
+        try:
+            for table, spec in TABLES.items():
+                files = self.shards(table)
+                if not files:
+                    empty = pa.Table.from_pylist([], schema=spec.record.arrow_schema())
+                    con.register(table, empty)
+                    continue
+                con.execute(f"CREATE VIEW {table} AS {_dedup_sql(files, spec)}")
+            yield con
+        finally:
+            con.close()
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Run a query over the lake views and return the rows as dicts."""
+        with self.connect() as con:
+            return con.sql(sql, params=list(params)).to_arrow_table().to_pylist()
+
+    def records(self, table: str, where: str = "", params: Sequence[Any] = ()) -> list[Record]:
+        """Typed records of `table`, optionally filtered by a SQL `where` clause."""
+        spec = TABLES[table]
+        clause = f" WHERE {where}" if where else ""
+        order = ", ".join(spec.key)
+        rows = self.rows(f"SELECT * FROM {table}{clause} ORDER BY {order}", params)
+        return [spec.record.from_row(row) for row in rows]
+
+    def finished_items(self, stage: str) -> set[str]:
+        """Items whose latest status at `stage` is final (`done` or `rejected`)."""
+        rows = self.rows(
+            "SELECT item_id FROM status WHERE stage = ? AND status IN ('done', 'rejected')",
+            [stage],
+        )
+        return {r["item_id"] for r in rows}
+
+    # --- runs and the persistent catalog ---------------------------------------------------
+
+    @contextmanager
+    def _catalog(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The catalog, opened briefly; waits (a few seconds at most) for another writer."""
+        for attempt in range(CATALOG_OPEN_ATTEMPTS):
+            try:
+                con = duckdb.connect(str(self.catalog_path))
+                break
+            except duckdb.IOException:
+                if attempt == CATALOG_OPEN_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.1)
+        try:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, command VARCHAR,"
+                " started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, state VARCHAR,"
+                " summary VARCHAR)"
+            )
+            yield con
+        finally:
+            con.close()
+
+    def start_run(self, command: str) -> str:
+        run_id = uuid.uuid4().hex
+        with self._catalog() as con:
+            con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, NULL, 'running', '{}')",
+                [run_id, command, utcnow()],
+            )
+        return run_id
+
+    def finish_run(self, run_id: str, state: str, summary: dict[str, Any]) -> None:
+        """Close a run and refresh the catalog's views over the shards."""
+        with self._catalog() as con:
+            con.execute(
+                "UPDATE runs SET finished_at = ?, state = ?, summary = ? WHERE run_id = ?",
+                [utcnow(), state, json.dumps(summary, default=str), run_id],
+            )
+            for table, spec in TABLES.items():
+                files = self.shards(table)
+                if files:
+                    glob = str(self.root / table / "*.parquet")
+                    con.execute(f"CREATE OR REPLACE VIEW {table} AS {_dedup_sql(glob, spec)}")
+
+    def runs(self) -> list[dict[str, Any]]:
+        if not self.catalog_path.exists():
+            return []
+        with self._catalog() as con:
+            return (
+                con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
+            )
+
+
+def _dedup_sql(files: list[Path] | str, spec: TableSpec) -> str:
+    if isinstance(files, str):
+        source = _quote(files)
+    else:
+        source = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    partition = ", ".join(spec.key)
+    return (
+        f"SELECT * EXCLUDE (_shard) FROM read_parquet({source}, filename = '_shard',"
+        f" union_by_name = true)"
+        f" QUALIFY row_number() OVER (PARTITION BY {partition} ORDER BY {spec.order} DESC,"
+        f" _shard DESC) = 1"
+    )
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,271 @@
+"""The LLM client: the only module that talks to model servers (and the only importer of openai).
+
+- roles (`generator`, `judge:N`, `solver`) map to endpoints; each endpoint has a bounded
+  number of requests in flight;
+- transient failures (timeouts, connection resets, 408/409/429/5xx) are retried by the openai
+  SDK with exponential backoff that honours Retry-After; anything else fails at once;
+- structured output is validated against a pydantic model, with a bounded repair retry;
+- every successful response is cached by the full request, so an identical re-run makes no
+  calls; every request (cache hits included) leaves an `LLMCall` usage record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
+
+import openai
+from pydantic import BaseModel, ValidationError
+
+from data.endpoints import Endpoint
+from data.llm_cache import ResponseCache, request_key
+from data.records import LLMCall, Usage, utcnow
+
+T = TypeVar("T", bound=BaseModel)
+Messages = list[dict[str, str]]
+
+
+class LLMError(Exception):
+    """A request that failed for good; `reason` is short and stable (used in the funnel)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    usage: Usage
+    cached: bool
+
+
+class LLMClient:
+    """Async client over the resolved endpoints; create it inside the event loop that uses it."""
+
+    def __init__(
+        self, endpoints: dict[str, Endpoint], cache: ResponseCache | None, run_id: str = ""
+    ) -> None:
+        self.endpoints = endpoints
+        self.cache = cache
+        self.run_id = run_id
+        self.calls: list[LLMCall] = []
+        self._clients: dict[tuple[str, str, float, int], openai.AsyncOpenAI] = {}
+        self._limits: dict[str, asyncio.Semaphore] = {}
+
+    @property
+    def judge_roles(self) -> list[str]:
+        return sorted((r for r in self.endpoints if r.startswith("judge:")), key=_judge_index)
+
+    def model(self, role: str) -> str:
+        return self._endpoint(role).model
+
+    def drain_calls(self) -> list[LLMCall]:
+        """Usage records collected since the last drain."""
+        calls, self.calls = self.calls, []
+        return calls
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    # --- requests ------------------------------------------------------------------------
+
+    async def chat(
+        self,
+        role: str,
+        messages: Messages,
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        response_format: dict[str, Any] | None = None,
+    ) -> Reply:
+        """One completion; raises LLMError when the request fails for good or the reply is empty."""
+        params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+        if seed is not None:
+            params["seed"] = seed
+        if response_format is not None:
+            params["response_format"] = response_format
+        texts, usage, cached = await self._request(role, messages, params)
+        return Reply(texts[0], usage, cached)
+
+    async def sample(
+        self,
+        role: str,
+        messages: Messages,
+        n: int,
+        *,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+    ) -> list[Reply]:
+        """`n` samples: one request with `n` where the backend supports it, else `n` seeded ones."""
+        endpoint = self._endpoint(role)
+        if endpoint.supports_n and n > 1:
+            params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "n": n}
+            texts, usage, cached = await self._request(role, messages, params)
+            if len(texts) != n:
+                raise LLMError("wrong_sample_count", f"asked for {n}, got {len(texts)}")
+            share = Usage(
+                prompt_tokens=usage.prompt_tokens // n,
+                completion_tokens=usage.completion_tokens // n,
+            )
+            return [Reply(text, share, cached) for text in texts]
+        calls = [
+            self.chat(role, messages, temperature=temperature, max_tokens=max_tokens, seed=seed + i)
+            for i in range(n)
+        ]
+        return list(await asyncio.gather(*calls))
+
+    async def structured(
+        self,
+        role: str,
+        messages: Messages,
+        schema: type[T],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        repairs: int = 2,
+    ) -> T:
+        """A reply parsed into `schema`; invalid replies are shown the error and asked again."""
+        response_format = self._response_format(role, schema)
+        conversation = list(messages)
+        error = ""
+        for _ in range(repairs + 1):
+            reply = await self.chat(
+                role, conversation, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                response_format=response_format,
+            )  # fmt: skip
+            try:
+                return schema.model_validate_json(reply.text)
+            except ValidationError as exc:
+                error = _short_validation_error(exc)
+            conversation = [
+                *conversation,
+                {"role": "assistant", "content": reply.text},
+                {"role": "user", "content": (
+                    f"That reply is not valid: {error}. Reply again with only a JSON object that "
+                    f"matches this schema: {json.dumps(schema.model_json_schema())}"
+                )},
+            ]  # fmt: skip
+        raise LLMError("invalid_structured_output", error)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _endpoint(self, role: str) -> Endpoint:
+        try:
+            return self.endpoints[role]
+        except KeyError:
+            raise LLMError("unknown_role", role) from None
+
+    def _response_format(self, role: str, schema: type[BaseModel]) -> dict[str, Any]:
+        json_schema = schema.model_json_schema()
+        if self._endpoint(role).json_schema:
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": True},
+            }
+        return {"type": "json_object", "schema": json_schema}
+
+    def _client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
+        key = (endpoint.base_url, endpoint.api_key, endpoint.timeout_s, endpoint.max_retries)
+        if key not in self._clients:
+            self._clients[key] = openai.AsyncOpenAI(
+                base_url=endpoint.base_url,
+                api_key=endpoint.api_key,
+                max_retries=endpoint.max_retries,
+                timeout=endpoint.timeout_s,
+            )
+        return self._clients[key]
+
+    def _limit(self, endpoint: Endpoint) -> asyncio.Semaphore:
+        """One limit per server, shared by every role on it: the smallest any of them allows."""
+        if endpoint.base_url not in self._limits:
+            allowed = min(
+                e.max_concurrency for e in self.endpoints.values() if e.base_url == endpoint.base_url
+            )
+            self._limits[endpoint.base_url] = asyncio.Semaphore(allowed)
+        return self._limits[endpoint.base_url]
+
+    async def _request(
+        self, role: str, messages: Messages, params: dict[str, Any]
+    ) -> tuple[list[str], Usage, bool]:
+        endpoint = self._endpoint(role)
+        request = {"model": endpoint.model, "messages": messages, **params}
+        key = request_key(request)
+        hit = self.cache.get(key) if self.cache else None
+        if hit is not None:
+            usage = Usage(**hit["usage"])
+            self._record(endpoint, usage, 0.0, cached=True, error="")
+            return hit["texts"], usage, True
+        started = time.monotonic()
+        try:
+            async with self._limit(endpoint):
+                response = await self._client(endpoint).chat.completions.create(**request)
+        except openai.APIStatusError as exc:
+            self._fail(endpoint, started, f"http_{exc.status_code}", str(exc))
+        except openai.APITimeoutError as exc:
+            self._fail(endpoint, started, "timeout", str(exc))
+        except openai.APIConnectionError as exc:
+            self._fail(endpoint, started, "connection_error", str(exc))
+        except openai.APIError as exc:
+            self._fail(endpoint, started, "bad_response", str(exc))
+        except ValueError as exc:  # a 200 whose body is not JSON at all
+            self._fail(endpoint, started, "bad_response", str(exc))
+        if not isinstance(response, openai.types.chat.ChatCompletion):  # e.g. an HTML page
+            self._fail(endpoint, started, "bad_response", f"not a completion: {str(response)[:80]}")
+        latency = time.monotonic() - started
+        texts = [(choice.message.content or "") for choice in (response.choices or [])]
+        if not texts or any(not t.strip() for t in texts):
+            self._fail(endpoint, started, "empty_response", f"{len(texts)} choices")
+        usage = Usage(
+            prompt_tokens=getattr(response.usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(response.usage, "completion_tokens", 0) or 0,
+        )
+        if self.cache:
+            self.cache.put(key, {"texts": texts, "usage": usage.model_dump()})
+        self._record(endpoint, usage, latency, cached=False, error="")
+        return texts, usage, False
+
+    def _fail(self, endpoint: Endpoint, started: float, reason: str, detail: str) -> NoReturn:
+        self._record(endpoint, Usage(), time.monotonic() - started, cached=False, error=reason)
+        raise LLMError(reason, detail[:300])
+
+    def _record(
+        self, endpoint: Endpoint, usage: Usage, latency: float, *, cached: bool, error: str
+    ) -> None:
+        cost = 0.0 if cached else endpoint.cost(usage.prompt_tokens, usage.completion_tokens)
+        self.calls.append(
+            LLMCall(
+                call_id=uuid.uuid4().hex,
+                run_id=self.run_id,
+                role=endpoint.role,
+                model=endpoint.model,
+                cached=cached,
+                ok=not error,
+                error=error,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                latency_s=latency,
+                cost_usd=cost,
+                recorded_at=utcnow(),
+            )
+        )
+
+
+def _judge_index(role: str) -> int:
+    return int(role.split(":", 1)[1])
+
+
+def _short_validation_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "reply"
+    return f"{where}: {first.get('msg', 'invalid')}"[:200]

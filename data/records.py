@@ -1,0 +1,321 @@
+"""The typed record schema: every row that enters the lake or a taskset is one of these.
+
+Records are frozen pydantic models. Nested fields (verifier spec, evidence, lineage, verdicts,
+source references) are stored in parquet as JSON strings, except `prompt`, which stays a list of
+`{role, content}` structs because that is the shape trainers read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+import typing
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1"
+
+Band = Literal["too_easy", "in_band", "too_hard"]
+Pool = Literal["easy", "normal", "hard"]
+ItemStatus = Literal["done", "rejected", "failed"]
+
+
+def content_id(*parts: Any, length: int = 16) -> str:
+    """A stable content hash of `parts` (canonical JSON, sha256, hex prefix)."""
+    canonical = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                           default=_jsonable)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:length]
+
+
+def seed_for(*parts: str) -> tuple[str, int]:
+    """A seed string and the 32-bit integer derived from it (sha256, never `hash()`)."""
+    text = "/".join(parts)
+    return text, int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Record(BaseModel):
+    """Base of all lake records: frozen, no unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_row(self) -> dict[str, Any]:
+        """Flatten to a parquet row: nested models and containers become JSON strings."""
+        row: dict[str, Any] = {}
+        for name, info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if _is_message_list(info.annotation):
+                row[name] = [m.model_dump() for m in value]
+            elif _is_nested(info.annotation):
+                row[name] = json.dumps(_dump(value), ensure_ascii=False, sort_keys=True)
+            else:
+                row[name] = value
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Record:
+        """Inverse of `to_row`."""
+        values = {}
+        for name, info in cls.model_fields.items():
+            value = row.get(name)
+            if isinstance(value, str) and _is_nested(info.annotation) and not _is_message_list(
+                info.annotation
+            ):
+                value = json.loads(value)
+            values[name] = value
+        return cls.model_validate(values)
+
+    @classmethod
+    def arrow_schema(cls) -> pa.Schema:
+        """The parquet schema of this record type."""
+        return pa.schema(
+            [pa.field(name, _arrow_type(info.annotation)) for name, info in cls.model_fields.items()]
+        )
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+def _strip_optional(annotation: Any) -> Any:
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _is_message_list(annotation: Any) -> bool:
+    inner = _strip_optional(annotation)
+    return typing.get_origin(inner) is list and typing.get_args(inner) == (Message,)
+
+
+def _is_float_list(annotation: Any) -> bool:
+    inner = _strip_optional(annotation)
+    return typing.get_origin(inner) is list and typing.get_args(inner) == (float,)
+
+
+def _is_nested(annotation: Any) -> bool:
+    inner = _strip_optional(annotation)
+    if _is_float_list(inner):
+        return False
+    if typing.get_origin(inner) in (list, dict, tuple):
+        return True
+    return isinstance(inner, type) and issubclass(inner, BaseModel)
+
+
+_SCALARS: dict[Any, pa.DataType] = {
+    str: pa.string(),
+    int: pa.int64(),
+    float: pa.float64(),
+    bool: pa.bool_(),
+    datetime: pa.timestamp("us", tz="UTC"),
+}
+
+
+def _arrow_type(annotation: Any) -> pa.DataType:
+    inner = _strip_optional(annotation)
+    if inner in _SCALARS:
+        return _SCALARS[inner]
+    if typing.get_origin(inner) is Literal:
+        return pa.string()
+    if _is_float_list(inner):
+        return pa.list_(pa.float32())
+    if _is_message_list(inner):
+        return pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+    return pa.string()  # nested: stored as JSON
+
+
+# --- value objects nested inside records -------------------------------------------------
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class Evidence(BaseModel):
+    """A quote from a chunk that supports the gold answer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    chunk_id: str
+    quote: str
+
+
+class SourceRef(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    source_id: str
+    path: str
+    chunk_id: str
+
+
+class VerifierSpec(BaseModel):
+    """How an attempt is scored against the gold answer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    type: Literal["exact_or_f1"] = "exact_or_f1"
+    f1_threshold: float = 0.6
+    # Fill-in-the-blank tasks: the text before and after the blank. An attempt that repeats
+    # the whole sentence is cut down to what it put in the blank before it is compared.
+    context: list[str] = Field(default_factory=list)
+
+
+class Lineage(BaseModel):
+    """Where a task came from: enough to regenerate it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    generator: str
+    generator_version: str
+    prompt_hash: str
+    model: str
+    seed: str
+    knobs: dict[str, int | str] = Field(default_factory=dict)
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+# --- lake records -------------------------------------------------------------------------
+
+
+class Source(Record):
+    """One ingested file, accepted or not (`status` says which, `reason` why not)."""
+
+    source_id: str
+    path: str
+    kind: Literal["doc"] = "doc"
+    format: str
+    sha256: str
+    n_chars: int
+    title: str
+    text: str
+    ingested_at: datetime
+
+
+class Chunk(Record):
+    chunk_id: str
+    source_id: str
+    index: int
+    text: str
+    char_start: int
+    char_end: int
+    embedding: list[float]
+
+
+class Task(Record):
+    """A candidate or accepted task; `task_id` hashes its canonical form (not its lineage)."""
+
+    task_id: str
+    kind: Literal["doc_qa"]
+    prompt: list[Message]
+    answer: str
+    verifier: VerifierSpec
+    evidence: list[Evidence]
+    source: list[SourceRef]
+    lineage: Lineage
+    schema_version: str = SCHEMA_VERSION
+
+    @staticmethod
+    def make_id(kind: str, prompt: list[Message], answer: str, verifier: VerifierSpec) -> str:
+        return content_id(kind, [m.model_dump() for m in prompt], answer, verifier)
+
+
+class Verdict(Record):
+    """One judge's decision on one check of one task."""
+
+    verdict_id: str
+    task_id: str
+    check: Literal["open_book", "closed_book"]
+    judge_model: str
+    prompt_version: str
+    decision: Literal["pass", "fail"]
+    reason: str
+    response: str
+    usage: Usage
+
+
+class Attempt(Record):
+    """One solver rollout on one task, with its reward."""
+
+    attempt_id: str
+    task_id: str
+    index: int
+    harness: str
+    solver_model: str
+    temperature: float
+    seed: int
+    response: str
+    reward: float
+    usage: Usage
+
+
+class Difficulty(Record):
+    task_id: str
+    solver_model: str
+    harness: str
+    n: int
+    passes: int
+    pass_rate: float
+    pass_at_k: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    band: Band
+    pool: Pool
+    learnability: float
+
+
+class Status(Record):
+    """The outcome of one item at one stage; the latest row per (stage, item_id) wins.
+
+    `failed` (e.g. the LLM kept erroring) is retried by the next run; `done` and `rejected` are
+    final.
+    """
+
+    stage: str
+    item_id: str
+    status: ItemStatus
+    reason: str
+    detail: str
+    run_id: str
+    recorded_at: datetime
+
+
+class LLMCall(Record):
+    """Usage of one LLM request (cache hits included, flagged)."""
+
+    call_id: str
+    run_id: str
+    role: str
+    model: str
+    cached: bool
+    ok: bool
+    error: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cost_usd: float
+    recorded_at: datetime

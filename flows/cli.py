@@ -1,0 +1,116 @@
+"""The `foundry` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+QUIET_PREFECT = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def _band(values: list[str] | None) -> tuple[float, float] | None:
+    if values is None:
+        return None
+    low, high = (float(v) for v in values)
+    if not 0 <= low <= high <= 1:
+        raise argparse.ArgumentTypeError(f"--band needs 0 <= LO <= HI <= 1, got {low} {high}")
+    return low, high
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", help="data folder (default $FOUNDRY_HOME or ./.foundry)")
+    common.add_argument("--config", help="foundry.toml to use")
+    parser = argparse.ArgumentParser(
+        prog="foundry", description="Verifiable RL tasksets from your documents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", parents=[common], help="ingest PATHs, run every stage, export")
+    run.add_argument("paths", nargs="*", help="documents or folders (default: bundled samples)")
+    run.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
+    run.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
+
+    ingest = sub.add_parser("ingest", help="add sources to the lake")
+    kinds = ingest.add_subparsers(dest="kind", required=True)
+    docs = kinds.add_parser("docs", parents=[common], help=".md/.txt/.html files or folders")
+    docs.add_argument("paths", nargs="+")
+
+    for name, text in (("generate", "write candidate tasks from chunks"),
+                       ("verify", "judge candidates: answerable with source, not without"),
+                       ("calibrate", "measure solver pass rates and bands")):  # fmt: skip
+        sub.add_parser(name, parents=[common], help=text)
+
+    export = sub.add_parser("export", parents=[common], help="write a taskset version")
+    export.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
+    export.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
+
+    stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
+    stats.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        band = _band(getattr(args, "band", None))
+    except argparse.ArgumentTypeError as exc:
+        print(f"foundry: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "stats":
+        return _stats(args)
+    for key, value in QUIET_PREFECT.items():
+        os.environ.setdefault(key, value)
+    from flows import pipeline  # Prefect is imported only for commands that run flows
+
+    common = {"home": args.home, "config": args.config}
+    if args.command == "run":
+        summary = pipeline.pipeline_flow(paths=args.paths, out=args.out, band=band, **common)
+        usage = summary["usage"]
+        print(f"LLM calls this run: {usage['calls']} live, {usage['cache_hits']} from cache,"
+              f" {usage['errors']} errors, {usage['tokens']} tokens")  # fmt: skip
+        _print_export(summary["export"])
+    elif args.command == "ingest":
+        print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
+    elif args.command in ("generate", "verify", "calibrate"):
+        flow = getattr(pipeline, f"{args.command}_flow")
+        print(json.dumps(flow(**common), indent=2))
+    elif args.command == "export":
+        _print_export(pipeline.export_flow(out=args.out, band=band, **common))
+    return 0
+
+
+def _print_export(export: dict) -> None:
+    state = "written" if export["written"] else "unchanged, same as latest"
+    print(f"taskset: {export['path']} ({export['n_tasks']} tasks, {state})")
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from data.config import load_config
+    from data.funnel import format_funnel, funnel
+    from data.lake import Lake
+
+    cfg = load_config(Path(args.config) if args.config else None,
+                      Path(args.home) if args.home else None)  # fmt: skip
+    lake = Lake(cfg.home)
+    summary = funnel(lake)
+    summary["runs"] = len(lake.runs())
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print(f"lake: {lake.root} ({summary['runs']} runs)")
+        print(format_funnel(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Prefect flows: one per stage and `pipeline`, which runs them in order and exports.
+
+A Prefect task is a batch of items (not one LLM call); inside a batch the LLM client runs the
+calls concurrently. Resuming is the lake's job (items finished at a stage are skipped), so task
+result caching is off. Flows take plain parameters (paths, home, config), so they can back
+deployments with a form in the UI.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from data.config import load_config
+from data.endpoints import Endpoint, resolve_endpoints
+from data.export import ExportResult, export_taskset
+from data.funnel import funnel, run_usage
+from data.lake import Lake
+from flows.stages import LLM_STAGES, StageContext, batches, ingest_docs, run_llm_batch
+
+SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def stage_context(command: str, home: str | None, config: str | None) -> Iterator[StageContext]:
+    """Load the configuration, open the lake and record the run (failed if an error escapes)."""
+    cfg = load_config(Path(config) if config else None, Path(home) if home else None)
+    lake = Lake(cfg.home)
+    run_id = lake.start_run(command)
+    ctx = StageContext(lake=lake, config=cfg, run_id=run_id, progress=_progress)
+    state = "failed"
+    try:
+        yield ctx
+        state = "completed"
+    except KeyboardInterrupt:
+        state = "interrupted"
+        raise
+    finally:
+        lake.finish_run(run_id, state, run_usage(lake, run_id))
+
+
+# --- tasks (batches) ---------------------------------------------------------------------
+
+
+@task(name="ingest-docs", cache_policy=NO_CACHE)
+def ingest_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
+    return dict(ingest_docs(paths, ctx))
+
+
+@task(name="llm-batch", cache_policy=NO_CACHE, task_run_name="{stage}-batch-{index}")
+def llm_batch_task(
+    stage: str, index: int, items: list[str], ctx: StageContext, endpoints: dict[str, Endpoint]
+) -> dict[str, int]:
+    spec = next(s for s in LLM_STAGES if s.name == stage)
+    return dict(run_llm_batch(spec, items, ctx, endpoints))
+
+
+@task(name="export", cache_policy=NO_CACHE)
+def export_task(
+    ctx: StageContext, out: str | None, band: tuple[float, float] | None
+) -> ExportResult:
+    base = Path(out) if out else ctx.config.home / "tasksets"
+    return export_taskset(ctx.lake, ctx.config.export.name, base, band,
+                          ctx.config.export.rows_per_part)  # fmt: skip
+
+
+def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, int]]:
+    """Run the named LLM stages in order; the model endpoints are opened only if needed."""
+    summary: dict[str, dict[str, int]] = {}
+    stages = [s for s in LLM_STAGES if s.name in names]
+    if not any(s.pending(ctx) for s in stages):
+        ctx.progress("nothing pending for " + ", ".join(names))
+        return {s.name: {} for s in stages}
+    with resolve_endpoints(ctx.config, ctx.config.home / "logs") as endpoints:
+        for stage in stages:
+            items = stage.pending(ctx)
+            counts: Counter = Counter()
+            groups = batches(items, ctx.config.batch_size)
+            for index, group in enumerate(groups):
+                counts.update(llm_batch_task(stage.name, index, group, ctx, endpoints))
+                ctx.progress(
+                    f"{stage.name}: batch {index + 1}/{len(groups)}"
+                    f" ({min((index + 1) * ctx.config.batch_size, len(items))}/{len(items)} items)"
+                )
+            summary[stage.name] = dict(counts)
+    return summary
+
+
+# --- flows -------------------------------------------------------------------------------
+
+
+@flow(name="ingest", log_prints=False)
+def ingest_flow(paths: list[str], home: str | None = None, config: str | None = None) -> dict:
+    with stage_context("ingest", home, config) as ctx:
+        return ingest_task(paths, ctx)
+
+
+def _llm_stage_flow(name: str):
+    @flow(name=name)
+    def stage_flow(home: str | None = None, config: str | None = None) -> dict:
+        with stage_context(name, home, config) as ctx:
+            return _run_llm_stages([name], ctx)[name]
+
+    return stage_flow
+
+
+generate_flow = _llm_stage_flow("generate")
+verify_flow = _llm_stage_flow("verify")
+calibrate_flow = _llm_stage_flow("calibrate")
+
+
+@flow(name="export")
+def export_flow(
+    home: str | None = None, config: str | None = None, out: str | None = None,
+    band: tuple[float, float] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    with stage_context("export", home, config) as ctx:
+        result = export_task(ctx, out, band)
+        return {"path": str(result.path), "n_tasks": result.n_tasks, "written": result.written}
+
+
+@flow(name="pipeline")
+def pipeline_flow(
+    paths: list[str] | None = None, home: str | None = None, config: str | None = None,
+    out: str | None = None, band: tuple[float, float] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Ingest `paths` (the bundled samples when none are given and the lake has no sources),
+    run every stage over what is not done yet, and export."""
+    with stage_context("run", home, config) as ctx:
+        summary: dict[str, Any] = {}
+        if not paths and not ctx.lake.shards("sources"):
+            paths = [str(SAMPLE_DOCS)]
+            ctx.progress(f"no sources yet: ingesting the bundled samples in {SAMPLE_DOCS}")
+        if paths:
+            summary["ingest"] = ingest_task(paths, ctx)
+        summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
+        result = export_task(ctx, out, band)
+        summary["export"] = {"path": str(result.path), "n_tasks": result.n_tasks,
+                             "written": result.written}  # fmt: skip
+        summary["usage"] = run_usage(ctx.lake, ctx.run_id)
+        summary["funnel"] = funnel(ctx.lake)
+        return summary

@@ -1,0 +1,305 @@
+"""Stage logic as plain functions over the lake (no Prefect here, so tests need no server).
+
+Each stage finds the items not finished yet, processes them in batches, and writes every batch
+as shards: outputs first, then the items' status, then LLM usage. An item is finished once its
+latest status is `done` or `rejected`; `failed` items (errors that may be transient) are taken
+again by the next run. Outputs have content-hash keys, so an item processed twice after a crash
+still appears once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data.chunking import chunk_text
+from data.config import FoundryConfig
+from data.embeddings import embed, near_duplicates
+from data.endpoints import Endpoint
+from data.lake import Lake
+from data.llm import LLMClient, LLMError
+from data.llm_cache import ResponseCache
+from data.readers import Document, discover, read_document
+from data.records import Chunk, LLMCall, Record, Source, Status, content_id, utcnow
+from generators import doc_qa
+from judges import answerability, calibration
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class StageContext:
+    """What every stage needs: where the lake is, the settings, the run, a progress sink."""
+
+    lake: Lake
+    config: FoundryConfig
+    run_id: str
+    progress: Progress = lambda message: None  # noqa: E731
+
+    @property
+    def cache(self) -> ResponseCache:
+        return ResponseCache(self.config.home / "cache" / "llm")
+
+    def status(self, stage: str, item_id: str, status: str, reason: str, detail: str = "") -> Status:
+        return Status(stage=stage, item_id=item_id, status=status, reason=reason,
+                      detail=detail[:2000], run_id=self.run_id, recorded_at=utcnow())  # fmt: skip
+
+
+@dataclass
+class Outcome:
+    """What processing one item produced: its status (plus those of its parts, e.g. the
+    candidates of a chunk) and records per table."""
+
+    status: Status
+    records: dict[str, list[Record]] = field(default_factory=dict)
+    parts: list[Status] = field(default_factory=list)
+
+
+def batches(items: Sequence[str], size: int) -> list[list[str]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+# --- ingest ------------------------------------------------------------------------------
+
+
+def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
+    """Read, normalise, chunk and deduplicate documents; record every file's outcome."""
+    lake, cfg = ctx.lake, ctx.config.ingest
+    files = discover(paths)
+    ctx.progress(f"ingest: {len(files)} files")
+    known_sources = {r["source_id"]: r["path"] for r in lake.rows("SELECT source_id, path FROM sources")}
+    old = lake.rows("SELECT chunk_id, source_id, embedding FROM chunks ORDER BY chunk_id")
+    known_chunks = {r["chunk_id"]: r["source_id"] for r in old}
+    known_vectors = _as_matrix([r["embedding"] for r in old])
+    counts: Counter = Counter()
+    for group in batches([str(f) for f in files], 64):
+        sources, statuses, candidates = [], [], []
+        for name in group:
+            result = read_document(Path(name), cfg.max_file_bytes)
+            if not isinstance(result, Document):
+                statuses.append(ctx.status("ingest", name, "rejected", result.reason, result.detail))
+                counts[f"rejected:{result.reason}"] += 1
+                continue
+            source_id = content_id("doc", result.sha256)
+            if source_id in known_sources and known_sources[source_id] != name:
+                statuses.append(ctx.status("ingest", name, "rejected", "duplicate_document",
+                                           known_sources[source_id]))  # fmt: skip
+                counts["rejected:duplicate_document"] += 1
+                continue
+            if source_id not in known_sources:
+                sources.append(Source(source_id=source_id, path=name, format=result.format,
+                                      sha256=result.sha256, n_chars=len(result.text),
+                                      title=result.title, text=result.text,
+                                      ingested_at=utcnow()))  # fmt: skip
+                known_sources[source_id] = name
+            statuses.append(ctx.status("ingest", name, "done", "ingested", source_id))
+            counts["ingested"] += 1
+            spans = chunk_text(result.text, cfg.chunk_chars, cfg.min_chunk_chars)
+            candidates += [(source_id, i, span) for i, span in enumerate(spans)]
+        chunks, chunk_statuses, known_vectors = _dedup_chunks(
+            candidates, known_chunks, known_vectors, ctx
+        )
+        counts.update(s.reason for s in chunk_statuses)
+        lake.write("sources", sources, ctx.run_id)
+        lake.write("chunks", chunks, ctx.run_id)
+        lake.write("status", statuses + chunk_statuses, ctx.run_id)
+    return counts
+
+
+def _dedup_chunks(candidates, known_chunks, known_vectors, ctx: StageContext):
+    """Drop exact (same text) and near (cosine >= threshold) duplicate chunks, with reasons."""
+    fresh, statuses = [], []
+    for source_id, index, span in candidates:
+        chunk_id = content_id("chunk", span.text)
+        item = f"{source_id}#{index}"
+        owner = known_chunks.get(chunk_id)
+        if owner == source_id:
+            continue  # stored by an earlier, interrupted run
+        if owner is not None:
+            statuses.append(ctx.status("chunk", item, "rejected", "exact_duplicate", chunk_id))
+            continue
+        known_chunks[chunk_id] = source_id
+        fresh.append((chunk_id, source_id, index, span, item))
+    vectors = embed([span.text for _, _, _, span, _ in fresh])
+    threshold = ctx.config.ingest.near_duplicate_threshold
+    matches = near_duplicates(vectors, known_vectors, threshold)
+    kept, kept_vectors = [], []
+    for (chunk_id, source_id, index, span, item), vector, match in zip(
+        fresh, vectors, matches, strict=True
+    ):
+        if match is not None:
+            statuses.append(ctx.status("chunk", item, "rejected", "near_duplicate",
+                                       f"cosine {match[1]:.3f}"))  # fmt: skip
+            continue
+        kept.append(Chunk(chunk_id=chunk_id, source_id=source_id, index=index, text=span.text,
+                          char_start=span.start, char_end=span.end,
+                          embedding=[float(x) for x in vector]))  # fmt: skip
+        kept_vectors.append(vector)
+        statuses.append(ctx.status("chunk", item, "done", "kept", chunk_id))
+    all_vectors = _as_matrix([*known_vectors, *kept_vectors])
+    return kept, statuses, all_vectors
+
+
+def _as_matrix(rows):
+    import numpy as np
+
+    return np.array(rows, dtype=np.float32).reshape(len(rows), -1) if len(rows) else np.zeros(
+        (0, 384), dtype=np.float32
+    )
+
+
+# --- LLM stages ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLMStage:
+    """An LLM stage: which items are pending, how a batch's inputs load, how one item is done."""
+
+    name: str
+    pending: Callable[[StageContext], list[str]]
+    load: Callable[[StageContext, list[str]], dict[str, Any]]
+    work: Callable[[StageContext, str, Any, LLMClient], Awaitable[Outcome]]
+
+
+def run_llm_batch(
+    stage: LLMStage, items: list[str], ctx: StageContext, endpoints: dict[str, Endpoint]
+) -> Counter:
+    """Process `items` concurrently (bounded by the client) and write the batch's shards.
+
+    An LLM failure marks only that item `failed` with its reason; any other exception is recorded
+    the same way (`internal_error`, with the exception's last line) so one bad item never stops
+    the run.
+    """
+    inputs = stage.load(ctx, items)
+
+    async def guarded(item: str, client: LLMClient) -> Outcome:
+        try:
+            if item not in inputs:
+                return Outcome(ctx.status(stage.name, item, "rejected", "input_missing"))
+            return await stage.work(ctx, item, inputs[item], client)
+        except LLMError as exc:
+            return Outcome(ctx.status(stage.name, item, "failed", exc.reason, exc.detail))
+        except Exception as exc:  # noqa: BLE001 - recorded, visible in `foundry stats`
+            last = traceback.format_exception_only(exc)[-1].strip()
+            return Outcome(ctx.status(stage.name, item, "failed", "internal_error", last))
+
+    async def run_all() -> tuple[list[Outcome], list[LLMCall]]:
+        client = LLMClient(endpoints, ctx.cache, ctx.run_id)
+        try:
+            outcomes = await asyncio.gather(*(guarded(item, client) for item in items))
+        finally:
+            await client.aclose()
+        return outcomes, client.drain_calls()
+
+    outcomes, calls = asyncio.run(run_all())
+    tables: dict[str, list[Record]] = {}
+    for outcome in outcomes:
+        for table, records in outcome.records.items():
+            tables.setdefault(table, []).extend(records)
+    for table, records in tables.items():
+        ctx.lake.write(table, records, ctx.run_id)
+    ctx.lake.write("status", [s for o in outcomes for s in (*o.parts, o.status)], ctx.run_id)
+    ctx.lake.write("llm_calls", calls, ctx.run_id)
+    return Counter(f"{o.status.status}:{o.status.reason}" for o in outcomes)
+
+
+def _pending(ctx: StageContext, stage: str, sql: str) -> list[str]:
+    finished = ctx.lake.finished_items(stage)
+    return [row["id"] for row in ctx.lake.rows(sql) if row["id"] not in finished]
+
+
+# generate: chunk -> candidate task
+
+
+def pending_generate(ctx: StageContext) -> list[str]:
+    """Chunks not yet through `generate`, in a stable order, within `generate.max_chunks`."""
+    limit = ctx.config.generate.max_chunks
+    clause = f" LIMIT {int(limit)}" if limit is not None else ""
+    return _pending(ctx, "generate", f"SELECT chunk_id AS id FROM chunks ORDER BY chunk_id{clause}")
+
+
+def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Any]:
+    rows = ctx.lake.rows(
+        "SELECT c.*, s.path AS source_path FROM chunks c LEFT JOIN sources s USING (source_id)"
+        " WHERE list_contains(?, chunk_id)",
+        [chunk_ids],
+    )
+    return {r["chunk_id"]: (Chunk.from_row(r), r["source_path"] or "") for r in rows}
+
+
+async def generate_one(ctx: StageContext, chunk_id: str, loaded: Any, client: LLMClient) -> Outcome:
+    chunk, path = loaded
+    results = await doc_qa.generate(chunk, path, client, ctx.config.generate)
+    tasks = [r.task for r in results if isinstance(r, doc_qa.Candidate)]
+    parts = [
+        ctx.status("candidate", f"{chunk_id}#{r.candidate}", "done", "generated", r.task.task_id)
+        if isinstance(r, doc_qa.Candidate)
+        else ctx.status("candidate", f"{chunk_id}#{r.candidate}", "rejected", r.reason, r.detail)
+        for r in results
+    ]
+    state, reason = ("done", "generated") if tasks else ("rejected", "no_valid_candidate")
+    status = ctx.status("generate", chunk_id, state, reason, f"{len(tasks)} of {len(results)}")
+    return Outcome(status, {"tasks": tasks}, parts)
+
+
+# verify: candidate -> accepted / rejected by the judge panel
+
+
+def pending_verify(ctx: StageContext) -> list[str]:
+    return _pending(ctx, "verify", "SELECT task_id AS id FROM tasks ORDER BY task_id")
+
+
+def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
+    tasks = load_tasks(ctx, task_ids)
+    chunk_ids = sorted({e.chunk_id for t in tasks.values() for e in t.evidence})
+    rows = ctx.lake.rows(
+        "SELECT chunk_id, text FROM chunks WHERE list_contains(?, chunk_id)", [chunk_ids]
+    )
+    texts = {r["chunk_id"]: r["text"] for r in rows}
+    return {
+        task_id: (task, "\n\n".join(texts[e.chunk_id] for e in task.evidence if e.chunk_id in texts))
+        for task_id, task in tasks.items()
+    }
+
+
+async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
+    task, passage = loaded
+    if not passage:
+        return Outcome(ctx.status("verify", task_id, "rejected", "source_missing"))
+    decision = await answerability.judge(task, passage, client, ctx.config.verify)
+    state = "done" if decision.accepted else "rejected"
+    return Outcome(ctx.status("verify", task_id, state, decision.reason),
+                   {"verdicts": list(decision.verdicts)})  # fmt: skip
+
+
+# calibrate: accepted task -> attempts and difficulty
+
+
+def pending_calibrate(ctx: StageContext) -> list[str]:
+    return _pending(
+        ctx, "calibrate",
+        "SELECT item_id AS id FROM status WHERE stage = 'verify' AND status = 'done' ORDER BY id",
+    )  # fmt: skip
+
+
+def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
+    tasks = ctx.lake.records("tasks", "list_contains(?, task_id)", [task_ids])
+    return {t.task_id: t for t in tasks}
+
+
+async def calibrate_one(ctx: StageContext, task_id: str, task: Any, client: LLMClient) -> Outcome:
+    attempts, difficulty = await calibration.calibrate(task, client, ctx.config.calibrate)
+    return Outcome(ctx.status("calibrate", task_id, "done", difficulty.band),
+                   {"attempts": list(attempts), "difficulty": [difficulty]})  # fmt: skip
+
+
+LLM_STAGES = [
+    LLMStage("generate", pending_generate, load_chunks, generate_one),
+    LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
+    LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_one),
+]

@@ -1,0 +1,179 @@
+"""Document QA, built backwards: fix the evidence and the answer first, then write the question.
+
+For each of a few focus sentences drawn by a seeded RNG from the chunk (the evidence, quoted
+from the chunk by construction):
+1. the generator model picks the answer among the sentence's candidate spans (names, numbers,
+   dates; the schema's `enum` makes any other reply invalid);
+2. the question is written: by the model (`question`), as a fill-in-the-blank of the evidence
+   (`cloze`), or by the model with the cloze as fallback when its question fails the checks
+   (`auto`); the style used is a recorded difficulty knob (a cloze overlaps the source more);
+3. deterministic checks (see `generators.checks`) reject anything that does not hold together.
+
+The source is withheld from the task's prompt: the solver must know or find the fact.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from data.chunking import split_sentences
+from data.config import GenerateConfig
+from data.llm import LLMClient
+from data.prompts import load_prompt
+from data.records import (
+    Chunk,
+    Evidence,
+    Lineage,
+    Message,
+    SourceRef,
+    Task,
+    VerifierSpec,
+    seed_for,
+)
+from generators.checks import BLANK, CheckFailure, check_answer, check_question
+from generators.spans import answer_candidates
+
+GENERATOR = "doc_qa"
+VERSION = "2"
+ANSWER_PROMPT = load_prompt(__file__, "doc_qa_answer")
+QUESTION_PROMPT = load_prompt(__file__, "doc_qa_question")
+SYSTEM_PROMPT = load_prompt(__file__, "doc_qa_system")
+MIN_SENTENCE_CHARS = 25
+MAX_SENTENCE_CHARS = 300
+
+
+class QuestionDraft(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    question: str = Field(min_length=1, max_length=300)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a candidate was dropped; `detail` keeps what was generated, for inspection."""
+
+    candidate: str
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    candidate: str
+    task: Task
+
+
+def focus_sentences(text: str) -> list[str]:
+    """Sentences fit to carry a fact: neither fragments nor run-ons, with an answer span."""
+    return [
+        s
+        for s in split_sentences(text)
+        if MIN_SENTENCE_CHARS <= len(s) <= MAX_SENTENCE_CHARS and answer_candidates(s)
+    ]
+
+
+def cloze(evidence: str, answer: str) -> str:
+    return "Fill in the blank: " + evidence.replace(answer, BLANK, 1)
+
+
+async def generate(
+    chunk: Chunk, source_path: str, llm: LLMClient, config: GenerateConfig
+) -> list[Candidate | Rejection]:
+    """Up to `candidates_per_chunk` candidate tasks from `chunk`, each a task or a rejection."""
+    seed_text, _ = seed_for(GENERATOR, VERSION, chunk.chunk_id)
+    sentences = focus_sentences(chunk.text)
+    if not sentences:
+        return [Rejection("-", "no_usable_sentence", f"{len(chunk.text)} chars, no fact sentence")]
+    count = min(config.candidates_per_chunk, len(sentences))
+    picks = sorted(random.Random(seed_text).sample(range(len(sentences)), count))
+    return [
+        await _candidate(chunk, source_path, sentences[i], i, llm, config) for i in picks
+    ]
+
+
+async def _candidate(
+    chunk: Chunk, source_path: str, evidence: str, focus: int, llm: LLMClient,
+    config: GenerateConfig,
+) -> Candidate | Rejection:  # fmt: skip
+    name = f"focus={focus}"
+    seed_text, seed = seed_for(GENERATOR, VERSION, chunk.chunk_id, str(focus))
+    answer = await _choose_answer(chunk.text, evidence, llm, config, seed)
+    try:
+        check_answer(chunk.text, evidence, answer, config.max_answer_words)
+    except CheckFailure as failure:
+        return Rejection(name, failure.reason, f"evidence={evidence!r} answer={answer!r}")
+
+    question, style = await _write_question(evidence, answer, llm, config, seed)
+    try:
+        check_question(question, answer, config.max_question_chars)
+    except CheckFailure as failure:
+        return Rejection(name, failure.reason, f"question={question!r} answer={answer!r}")
+
+    prompt = [
+        Message(role="system", content=SYSTEM_PROMPT.template.strip()),
+        Message(role="user", content=question),
+    ]
+    verifier = VerifierSpec(context=_blank_context(question) if style == "cloze" else [])
+    task = Task(
+        task_id=Task.make_id("doc_qa", prompt, answer, verifier),
+        kind="doc_qa",
+        prompt=prompt,
+        answer=answer,
+        verifier=verifier,
+        evidence=[Evidence(chunk_id=chunk.chunk_id, quote=evidence)],
+        source=[SourceRef(source_id=chunk.source_id, path=source_path, chunk_id=chunk.chunk_id)],
+        lineage=Lineage(
+            generator=GENERATOR,
+            generator_version=VERSION,
+            prompt_hash=f"{ANSWER_PROMPT.version}+{QUESTION_PROMPT.version}",
+            model=llm.model("generator"),
+            seed=seed_text,
+            knobs={"focus_sentence": focus, "question_style": style, "hops": 1},
+        ),
+    )
+    return Candidate(name, task)
+
+
+async def _choose_answer(
+    passage: str, evidence: str, llm: LLMClient, config: GenerateConfig, seed: int
+) -> str:
+    options = answer_candidates(evidence)
+    if len(options) == 1:
+        return options[0]
+    choice = create_model(
+        "AnswerChoice", __config__=ConfigDict(extra="ignore"),
+        answer=(Literal[tuple(options)], ...),
+    )  # fmt: skip
+    prompt = ANSWER_PROMPT.render(passage=passage, focus=evidence,
+                                  options="\n".join(f"- {o}" for o in options))  # fmt: skip
+    reply = await llm.structured("generator", [{"role": "user", "content": prompt}], choice,
+                                 temperature=config.temperature, max_tokens=60, seed=seed)  # fmt: skip
+    return reply.answer
+
+
+async def _write_question(
+    evidence: str, answer: str, llm: LLMClient, config: GenerateConfig, seed: int
+) -> tuple[str, Literal["question", "cloze"]]:
+    if config.question_style == "cloze":
+        return cloze(evidence, answer), "cloze"
+    prompt = QUESTION_PROMPT.render(evidence=evidence, answer=answer)
+    written = await llm.structured("generator", [{"role": "user", "content": prompt}],
+                                   QuestionDraft, temperature=config.temperature,
+                                   max_tokens=120, seed=seed)  # fmt: skip
+    question = written.question.strip()
+    if config.question_style == "auto":
+        try:
+            check_question(question, answer, config.max_question_chars)
+        except CheckFailure:
+            return cloze(evidence, answer), "cloze"
+    return question, "question"
+
+
+def _blank_context(question: str) -> list[str]:
+    """The text before and after the blank: a reply that repeats it is cut to the filler."""
+    body = question.removeprefix("Fill in the blank: ")
+    before, after = body.split(BLANK, 1)
+    return [before.strip(), after.strip()]

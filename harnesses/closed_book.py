@@ -1,0 +1,21 @@
+"""The closed-book harness: the solver sees exactly the task's prompt, with no tools.
+
+A harness knows how a solver attempts a task; it never scores (the judges do) and the task
+never knows which harness attempts it.
+"""
+
+from __future__ import annotations
+
+from data.llm import LLMClient, Reply
+from data.records import Task
+
+NAME = "closed_book"
+
+
+async def attempt(
+    task: Task, llm: LLMClient, n: int, *, temperature: float, max_tokens: int, seed: int
+) -> list[Reply]:
+    """`n` independent solver attempts at `task` (seeded, so a re-run replays from the cache)."""
+    messages = [m.model_dump() for m in task.prompt]
+    return await llm.sample("solver", messages, n, temperature=temperature,
+                            max_tokens=max_tokens, seed=seed)  # fmt: skip

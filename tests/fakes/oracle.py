@@ -1,0 +1,48 @@
+"""A deterministic "model" that understands taskfoundry's own prompts, for pipeline tests.
+
+It picks the last offered answer span, writes a fill-in-the-blank question, answers open-book questions by finding the blanked sentence in the
+passage, never knows closed-book answers, and as the solver is right on a share of seeds that
+depends on the question (so calibration sees every band).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+def _line(text: str, label: str) -> str:
+    match = re.search(rf"^{label}: (.*)$", text, flags=re.M)
+    return match.group(1).strip() if match else ""
+
+
+class Oracle:
+    """Call `oracle(request_body)` (HTTP fake) or `oracle.respond(role, messages, params)`."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, str] = {}
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        params = {k: v for k, v in body.items() if k not in ("messages", "model")}
+        return self.respond("?", body["messages"], params)
+
+    def respond(self, role: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+        prompt = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
+        if "Focus sentence:" in prompt:
+            options = re.findall(r"^- (.+)$", prompt, flags=re.M)
+            return json.dumps({"answer": options[-1]})
+        if prompt.startswith("Write one quiz question."):
+            fact, answer = _line(prompt, "Fact"), _line(prompt, "Answer")
+            question = "Fill the blank: " + fact.replace(answer, "___", 1).rstrip(".") + "?"
+            self.answers[question] = answer
+            return json.dumps({"question": question})
+        if prompt.startswith("Read the passage"):
+            return self.answers.get(_line(prompt, "Question"), "unknown")
+        if "If you do not know" in prompt:
+            return "unknown"
+        question = messages[-1]["content"]
+        answer = self.answers.get(question, "unknown")
+        skill = int(hashlib.sha256(question.encode()).hexdigest(), 16) % 3  # 0, 1 or 2 of 2
+        seed = params.get("seed", 0) + params.get("_choice", 0)
+        return answer if seed % 2 < skill else "something else"

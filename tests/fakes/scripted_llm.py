@@ -1,0 +1,42 @@
+"""A scripted fake LLM: the real LLMClient with only its network seam (`_request`) replaced."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from data.endpoints import Endpoint
+from data.llm import LLMClient
+from data.records import Usage
+
+Responder = Callable[[str, list[dict[str, str]], dict[str, Any]], str | list[str]]
+
+
+def fake_endpoints(
+    base_url: str, model: str = "scripted", judges: int = 1, **overrides: Any
+) -> dict[str, Endpoint]:
+    """Endpoints for every role (`generator`, `judge:0..`, `solver`) on one server."""
+    roles = ["generator", *(f"judge:{i}" for i in range(judges)), "solver"]
+    settings = {"max_concurrency": 4, "timeout_s": 5.0, "max_retries": 0, "json_schema": True,
+                "supports_n": False, **overrides}  # fmt: skip
+    return {r: Endpoint(role=r, base_url=base_url, api_key="k", model=model, **settings)
+            for r in roles}  # fmt: skip
+
+
+class ScriptedLLM(LLMClient):
+    """Answers from `respond(role, messages, params)`; records every request it was sent."""
+
+    def __init__(self, respond: Responder, judges: int = 1, roles: Sequence[str] = ()) -> None:
+        endpoints = fake_endpoints("scripted://", judges=judges)
+        if roles:
+            endpoints = {r: e for r, e in endpoints.items() if r in roles}
+        super().__init__(endpoints, cache=None)
+        self.respond = respond
+        self.requests: list[tuple[str, list[dict[str, str]], dict[str, Any]]] = []
+
+    async def _request(self, role, messages, params):
+        self._endpoint(role)
+        self.requests.append((role, messages, params))
+        out = self.respond(role, messages, params)
+        texts = out if isinstance(out, list) else [out]
+        return texts, Usage(prompt_tokens=10, completion_tokens=5), False

@@ -1,0 +1,187 @@
+import asyncio
+import json
+
+import pytest
+
+from data.config import GenerateConfig, VerifyConfig
+from data.llm import LLMError
+from data.records import Chunk, VerifierSpec
+from generators import doc_qa
+from generators.checks import CheckFailure, check_answer, check_question
+from generators.spans import answer_candidates
+from judges import answerability
+from judges.rewards import score
+from tests.fakes.oracle import Oracle
+from tests.fakes.scripted_llm import ScriptedLLM
+
+TEXT = (
+    "The Orvanne Bridge crosses the River Kelm at Tessaly Port. "
+    "It opened in 1887 after six years of work. "
+    "The engineer Ansel Varrow designed its three stone arches."
+)
+CHUNK = Chunk(chunk_id="c1", source_id="s1", index=0, text=TEXT, char_start=0,
+              char_end=len(TEXT), embedding=[0.0])  # fmt: skip
+ONE = GenerateConfig(candidates_per_chunk=1)
+
+
+def generate(llm, chunk=CHUNK, config=GenerateConfig()):
+    return asyncio.run(doc_qa.generate(chunk, "docs/bridge.md", llm, config))
+
+
+def first_task(llm, config=ONE):
+    (result,) = generate(llm, config=config)
+    assert isinstance(result, doc_qa.Candidate), result
+    return result.task
+
+
+def test_answer_candidates_are_names_numbers_and_dates():
+    assert answer_candidates("The Museum of Tides opened in Tessaly Port in March 1902.") == [
+        "Museum of Tides", "Tessaly Port", "March 1902"
+    ]  # fmt: skip
+    assert answer_candidates("It holds 1,400 litres.") == ["1,400"]
+    assert answer_candidates("It is small.") == []
+
+
+def test_working_backwards_yields_checked_tasks_with_lineage():
+    results = generate(ScriptedLLM(Oracle().respond))
+    tasks = [r.task for r in results if isinstance(r, doc_qa.Candidate)]
+    assert len(results) == 2 and len(tasks) == 2
+    for task in tasks:
+        assert task.answer in task.evidence[0].quote
+        assert task.evidence[0].quote in TEXT
+        assert task.answer not in task.prompt[-1].content
+        assert task.prompt[0].role == "system" and task.prompt[-1].role == "user"
+        assert task.lineage.generator == "doc_qa" and task.lineage.model == "scripted"
+        assert task.lineage.knobs["question_style"] == "question"
+        assert task.source[0].path == "docs/bridge.md"
+        assert score(task.verifier, task.answer, task.answer).reward == 1.0
+    assert generate(ScriptedLLM(Oracle().respond)) == results  # deterministic
+    assert len({t.task_id for t in tasks}) == 2
+
+
+def test_answer_must_be_one_of_the_offered_spans():
+    def respond(role, messages, params):
+        return json.dumps({"answer": "gold"})
+
+    llm = ScriptedLLM(respond)
+    with pytest.raises(LLMError) as raised:
+        generate(llm, config=ONE)
+    assert raised.value.reason == "invalid_structured_output"
+    assert len(llm.requests) == 3  # the first reply and two repairs
+    schema = llm.requests[0][2]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["answer"]["enum"] == answer_candidates(
+        llm.requests[0][1][0]["content"].split('Focus sentence:\n"""\n')[1].split("\n")[0]
+    )
+
+
+def test_auto_style_falls_back_to_a_cloze_when_the_question_gives_the_answer_away():
+    def respond(role, messages, params):
+        prompt = messages[-1]["content"]
+        if "Focus sentence" in prompt:
+            options = [line[2:] for line in prompt.splitlines() if line.startswith("- ")]
+            return json.dumps({"answer": options[-1]})
+        answer = prompt.split("Answer: ", 1)[1].splitlines()[0]
+        return json.dumps({"question": f"Is it {answer}?"})
+
+    for task in (first_task(ScriptedLLM(respond)),):
+        assert task.lineage.knobs["question_style"] == "cloze"
+        question = task.prompt[-1].content
+        assert question.startswith("Fill in the blank: ") and "___" in question
+        assert task.answer not in question
+        before, after = task.verifier.context
+        repeated = question.removeprefix("Fill in the blank: ").replace("___", task.answer)
+        assert score(task.verifier, repeated, task.answer).reward == 1.0
+        assert score(task.verifier, repeated.replace(task.answer, "1999"), task.answer).reward == 0
+
+    strict = GenerateConfig(candidates_per_chunk=1, question_style="question")
+    (rejected,) = generate(ScriptedLLM(respond), config=strict)
+    assert rejected.reason == "question_contains_answer"
+
+
+def test_cloze_style_makes_no_question_call():
+    llm = ScriptedLLM(Oracle().respond)
+    task = first_task(llm, GenerateConfig(candidates_per_chunk=1, question_style="cloze"))
+    assert "___" in task.prompt[-1].content
+    assert all("Write one quiz question" not in r[1][-1]["content"] for r in llm.requests)
+
+
+def test_invalid_json_is_repaired_once_then_accepted():
+    replies = iter(['{"answer": "Tess', json.dumps({"answer": "Tessaly Port"})])
+
+    def respond(role, messages, params):
+        if "Focus sentence" in messages[0]["content"]:
+            return next(replies)
+        return json.dumps({"question": "Where does the bridge cross the river?"})
+
+    chunk = CHUNK.model_copy(update={"text": TEXT.split(". ")[0] + "."})
+    llm = ScriptedLLM(respond)
+    (result,) = generate(llm, chunk=chunk, config=ONE)
+    assert result.task.answer == "Tessaly Port"
+    repair = llm.requests[1][1]
+    assert repair[-1]["role"] == "user" and "not valid" in repair[-1]["content"]
+
+
+def test_chunk_without_fact_sentences_is_rejected_without_calls():
+    llm = ScriptedLLM(lambda *a: "{}")
+    short = CHUNK.model_copy(update={"text": "Hi. Yes. it is all quite small and grey here."})
+    assert generate(llm, short)[0].reason == "no_usable_sentence"
+    assert llm.requests == []
+
+
+def test_checks():
+    for args, reason in [
+        (("text", "", "a", 5), "empty"),
+        (("a b c", "a b c", "a b c d e f", 2), "answer_too_long"),
+        (("The sky is blue.", "The sky is green.", "green", 5), "evidence_not_in_chunk"),
+        (("The sky is blue.", "The sky is blue.", "red", 5), "answer_not_in_evidence"),
+        (("The sky is blue.", "The sky is blue.", "the sky is blue", 5), "answer_is_whole_evidence"),
+    ]:
+        try:
+            check_answer(*args)
+        except CheckFailure as failure:
+            assert failure.reason == reason
+        else:
+            raise AssertionError(f"expected {reason}")
+    check_answer("It opened in 1887.", "it  opened in 1887.", "1887", 5)
+    for question, reason in [("When did it open", "not_a_question"), ("x" * 301 + "?", "question_too_long"),
+                             ("Did it open in 1887?", "question_contains_answer")]:  # fmt: skip
+        try:
+            check_question(question, "1887", 300)
+        except CheckFailure as failure:
+            assert failure.reason == reason
+        else:
+            raise AssertionError(f"expected {reason}")
+    check_question("Fill in the blank: It opened in ___.", "1887", 300)
+
+
+def test_panel_accepts_answerable_non_leaking_task():
+    oracle = Oracle()
+    task = first_task(ScriptedLLM(oracle.respond))
+    llm = ScriptedLLM(oracle.respond, judges=3)
+    decision = asyncio.run(answerability.judge(task, TEXT, llm, VerifyConfig()))
+    assert decision.accepted and decision.reason == "accepted"
+    assert [v.check for v in decision.verdicts] == ["open_book"] * 3 + ["closed_book"] * 3
+    assert all(v.judge_model == "scripted" and v.reason for v in decision.verdicts)
+
+
+def test_closed_book_leak_is_rejected():
+    task = first_task(ScriptedLLM(Oracle().respond))
+    llm = ScriptedLLM(lambda role, messages, params: task.answer, judges=3)
+    decision = asyncio.run(answerability.judge(task, TEXT, llm, VerifyConfig()))
+    assert decision.reason == "closed_book_leak"
+    assert len(decision.verdicts) == 6
+
+
+def test_unanswerable_with_source_is_rejected_before_closed_book():
+    task = first_task(ScriptedLLM(Oracle().respond))
+    llm = ScriptedLLM(lambda role, messages, params: "no idea", judges=3)
+    decision = asyncio.run(answerability.judge(task, TEXT, llm, VerifyConfig()))
+    assert decision.reason == "not_answerable_with_source"
+    assert len(llm.requests) == 3  # the closed-book panel was never asked
+
+
+def test_verifier_rejects_perturbed_answers():
+    spec = VerifierSpec()
+    assert score(spec, "1887", "1887").reward == 1.0
+    assert score(spec, "1888", "1887").reward == 0.0
+    assert score(spec, "", "1887").reward == 0.0

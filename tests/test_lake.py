@@ -1,0 +1,218 @@
+"""The lake: parquet shard round trips, dedup by key, latest status, crash leftovers, runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from data.lake import TABLES, Lake
+from data.records import (
+    Evidence,
+    Lineage,
+    Message,
+    SourceRef,
+    Status,
+    Task,
+    Usage,
+    Verdict,
+    VerifierSpec,
+    utcnow,
+)
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lake:
+    return Lake(tmp_path / "home")
+
+
+def make_task(question: str = "What is the capital of France?", answer: str = "Paris") -> Task:
+    prompt = [
+        Message(role="system", content="Answer with a short phrase."),
+        Message(role="user", content=question),
+    ]
+    verifier = VerifierSpec()
+    return Task(
+        task_id=Task.make_id("doc_qa", prompt, answer, verifier),
+        kind="doc_qa",
+        prompt=prompt,
+        answer=answer,
+        verifier=verifier,
+        evidence=[Evidence(chunk_id="c1", quote=f"The capital is {answer}.")],
+        source=[SourceRef(source_id="s1", path="docs/france.md", chunk_id="c1")],
+        lineage=Lineage(
+            generator="doc_qa",
+            generator_version="1",
+            prompt_hash="ph",
+            model="fake-model",
+            seed="7",
+            knobs={"max_answer_words": 8, "style": "short"},
+        ),
+    )
+
+
+def make_status(item_id: str, status: str, *, stage: str = "generate", minutes: int = 0) -> Status:
+    return Status(
+        stage=stage, item_id=item_id, status=status, reason=status, detail="",
+        run_id="run-1", recorded_at=utcnow() + timedelta(minutes=minutes),
+    )  # fmt: skip
+
+
+def test_task_round_trip_keeps_prompt_messages(lake: Lake) -> None:
+    tasks = [make_task(), make_task("What is the capital of Italy?", "Rome")]
+    lake.write("tasks", tasks, run_id="run-1")
+
+    read = lake.records("tasks")
+
+    assert sorted(read, key=lambda t: t.task_id) == sorted(tasks, key=lambda t: t.task_id)
+    by_id = {t.task_id: t for t in read}
+    assert by_id[tasks[1].task_id].prompt == tasks[1].prompt
+    assert all(isinstance(m, Message) for m in by_id[tasks[1].task_id].prompt)
+    assert by_id[tasks[0].task_id].lineage.knobs == {"max_answer_words": 8, "style": "short"}
+
+
+def test_status_round_trip(lake: Lake) -> None:
+    status = make_status("item-1", "rejected")
+    lake.write("status", [status])
+
+    assert lake.records("status") == [status]
+
+
+def test_record_to_row_from_row_round_trip() -> None:
+    task = make_task()
+    row = task.to_row()
+    assert row["prompt"] == [m.model_dump() for m in task.prompt]  # structs, not JSON
+    assert isinstance(row["verifier"], str) and json.loads(row["verifier"])["type"] == "exact_or_f1"
+    assert Task.from_row(row) == task
+
+    verdict = Verdict(
+        verdict_id="v1", task_id=task.task_id, check="closed_book", judge_model="m",
+        prompt_version="1", decision="fail", reason="leak", response="Paris",
+        usage=Usage(prompt_tokens=12, completion_tokens=1),
+    )  # fmt: skip
+    assert Verdict.from_row(verdict.to_row()) == verdict
+    status = make_status("x", "done")
+    assert Status.from_row(status.to_row()) == status
+
+
+def test_task_make_id_is_stable_and_depends_on_answer() -> None:
+    a, b = make_task(), make_task()
+    assert a.task_id == b.task_id
+    assert a.task_id == Task.make_id(a.kind, list(a.prompt), a.answer, a.verifier)
+    assert make_task(answer="Lyon").task_id != a.task_id
+    assert make_task(question="Capital of France?").task_id != a.task_id
+
+
+def test_writing_same_records_twice_does_not_duplicate(lake: Lake) -> None:
+    tasks = [make_task(), make_task("What is the capital of Spain?", "Madrid")]
+    lake.write("tasks", tasks)
+    lake.write("tasks", tasks)
+
+    assert len(lake.shards("tasks")) == 2
+    assert len(lake.records("tasks")) == 2
+    assert lake.rows("SELECT count(*) AS n FROM tasks") == [{"n": 2}]
+
+
+def test_latest_status_wins_and_finished_items_ignores_failed(lake: Lake) -> None:
+    lake.write("status", [
+        make_status("a", "failed", minutes=0),
+        make_status("b", "done", minutes=0),
+        make_status("c", "rejected", minutes=0),
+        make_status("d", "failed", minutes=0),
+        make_status("a", "done", stage="verify", minutes=0),
+    ])  # fmt: skip
+    lake.write("status", [
+        make_status("a", "done", minutes=1),  # a retried and finished
+        make_status("b", "failed", minutes=1),  # b's later failure is what counts
+    ])  # fmt: skip
+
+    latest = {(s.stage, s.item_id): s.status for s in lake.records("status")}
+
+    assert latest == {
+        ("generate", "a"): "done",
+        ("generate", "b"): "failed",
+        ("generate", "c"): "rejected",
+        ("generate", "d"): "failed",
+        ("verify", "a"): "done",
+    }
+    assert lake.finished_items("generate") == {"a", "c"}
+    assert lake.finished_items("verify") == {"a"}
+    assert lake.finished_items("calibrate") == set()
+
+
+def test_latest_status_wins_by_time_not_by_write_order(lake: Lake) -> None:
+    lake.write("status", [make_status("a", "done", minutes=5)])
+    # written later but recorded earlier: `recorded_at` decides, not the shard order
+    lake.write("status", [make_status("a", "failed", minutes=0)])
+
+    assert lake.finished_items("generate") == {"a"}
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_empty_table_reads_zero_rows_with_columns(lake: Lake, table: str) -> None:
+    with lake.connect() as con:
+        result = con.execute(f"SELECT * FROM {table}")
+        columns = [d[0] for d in result.description]
+        assert result.fetchall() == []
+    assert columns == list(TABLES[table].record.model_fields)
+    assert lake.records(table) == []
+
+
+def test_leftover_tmp_shard_is_ignored(lake: Lake) -> None:
+    task = make_task()
+    shard = lake.write("tasks", [task])
+    assert shard is not None
+    half = shard.read_bytes()[: shard.stat().st_size // 2]
+    (shard.parent / f".{shard.name}.deadbeef.tmp").write_bytes(half)  # crash mid-write
+    status_dir = lake.root / "status"
+    status_dir.mkdir()
+    (status_dir / ".20990101T000000-crashed.parquet.tmp").write_bytes(b"PAR1 truncated")
+
+    assert lake.shards("tasks") == [shard]
+    assert lake.records("tasks") == [task]
+    assert lake.records("status") == []
+    run_id = lake.start_run("generate")
+    lake.finish_run(run_id, "done", {})
+    with duckdb.connect(str(lake.catalog_path), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM tasks").fetchone() == (1,)
+
+
+def test_runs_round_trip(lake: Lake) -> None:
+    assert lake.runs() == []
+
+    run_id = lake.start_run("generate --max-chunks 3")
+    (running,) = lake.runs()
+    assert running["run_id"] == run_id
+    assert running["command"] == "generate --max-chunks 3"
+    assert running["state"] == "running"
+    assert running["started_at"] is not None and running["finished_at"] is None
+
+    lake.finish_run(run_id, "done", {"tasks": 2, "failed": 0})
+    second = lake.start_run("verify")
+
+    first, latest = lake.runs()
+    assert first["run_id"] == run_id and latest["run_id"] == second
+    assert first["state"] == "done"
+    assert first["finished_at"] >= first["started_at"]
+    assert json.loads(first["summary"]) == {"tasks": 2, "failed": 0}
+    assert latest["state"] == "running"
+
+
+def test_catalog_has_queryable_tasks_view_after_finish_run(lake: Lake) -> None:
+    tasks = [make_task(), make_task("What is the capital of Peru?", "Lima")]
+    lake.write("tasks", tasks)
+    lake.write("tasks", tasks[:1])  # a duplicate shard: the view deduplicates too
+    run_id = lake.start_run("generate")
+    lake.finish_run(run_id, "done", {"tasks": 2})
+
+    with duckdb.connect(str(lake.catalog_path), read_only=True) as con:
+        rows = con.execute("SELECT task_id, answer FROM tasks ORDER BY answer").fetchall()
+        columns = [d[0] for d in con.execute("SELECT * FROM tasks").description]
+        runs = con.execute("SELECT run_id, state FROM runs").fetchall()
+
+    assert rows == [(tasks[1].task_id, "Lima"), (tasks[0].task_id, "Paris")]
+    assert "_shard" not in columns and columns == list(Task.model_fields)
+    assert runs == [(run_id, "done")]
