@@ -145,7 +145,10 @@ class LLMClient:
                 response_format=response_format,
             )  # fmt: skip
             try:
-                return schema.model_validate_json(reply.text)
+                # strict=False: raw newlines inside strings are a common, harmless model quirk
+                return schema.model_validate(json.loads(reply.text, strict=False))
+            except json.JSONDecodeError as exc:
+                error = f"invalid JSON: {exc.msg} at char {exc.pos}"
             except ValidationError as exc:
                 error = _short_validation_error(exc)
             conversation = [
@@ -209,6 +212,7 @@ class LLMClient:
         started = time.monotonic()
         try:
             async with self._limit(endpoint):
+                started = time.monotonic()  # latency excludes waiting for a free slot
                 response = await self._client(endpoint).chat.completions.create(**request)
         except openai.APIStatusError as exc:
             self._fail(endpoint, started, f"http_{exc.status_code}", str(exc))

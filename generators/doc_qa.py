@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from data.chunking import split_sentences
 from data.config import GenerateConfig
-from data.llm import LLMClient
+from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import (
     Chunk,
@@ -160,16 +160,21 @@ async def _write_question(
     if config.question_style == "cloze":
         return cloze(evidence, answer), "cloze"
     prompt = QUESTION_PROMPT.render(evidence=evidence, answer=answer)
-    written = await llm.structured("generator", [{"role": "user", "content": prompt}],
-                                   QuestionDraft, temperature=config.temperature,
-                                   max_tokens=120, seed=seed)  # fmt: skip
-    question = written.question.strip()
-    if config.question_style == "auto":
-        try:
-            check_question(question, answer, config.max_question_chars)
-        except CheckFailure:
-            return cloze(evidence, answer), "cloze"
-    return question, "question"
+    messages = [{"role": "user", "content": prompt}]
+    if config.question_style == "question":
+        written = await llm.structured("generator", messages, QuestionDraft, max_tokens=120,
+                                       temperature=config.temperature, seed=seed)  # fmt: skip
+        return written.question.strip(), "question"
+    # auto: the cloze is the repair, so an unusable question costs no further calls
+    try:
+        written = await llm.structured("generator", messages, QuestionDraft, max_tokens=120,
+                                       temperature=config.temperature, seed=seed, repairs=0)  # fmt: skip
+        check_question(written.question.strip(), answer, config.max_question_chars)
+    except (CheckFailure, LLMError) as failure:
+        if isinstance(failure, LLMError) and failure.reason != "invalid_structured_output":
+            raise
+        return cloze(evidence, answer), "cloze"
+    return written.question.strip(), "question"
 
 
 def _blank_context(question: str) -> list[str]:
