@@ -60,7 +60,9 @@ class GenerateConfig(Settings):
 
 class VerifyConfig(Settings):
     closed_book_max_passes: float = Field(
-        default=0.5, ge=0, le=1,
+        default=0.5,
+        ge=0,
+        le=1,
         description="closed-book leak when more than this share of the panel answers correctly",
     )
 

@@ -61,24 +61,37 @@ def _die_with_parent() -> None:
 
 
 @contextmanager
-def embedded_server(n_threads: int, n_ctx: int = 2048, log_path: Path | None = None) -> Iterator[str]:
+def embedded_server(
+    n_threads: int, n_ctx: int = 2048, log_path: Path | None = None
+) -> Iterator[str]:
     """Start the embedded model server; yields its base URL (`http://127.0.0.1:PORT/v1`)."""
     model = locate_gguf()
     port = free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(model),
-        "--model_alias", EMBEDDED_MODEL_ALIAS,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--n_threads", str(n_threads),
-        "--n_ctx", str(n_ctx),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model),
+        "--model_alias",
+        EMBEDDED_MODEL_ALIAS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        str(n_threads),
+        "--n_ctx",
+        str(n_ctx),
+    ]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
         preexec_fn=_die_with_parent,
-    )  # fmt: skip
+    )
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         _wait_until_ready(process, base_url, log_path)

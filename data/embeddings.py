@@ -43,8 +43,13 @@ def embed(texts: list[str]) -> np.ndarray:
     """Unit-length embeddings, one row per text (float32)."""
     if not texts:
         return np.zeros((0, 384), dtype=np.float32)
-    vectors = _model().encode(texts, batch_size=32, normalize_embeddings=True,
-                              show_progress_bar=False, convert_to_numpy=True)  # fmt: skip
+    vectors = _model().encode(
+        texts,
+        batch_size=32,
+        normalize_embeddings=True,
+        show_progress_bar=False,
+        convert_to_numpy=True,
+    )
     return vectors.astype(np.float32)
 
 

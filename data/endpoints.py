@@ -1,4 +1,4 @@
-"""Resolve configured roles into concrete endpoints, starting the embedded model if a role needs it."""
+"""Resolve configured roles into endpoints; start the embedded model if a role needs it."""
 
 from __future__ import annotations
 
@@ -75,10 +75,16 @@ def _bind(role: str, cfg: EndpointConfig, embedded_url: str | None) -> Endpoint:
             raise RuntimeError(f"role {role} needs the embedded model, which was not started")
         # llama-cpp-python: json_object + schema, no `n`, one request at a time.
         return Endpoint(
-            role=role, base_url=embedded_url, api_key="embedded", model=EMBEDDED_MODEL_ALIAS,
-            max_concurrency=1, timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
-            json_schema=False, supports_n=False,
-        )  # fmt: skip
+            role=role,
+            base_url=embedded_url,
+            api_key="embedded",
+            model=EMBEDDED_MODEL_ALIAS,
+            max_concurrency=1,
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+            json_schema=False,
+            supports_n=False,
+        )
     api_key = cfg.api_key or "none"
     return Endpoint(
         role=role,

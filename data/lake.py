@@ -36,7 +36,6 @@ from data.records import (
     utcnow,
 )
 
-
 CATALOG_OPEN_ATTEMPTS = 50
 
 
@@ -78,7 +77,9 @@ class Lake:
         bad = [r for r in records if not isinstance(r, spec.record)]
         if bad:
             raise TypeError(f"{table} takes {spec.record.__name__}, got {type(bad[0]).__name__}")
-        arrow = pa.Table.from_pylist([r.to_row() for r in records], schema=spec.record.arrow_schema())
+        arrow = pa.Table.from_pylist(
+            [r.to_row() for r in records], schema=spec.record.arrow_schema()
+        )
         folder = self.root / table
         folder.mkdir(parents=True, exist_ok=True)
         stamp = utcnow().strftime("%Y%m%dT%H%M%S%f")
@@ -184,9 +185,7 @@ class Lake:
         if not self.catalog_path.exists():
             return []
         with self._catalog() as con:
-            return (
-                con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
-            )
+            return con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
 
 
 def _dedup_sql(files: list[Path] | str, spec: TableSpec) -> str:

@@ -141,9 +141,13 @@ class LLMClient:
         error = ""
         for _ in range(repairs + 1):
             reply = await self.chat(
-                role, conversation, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                role,
+                conversation,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=seed,
                 response_format=response_format,
-            )  # fmt: skip
+            )
             try:
                 # strict=False: raw newlines inside strings are a common, harmless model quirk
                 return schema.model_validate(json.loads(reply.text, strict=False))
@@ -154,11 +158,14 @@ class LLMClient:
             conversation = [
                 *conversation,
                 {"role": "assistant", "content": reply.text},
-                {"role": "user", "content": (
-                    f"That reply is not valid: {error}. Reply again with only a JSON object that "
-                    f"matches this schema: {json.dumps(schema.model_json_schema())}"
-                )},
-            ]  # fmt: skip
+                {
+                    "role": "user",
+                    "content": (
+                        f"That reply is not valid: {error}. Reply again with only a JSON object"
+                        f" that matches this schema: {json.dumps(schema.model_json_schema())}"
+                    ),
+                },
+            ]
         raise LLMError("invalid_structured_output", error)
 
     # --- internals -----------------------------------------------------------------------
@@ -193,7 +200,9 @@ class LLMClient:
         """One limit per server, shared by every role on it: the smallest any of them allows."""
         if endpoint.base_url not in self._limits:
             allowed = min(
-                e.max_concurrency for e in self.endpoints.values() if e.base_url == endpoint.base_url
+                e.max_concurrency
+                for e in self.endpoints.values()
+                if e.base_url == endpoint.base_url
             )
             self._limits[endpoint.base_url] = asyncio.Semaphore(allowed)
         return self._limits[endpoint.base_url]

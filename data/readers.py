@@ -17,8 +17,13 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-FORMATS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".html": "html",
-           ".htm": "html"}  # fmt: skip
+FORMATS = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".html": "html",
+    ".htm": "html",
+}
 BINARY_SNIFF_BYTES = 8192
 
 
@@ -125,8 +130,29 @@ class _HTMLText(HTMLParser):
     The parser is event-based (no tree), so deeply nested markup costs no recursion.
     """
 
-    BLOCKS = {"p", "div", "section", "article", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5",
-              "h6", "br", "tr", "table", "header", "footer", "main", "blockquote", "pre"}  # fmt: skip
+    BLOCKS = {
+        "p",
+        "div",
+        "section",
+        "article",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "br",
+        "tr",
+        "table",
+        "header",
+        "footer",
+        "main",
+        "blockquote",
+        "pre",
+    }
     HIDDEN = {"script", "style", "noscript", "template"}
 
     def __init__(self) -> None:
@@ -163,9 +189,13 @@ class _HTMLText(HTMLParser):
 
 
 def _file_kind(mode: int) -> str:
-    for test, kind in ((stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"),
-                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
-                       (stat.S_ISDIR, "directory")):  # fmt: skip
+    for test, kind in (
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "directory"),
+    ):
         if test(mode):
             return kind
     return "special file"

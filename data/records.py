@@ -26,8 +26,9 @@ ItemStatus = Literal["done", "rejected", "failed"]
 
 def content_id(*parts: Any, length: int = 16) -> str:
     """A stable content hash of `parts` (canonical JSON, sha256, hex prefix)."""
-    canonical = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-                           default=_jsonable)
+    canonical = json.dumps(
+        parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_jsonable
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:length]
 
 
@@ -71,8 +72,10 @@ class Record(BaseModel):
         values = {}
         for name, info in cls.model_fields.items():
             value = row.get(name)
-            if isinstance(value, str) and _is_nested(info.annotation) and not _is_message_list(
-                info.annotation
+            if (
+                isinstance(value, str)
+                and _is_nested(info.annotation)
+                and not _is_message_list(info.annotation)
             ):
                 value = json.loads(value)
             values[name] = value
@@ -82,7 +85,10 @@ class Record(BaseModel):
     def arrow_schema(cls) -> pa.Schema:
         """The parquet schema of this record type."""
         return pa.schema(
-            [pa.field(name, _arrow_type(info.annotation)) for name, info in cls.model_fields.items()]
+            [
+                pa.field(name, _arrow_type(info.annotation))
+                for name, info in cls.model_fields.items()
+            ]
         )
 
 

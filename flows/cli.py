@@ -45,9 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     docs = kinds.add_parser("docs", parents=[common], help=".md/.txt/.html files or folders")
     docs.add_argument("paths", nargs="+")
 
-    for name, text in (("generate", "write candidate tasks from chunks"),
-                       ("verify", "judge candidates: answerable with source, not without"),
-                       ("calibrate", "measure solver pass rates and bands")):  # fmt: skip
+    for name, text in (
+        ("generate", "write candidate tasks from chunks"),
+        ("verify", "judge candidates: answerable with source, not without"),
+        ("calibrate", "measure solver pass rates and bands"),
+    ):
         sub.add_parser(name, parents=[common], help=text)
 
     export = sub.add_parser("export", parents=[common], help="write a taskset version")
@@ -76,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         summary = pipeline.pipeline_flow(paths=args.paths, out=args.out, band=band, **common)
         usage = summary["usage"]
-        print(f"LLM calls this run: {usage['calls']} live, {usage['cache_hits']} from cache,"
-              f" {usage['errors']} errors, {usage['tokens']} tokens")  # fmt: skip
+        print(
+            f"LLM calls this run: {usage['calls']} live, {usage['cache_hits']} from cache,"
+            f" {usage['errors']} errors, {usage['tokens']} tokens"
+        )
         _print_export(summary["export"])
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
@@ -99,8 +103,9 @@ def _stats(args: argparse.Namespace) -> int:
     from data.funnel import format_funnel, funnel
     from data.lake import Lake
 
-    cfg = load_config(Path(args.config) if args.config else None,
-                      Path(args.home) if args.home else None)  # fmt: skip
+    cfg = load_config(
+        Path(args.config) if args.config else None, Path(args.home) if args.home else None
+    )
     lake = Lake(cfg.home)
     summary = funnel(lake)
     summary["runs"] = len(lake.runs())

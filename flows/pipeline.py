@@ -71,8 +71,9 @@ def export_task(
     ctx: StageContext, out: str | None, band: tuple[float, float] | None
 ) -> ExportResult:
     base = Path(out) if out else ctx.config.home / "tasksets"
-    return export_taskset(ctx.lake, ctx.config.export.name, base, band,
-                          ctx.config.export.rows_per_part)  # fmt: skip
+    return export_taskset(
+        ctx.lake, ctx.config.export.name, base, band, ctx.config.export.rows_per_part
+    )
 
 
 def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, int]]:
@@ -122,9 +123,11 @@ calibrate_flow = _llm_stage_flow("calibrate")
 
 @flow(name="export")
 def export_flow(
-    home: str | None = None, config: str | None = None, out: str | None = None,
+    home: str | None = None,
+    config: str | None = None,
+    out: str | None = None,
     band: tuple[float, float] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     with stage_context("export", home, config) as ctx:
         result = export_task(ctx, out, band)
         return {"path": str(result.path), "n_tasks": result.n_tasks, "written": result.written}
@@ -132,9 +135,12 @@ def export_flow(
 
 @flow(name="pipeline")
 def pipeline_flow(
-    paths: list[str] | None = None, home: str | None = None, config: str | None = None,
-    out: str | None = None, band: tuple[float, float] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    paths: list[str] | None = None,
+    home: str | None = None,
+    config: str | None = None,
+    out: str | None = None,
+    band: tuple[float, float] | None = None,
+) -> dict[str, Any]:
     """Ingest `paths` (the bundled samples when none are given and the lake has no sources),
     run every stage over what is not done yet, and export."""
     with stage_context("run", home, config) as ctx:
@@ -146,8 +152,11 @@ def pipeline_flow(
             summary["ingest"] = ingest_task(paths, ctx)
         summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
         result = export_task(ctx, out, band)
-        summary["export"] = {"path": str(result.path), "n_tasks": result.n_tasks,
-                             "written": result.written}  # fmt: skip
+        summary["export"] = {
+            "path": str(result.path),
+            "n_tasks": result.n_tasks,
+            "written": result.written,
+        }
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         summary["funnel"] = funnel(ctx.lake)
         return summary

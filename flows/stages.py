@@ -45,9 +45,18 @@ class StageContext:
     def cache(self) -> ResponseCache:
         return ResponseCache(self.config.home / "cache" / "llm")
 
-    def status(self, stage: str, item_id: str, status: str, reason: str, detail: str = "") -> Status:
-        return Status(stage=stage, item_id=item_id, status=status, reason=reason,
-                      detail=detail[:2000], run_id=self.run_id, recorded_at=utcnow())  # fmt: skip
+    def status(
+        self, stage: str, item_id: str, status: str, reason: str, detail: str = ""
+    ) -> Status:
+        return Status(
+            stage=stage,
+            item_id=item_id,
+            status=status,
+            reason=reason,
+            detail=detail[:2000],
+            run_id=self.run_id,
+            recorded_at=utcnow(),
+        )
 
 
 @dataclass
@@ -72,7 +81,9 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
     lake, cfg = ctx.lake, ctx.config.ingest
     files = discover(paths)
     ctx.progress(f"ingest: {len(files)} files")
-    known_sources = {r["source_id"]: r["path"] for r in lake.rows("SELECT source_id, path FROM sources")}
+    known_sources = {
+        r["source_id"]: r["path"] for r in lake.rows("SELECT source_id, path FROM sources")
+    }
     old = lake.rows("SELECT chunk_id, source_id, embedding FROM chunks ORDER BY chunk_id")
     known_chunks = {r["chunk_id"]: r["source_id"] for r in old}
     known_vectors = _as_matrix([r["embedding"] for r in old])
@@ -82,20 +93,33 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
         for name in group:
             result = read_document(Path(name), cfg.max_file_bytes)
             if not isinstance(result, Document):
-                statuses.append(ctx.status("ingest", name, "rejected", result.reason, result.detail))
+                statuses.append(
+                    ctx.status("ingest", name, "rejected", result.reason, result.detail)
+                )
                 counts[f"rejected:{result.reason}"] += 1
                 continue
             source_id = content_id("doc", result.sha256)
             if source_id in known_sources and known_sources[source_id] != name:
-                statuses.append(ctx.status("ingest", name, "rejected", "duplicate_document",
-                                           known_sources[source_id]))  # fmt: skip
+                statuses.append(
+                    ctx.status(
+                        "ingest", name, "rejected", "duplicate_document", known_sources[source_id]
+                    )
+                )
                 counts["rejected:duplicate_document"] += 1
                 continue
             if source_id not in known_sources:
-                sources.append(Source(source_id=source_id, path=name, format=result.format,
-                                      sha256=result.sha256, n_chars=len(result.text),
-                                      title=result.title, text=result.text,
-                                      ingested_at=utcnow()))  # fmt: skip
+                sources.append(
+                    Source(
+                        source_id=source_id,
+                        path=name,
+                        format=result.format,
+                        sha256=result.sha256,
+                        n_chars=len(result.text),
+                        title=result.title,
+                        text=result.text,
+                        ingested_at=utcnow(),
+                    )
+                )
                 known_sources[source_id] = name
             statuses.append(ctx.status("ingest", name, "done", "ingested", source_id))
             counts["ingested"] += 1
@@ -104,7 +128,7 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
         chunks, chunk_statuses, known_vectors = _dedup_chunks(
             candidates, known_chunks, known_vectors, ctx
         )
-        counts.update(s.reason for s in chunk_statuses)
+        counts.update(f"chunk:{s.status}:{s.reason}" for s in chunk_statuses)
         lake.write("sources", sources, ctx.run_id)
         lake.write("chunks", chunks, ctx.run_id)
         lake.write("status", statuses + chunk_statuses, ctx.run_id)
@@ -133,12 +157,21 @@ def _dedup_chunks(candidates, known_chunks, known_vectors, ctx: StageContext):
         fresh, vectors, matches, strict=True
     ):
         if match is not None:
-            statuses.append(ctx.status("chunk", item, "rejected", "near_duplicate",
-                                       f"cosine {match[1]:.3f}"))  # fmt: skip
+            statuses.append(
+                ctx.status("chunk", item, "rejected", "near_duplicate", f"cosine {match[1]:.3f}")
+            )
             continue
-        kept.append(Chunk(chunk_id=chunk_id, source_id=source_id, index=index, text=span.text,
-                          char_start=span.start, char_end=span.end,
-                          embedding=[float(x) for x in vector]))  # fmt: skip
+        kept.append(
+            Chunk(
+                chunk_id=chunk_id,
+                source_id=source_id,
+                index=index,
+                text=span.text,
+                char_start=span.start,
+                char_end=span.end,
+                embedding=[float(x) for x in vector],
+            )
+        )
         kept_vectors.append(vector)
         statuses.append(ctx.status("chunk", item, "done", "kept", chunk_id))
     all_vectors = _as_matrix([*known_vectors, *kept_vectors])
@@ -148,8 +181,10 @@ def _dedup_chunks(candidates, known_chunks, known_vectors, ctx: StageContext):
 def _as_matrix(rows):
     import numpy as np
 
-    return np.array(rows, dtype=np.float32).reshape(len(rows), -1) if len(rows) else np.zeros(
-        (0, 384), dtype=np.float32
+    return (
+        np.array(rows, dtype=np.float32).reshape(len(rows), -1)
+        if len(rows)
+        else np.zeros((0, 384), dtype=np.float32)
     )
 
 
@@ -262,7 +297,10 @@ def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str
     )
     texts = {r["chunk_id"]: r["text"] for r in rows}
     return {
-        task_id: (task, "\n\n".join(texts[e.chunk_id] for e in task.evidence if e.chunk_id in texts))
+        task_id: (
+            task,
+            "\n\n".join(texts[e.chunk_id] for e in task.evidence if e.chunk_id in texts),
+        )
         for task_id, task in tasks.items()
     }
 
@@ -273,8 +311,9 @@ async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
         return Outcome(ctx.status("verify", task_id, "rejected", "source_missing"))
     decision = await answerability.judge(task, passage, client, ctx.config.verify)
     state = "done" if decision.accepted else "rejected"
-    return Outcome(ctx.status("verify", task_id, state, decision.reason),
-                   {"verdicts": list(decision.verdicts)})  # fmt: skip
+    return Outcome(
+        ctx.status("verify", task_id, state, decision.reason), {"verdicts": list(decision.verdicts)}
+    )
 
 
 # calibrate: accepted task -> attempts and difficulty
@@ -282,9 +321,10 @@ async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
 
 def pending_calibrate(ctx: StageContext) -> list[str]:
     return _pending(
-        ctx, "calibrate",
+        ctx,
+        "calibrate",
         "SELECT item_id AS id FROM status WHERE stage = 'verify' AND status = 'done' ORDER BY id",
-    )  # fmt: skip
+    )
 
 
 def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
@@ -294,8 +334,10 @@ def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
 
 async def calibrate_one(ctx: StageContext, task_id: str, task: Any, client: LLMClient) -> Outcome:
     attempts, difficulty = await calibration.calibrate(task, client, ctx.config.calibrate)
-    return Outcome(ctx.status("calibrate", task_id, "done", difficulty.band),
-                   {"attempts": list(attempts), "difficulty": [difficulty]})  # fmt: skip
+    return Outcome(
+        ctx.status("calibrate", task_id, "done", difficulty.band),
+        {"attempts": list(attempts), "difficulty": [difficulty]},
+    )
 
 
 LLM_STAGES = [

@@ -89,15 +89,17 @@ async def generate(
         return [Rejection("-", "no_usable_sentence", f"{len(chunk.text)} chars, no fact sentence")]
     count = min(config.candidates_per_chunk, len(sentences))
     picks = sorted(random.Random(seed_text).sample(range(len(sentences)), count))
-    return [
-        await _candidate(chunk, source_path, sentences[i], i, llm, config) for i in picks
-    ]
+    return [await _candidate(chunk, source_path, sentences[i], i, llm, config) for i in picks]
 
 
 async def _candidate(
-    chunk: Chunk, source_path: str, evidence: str, focus: int, llm: LLMClient,
+    chunk: Chunk,
+    source_path: str,
+    evidence: str,
+    focus: int,
+    llm: LLMClient,
     config: GenerateConfig,
-) -> Candidate | Rejection:  # fmt: skip
+) -> Candidate | Rejection:
     name = f"focus={focus}"
     seed_text, seed = seed_for(GENERATOR, VERSION, chunk.chunk_id, str(focus))
     answer = await _choose_answer(chunk.text, evidence, llm, config, seed)
@@ -144,13 +146,21 @@ async def _choose_answer(
     if len(options) == 1:
         return options[0]
     choice = create_model(
-        "AnswerChoice", __config__=ConfigDict(extra="ignore"),
+        "AnswerChoice",
+        __config__=ConfigDict(extra="ignore"),
         answer=(Literal[tuple(options)], ...),
-    )  # fmt: skip
-    prompt = ANSWER_PROMPT.render(passage=passage, focus=evidence,
-                                  options="\n".join(f"- {o}" for o in options))  # fmt: skip
-    reply = await llm.structured("generator", [{"role": "user", "content": prompt}], choice,
-                                 temperature=config.temperature, max_tokens=60, seed=seed)  # fmt: skip
+    )
+    prompt = ANSWER_PROMPT.render(
+        passage=passage, focus=evidence, options="\n".join(f"- {o}" for o in options)
+    )
+    reply = await llm.structured(
+        "generator",
+        [{"role": "user", "content": prompt}],
+        choice,
+        temperature=config.temperature,
+        max_tokens=60,
+        seed=seed,
+    )
     return reply.answer
 
 
@@ -162,13 +172,26 @@ async def _write_question(
     prompt = QUESTION_PROMPT.render(evidence=evidence, answer=answer)
     messages = [{"role": "user", "content": prompt}]
     if config.question_style == "question":
-        written = await llm.structured("generator", messages, QuestionDraft, max_tokens=120,
-                                       temperature=config.temperature, seed=seed)  # fmt: skip
+        written = await llm.structured(
+            "generator",
+            messages,
+            QuestionDraft,
+            max_tokens=120,
+            temperature=config.temperature,
+            seed=seed,
+        )
         return written.question.strip(), "question"
     # auto: the cloze is the repair, so an unusable question costs no further calls
     try:
-        written = await llm.structured("generator", messages, QuestionDraft, max_tokens=120,
-                                       temperature=config.temperature, seed=seed, repairs=0)  # fmt: skip
+        written = await llm.structured(
+            "generator",
+            messages,
+            QuestionDraft,
+            max_tokens=120,
+            temperature=config.temperature,
+            seed=seed,
+            repairs=0,
+        )
         check_question(written.question.strip(), answer, config.max_question_chars)
     except (CheckFailure, LLMError) as failure:
         if isinstance(failure, LLMError) and failure.reason != "invalid_structured_output":

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 
-MONTHS = ("January|February|March|April|May|June|July|August|September|October|November"
-          "|December")  # fmt: skip
+MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 _NAME_WORD = r"[A-Z][\w'\-]*"
 _SPAN = re.compile(
     rf"(?P<date>(?:{MONTHS}) \d{{4}})"

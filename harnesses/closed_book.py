@@ -17,5 +17,6 @@ async def attempt(
 ) -> list[Reply]:
     """`n` independent solver attempts at `task` (seeded, so a re-run replays from the cache)."""
     messages = [m.model_dump() for m in task.prompt]
-    return await llm.sample("solver", messages, n, temperature=temperature,
-                            max_tokens=max_tokens, seed=seed)  # fmt: skip
+    return await llm.sample(
+        "solver", messages, n, temperature=temperature, max_tokens=max_tokens, seed=seed
+    )

@@ -35,9 +35,12 @@ def question_of(task: Task) -> str:
 
 
 async def _panel(
-    task: Task, llm: LLMClient, check: Literal["open_book", "closed_book"], prompt: Prompt,
+    task: Task,
+    llm: LLMClient,
+    check: Literal["open_book", "closed_book"],
+    prompt: Prompt,
     values: dict[str, str],
-) -> list[Verdict]:  # fmt: skip
+) -> list[Verdict]:
     messages = [{"role": "user", "content": prompt.render(**values)}]
     replies = await asyncio.gather(
         *(llm.chat(role, messages, max_tokens=MAX_ANSWER_TOKENS) for role in llm.judge_roles)
@@ -68,12 +71,12 @@ def _passes(verdicts: list[Verdict]) -> int:
 async def judge(task: Task, passage: str, llm: LLMClient, config: VerifyConfig) -> Decision:
     """Run the open-book panel, then (if it passed) the closed-book leakage gate."""
     question = question_of(task)
-    opened = await _panel(task, llm, "open_book", OPEN_BOOK,
-                          {"passage": passage, "question": question})  # fmt: skip
+    opened = await _panel(
+        task, llm, "open_book", OPEN_BOOK, {"passage": passage, "question": question}
+    )
     if _passes(opened) * 2 <= len(opened):
         return Decision(False, "not_answerable_with_source", opened)
     closed = await _panel(task, llm, "closed_book", CLOSED_BOOK, {"question": question})
     if _passes(closed) > config.closed_book_max_passes * len(closed):
         return Decision(False, "closed_book_leak", opened + closed)
     return Decision(True, "accepted", opened + closed)
-

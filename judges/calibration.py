@@ -15,13 +15,15 @@ async def calibrate(
 ) -> tuple[list[Attempt], Difficulty]:
     """Attempt `task` k times without its source and measure how often the solver passes."""
     _, seed = seed_for("calibrate", task.task_id)
-    replies = await closed_book.attempt(task, llm, config.k, temperature=config.temperature,
-                                        max_tokens=config.max_tokens, seed=seed)  # fmt: skip
+    replies = await closed_book.attempt(
+        task, llm, config.k, temperature=config.temperature, max_tokens=config.max_tokens, seed=seed
+    )
     solver = llm.model("solver")
     attempts = [
         Attempt(
-            attempt_id=content_id(task.task_id, closed_book.NAME, solver, seed, i,
-                                  config.temperature),  # fmt: skip
+            attempt_id=content_id(
+                task.task_id, closed_book.NAME, solver, seed, i, config.temperature
+            ),
             task_id=task.task_id,
             index=i,
             harness=closed_book.NAME,

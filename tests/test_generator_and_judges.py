@@ -19,12 +19,20 @@ TEXT = (
     "It opened in 1887 after six years of work. "
     "The engineer Ansel Varrow designed its three stone arches."
 )
-CHUNK = Chunk(chunk_id="c1", source_id="s1", index=0, text=TEXT, char_start=0,
-              char_end=len(TEXT), embedding=[0.0])  # fmt: skip
+CHUNK = Chunk(
+    chunk_id="c1",
+    source_id="s1",
+    index=0,
+    text=TEXT,
+    char_start=0,
+    char_end=len(TEXT),
+    embedding=[0.0],
+)
 ONE = GenerateConfig(candidates_per_chunk=1)
 
 
-def generate(llm, chunk=CHUNK, config=GenerateConfig()):
+def generate(llm, chunk=CHUNK, config=None):
+    config = config or GenerateConfig()
     return asyncio.run(doc_qa.generate(chunk, "docs/bridge.md", llm, config))
 
 
@@ -36,8 +44,10 @@ def first_task(llm, config=ONE):
 
 def test_answer_candidates_are_names_numbers_and_dates():
     assert answer_candidates("The Museum of Tides opened in Tessaly Port in March 1902.") == [
-        "Museum of Tides", "Tessaly Port", "March 1902"
-    ]  # fmt: skip
+        "Museum of Tides",
+        "Tessaly Port",
+        "March 1902",
+    ]
     assert answer_candidates("It holds 1,400 litres.") == ["1,400"]
     assert answer_candidates("It is small.") == []
 
@@ -134,7 +144,10 @@ def test_checks():
         (("a b c", "a b c", "a b c d e f", 2), "answer_too_long"),
         (("The sky is blue.", "The sky is green.", "green", 5), "evidence_not_in_chunk"),
         (("The sky is blue.", "The sky is blue.", "red", 5), "answer_not_in_evidence"),
-        (("The sky is blue.", "The sky is blue.", "the sky is blue", 5), "answer_is_whole_evidence"),
+        (
+            ("The sky is blue.", "The sky is blue.", "the sky is blue", 5),
+            "answer_is_whole_evidence",
+        ),
     ]:
         try:
             check_answer(*args)
@@ -143,8 +156,11 @@ def test_checks():
         else:
             raise AssertionError(f"expected {reason}")
     check_answer("It opened in 1887.", "it  opened in 1887.", "1887", 5)
-    for question, reason in [("When did it open", "not_a_question"), ("x" * 301 + "?", "question_too_long"),
-                             ("Did it open in 1887?", "question_contains_answer")]:  # fmt: skip
+    for question, reason in [
+        ("When did it open", "not_a_question"),
+        ("x" * 301 + "?", "question_too_long"),
+        ("Did it open in 1887?", "question_contains_answer"),
+    ]:
         try:
             check_question(question, "1887", 300)
         except CheckFailure as failure:

@@ -56,9 +56,14 @@ def make_task(question: str = "What is the capital of France?", answer: str = "P
 
 def make_status(item_id: str, status: str, *, stage: str = "generate", minutes: int = 0) -> Status:
     return Status(
-        stage=stage, item_id=item_id, status=status, reason=status, detail="",
-        run_id="run-1", recorded_at=utcnow() + timedelta(minutes=minutes),
-    )  # fmt: skip
+        stage=stage,
+        item_id=item_id,
+        status=status,
+        reason=status,
+        detail="",
+        run_id="run-1",
+        recorded_at=utcnow() + timedelta(minutes=minutes),
+    )
 
 
 def test_task_round_trip_keeps_prompt_messages(lake: Lake) -> None:
@@ -89,10 +94,16 @@ def test_record_to_row_from_row_round_trip() -> None:
     assert Task.from_row(row) == task
 
     verdict = Verdict(
-        verdict_id="v1", task_id=task.task_id, check="closed_book", judge_model="m",
-        prompt_version="1", decision="fail", reason="leak", response="Paris",
+        verdict_id="v1",
+        task_id=task.task_id,
+        check="closed_book",
+        judge_model="m",
+        prompt_version="1",
+        decision="fail",
+        reason="leak",
+        response="Paris",
         usage=Usage(prompt_tokens=12, completion_tokens=1),
-    )  # fmt: skip
+    )
     assert Verdict.from_row(verdict.to_row()) == verdict
     status = make_status("x", "done")
     assert Status.from_row(status.to_row()) == status
@@ -117,17 +128,23 @@ def test_writing_same_records_twice_does_not_duplicate(lake: Lake) -> None:
 
 
 def test_latest_status_wins_and_finished_items_ignores_failed(lake: Lake) -> None:
-    lake.write("status", [
-        make_status("a", "failed", minutes=0),
-        make_status("b", "done", minutes=0),
-        make_status("c", "rejected", minutes=0),
-        make_status("d", "failed", minutes=0),
-        make_status("a", "done", stage="verify", minutes=0),
-    ])  # fmt: skip
-    lake.write("status", [
-        make_status("a", "done", minutes=1),  # a retried and finished
-        make_status("b", "failed", minutes=1),  # b's later failure is what counts
-    ])  # fmt: skip
+    lake.write(
+        "status",
+        [
+            make_status("a", "failed", minutes=0),
+            make_status("b", "done", minutes=0),
+            make_status("c", "rejected", minutes=0),
+            make_status("d", "failed", minutes=0),
+            make_status("a", "done", stage="verify", minutes=0),
+        ],
+    )
+    lake.write(
+        "status",
+        [
+            make_status("a", "done", minutes=1),  # a retried and finished
+            make_status("b", "failed", minutes=1),  # b's later failure is what counts
+        ],
+    )
 
     latest = {(s.stage, s.item_id): s.status for s in lake.records("status")}
 

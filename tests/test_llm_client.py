@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -41,10 +40,16 @@ class Outcome:
 
 def endpoint_for(server: FakeOpenAIServer, **overrides: Any) -> Endpoint:
     fields: dict[str, Any] = {
-        "role": "generator", "base_url": server.base_url, "api_key": "k", "model": "fake-model",
-        "max_concurrency": 4, "timeout_s": 5.0, "max_retries": 2, "json_schema": True,
+        "role": "generator",
+        "base_url": server.base_url,
+        "api_key": "k",
+        "model": "fake-model",
+        "max_concurrency": 4,
+        "timeout_s": 5.0,
+        "max_retries": 2,
+        "json_schema": True,
         "supports_n": False,
-    }  # fmt: skip
+    }
     fields.update(overrides)
     return Endpoint(**fields)
 

@@ -105,5 +105,8 @@ def test_overlong_paragraph_splits_by_sentence():
 
 def test_split_sentences():
     assert split_sentences("It opened in 1887. It has 3 arches! Why? Yes.") == [
-        "It opened in 1887.", "It has 3 arches!", "Why?", "Yes."
+        "It opened in 1887.",
+        "It has 3 arches!",
+        "Why?",
+        "Yes.",
     ]

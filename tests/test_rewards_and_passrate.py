@@ -26,7 +26,10 @@ def test_gold_passes_its_own_verifier_and_perturbations_fail():
 def test_f1_threshold():
     assert token_f1("the old Orvanne stone bridge", "Orvanne bridge") == pytest.approx(2 / 3)
     assert score(SPEC, "old Orvanne stone bridge", "Orvanne bridge").reward == 1.0
-    assert score(VerifierSpec(f1_threshold=0.9), "old Orvanne stone bridge", "Orvanne bridge").reward == 0.0
+    assert (
+        score(VerifierSpec(f1_threshold=0.9), "old Orvanne stone bridge", "Orvanne bridge").reward
+        == 0.0
+    )
     assert not exact_match("", "")
 
 

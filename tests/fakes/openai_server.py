@@ -122,9 +122,11 @@ class FakeOpenAIServer:
         self._stopping.clear()
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler, self)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-            name="fake-openai-server", daemon=True,
-        )  # fmt: skip
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-openai-server",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -219,9 +221,11 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
         fake: FakeOpenAIServer,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.fake = fake
         super().__init__(address, handler)
 

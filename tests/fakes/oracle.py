@@ -1,8 +1,9 @@
 """A deterministic "model" that understands taskfoundry's own prompts, for pipeline tests.
 
-It picks the last offered answer span, writes a fill-in-the-blank question, answers open-book questions by finding the blanked sentence in the
-passage, never knows closed-book answers, and as the solver is right on a share of seeds that
-depends on the question (so calibration sees every band).
+It picks the last offered answer span, writes a fill-in-the-blank question and remembers its
+answer, answers open-book questions from that memory, never knows closed-book answers, and as
+the solver is right on a share of seeds that depends on the question (so calibration sees every
+band).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import json
 import re
 from typing import Any
+
 
 def _line(text: str, label: str) -> str:
     match = re.search(rf"^{label}: (.*)$", text, flags=re.M)

@@ -17,10 +17,17 @@ def fake_endpoints(
 ) -> dict[str, Endpoint]:
     """Endpoints for every role (`generator`, `judge:0..`, `solver`) on one server."""
     roles = ["generator", *(f"judge:{i}" for i in range(judges)), "solver"]
-    settings = {"max_concurrency": 4, "timeout_s": 5.0, "max_retries": 0, "json_schema": True,
-                "supports_n": False, **overrides}  # fmt: skip
-    return {r: Endpoint(role=r, base_url=base_url, api_key="k", model=model, **settings)
-            for r in roles}  # fmt: skip
+    settings = {
+        "max_concurrency": 4,
+        "timeout_s": 5.0,
+        "max_retries": 0,
+        "json_schema": True,
+        "supports_n": False,
+        **overrides,
+    }
+    return {
+        r: Endpoint(role=r, base_url=base_url, api_key="k", model=model, **settings) for r in roles
+    }
 
 
 class ScriptedLLM(LLMClient):

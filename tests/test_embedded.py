@@ -1,0 +1,162 @@
+"""Integration with the real embedded model (SmolLM2-135M via llama-cpp-python).
+
+Structure only, never content: the model is tiny and its words are not the point here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+from data.config import FoundryConfig
+from data.embedded import EMBEDDED_MODEL_ALIAS, embedded_server, locate_gguf
+from data.endpoints import resolve_endpoints
+from data.llm import LLMClient
+from flows.stages import ingest_docs
+from tests.conftest import SAMPLE_DOCS, make_context, run_llm_stages
+
+pytestmark = pytest.mark.embedded
+
+
+def server_pids(port: int) -> list[int]:
+    """PIDs of llama_cpp.server processes listening on `port` (from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"llama_cpp.server" in cmdline and str(port).encode() in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def port_of(base_url: str) -> int:
+    return int(base_url.rsplit(":", 1)[1].split("/")[0])
+
+
+def wait_gone(port: int, seconds: float = 15.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not server_pids(port):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+class Choice(BaseModel):
+    answer: Literal["red", "green", "blue"]
+
+
+def test_model_file_ships_inside_the_package():
+    path = locate_gguf()
+    assert path.suffix == ".gguf" and path.stat().st_size > 10_000_000
+
+
+def test_server_answers_chat_and_structured_output_then_stops():
+    with embedded_server(n_threads=2) as base_url:
+        port = port_of(base_url)
+        assert server_pids(port)
+        with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
+            assert json.load(response)["data"][0]["id"] == EMBEDDED_MODEL_ALIAS
+
+        with resolve_endpoints(
+            FoundryConfig(roles={"generator": {"base_url": base_url}}), Path("/tmp")
+        ) as endpoints:
+            pass  # resolving must not start a second server when none is needed
+
+        async def ask():
+            from data.endpoints import Endpoint
+
+            endpoint = Endpoint(
+                role="generator",
+                base_url=base_url,
+                api_key="x",
+                model=EMBEDDED_MODEL_ALIAS,
+                max_concurrency=1,
+                timeout_s=120,
+                max_retries=1,
+                json_schema=False,
+                supports_n=False,
+            )
+            client = LLMClient({"generator": endpoint}, cache=None)
+            try:
+                reply = await client.chat(
+                    "generator", [{"role": "user", "content": "Hello"}], max_tokens=16
+                )
+                choice = await client.structured(
+                    "generator",
+                    [{"role": "user", "content": 'Pick a colour. JSON: {"answer": ...}'}],
+                    Choice,
+                    max_tokens=32,
+                )
+            finally:
+                await client.aclose()
+            return reply, choice, client.drain_calls()
+
+        reply, choice, calls = asyncio.run(ask())
+        assert reply.text.strip() and reply.usage.completion_tokens > 0
+        assert choice.answer in ("red", "green", "blue")
+        assert all(c.ok and c.model == EMBEDDED_MODEL_ALIAS for c in calls)
+        assert endpoints["generator"].base_url == base_url
+    assert wait_gone(port)
+
+
+def test_interrupt_stops_the_server():
+    with pytest.raises(KeyboardInterrupt), embedded_server(n_threads=1) as base_url:
+        port = port_of(base_url)
+        raise KeyboardInterrupt
+    assert wait_gone(port)
+
+
+def test_server_dies_with_a_killed_parent(tmp_path):
+    script = (
+        "import sys, time\n"
+        "from data.embedded import embedded_server\n"
+        "with embedded_server(n_threads=1) as url:\n"
+        "    print(url, flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        port = port_of(parent.stdout.readline().strip())
+        assert server_pids(port)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert wait_gone(port), "the server outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_tiny_pipeline_on_the_embedded_model(tmp_path):
+    ctx = make_context(tmp_path / "home", calibrate={"k": 2}, embedded_threads=2)
+    ingest_docs([str(SAMPLE_DOCS / "lumetra-x2-kettle.md")], ctx)
+    with resolve_endpoints(ctx.config, tmp_path / "logs") as endpoints:
+        counts = run_llm_stages(ctx, endpoints)
+    chunks = ctx.lake.rows("SELECT count(*) AS n FROM chunks")[0]["n"]
+    statuses = ctx.lake.rows("SELECT stage, status, reason FROM status WHERE stage = 'generate'")
+    assert len(statuses) == chunks and all(s["reason"] for s in statuses)
+    assert sum(counts.values()) >= chunks
+    calls = ctx.lake.rows("SELECT DISTINCT model FROM llm_calls")
+    assert calls == [{"model": EMBEDDED_MODEL_ALIAS}]
+    for row in ctx.lake.rows("SELECT n, pass_rate, band FROM difficulty"):
+        assert row["n"] == 2 and 0 <= row["pass_rate"] <= 1

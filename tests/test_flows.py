@@ -1,0 +1,58 @@
+"""One smoke test through Prefect for real (ephemeral API), plus the CLI around it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pyarrow.parquet as pq
+
+from flows.cli import main
+from tests.conftest import SAMPLE_DOCS
+
+
+def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for doc in sorted(SAMPLE_DOCS.glob("*.md"))[:4]:
+        shutil.copy(doc, corpus)
+    home = tmp_path / "home"
+    monkeypatch.setenv("OPENAI_BASE_URL", oracle_server.base_url)  # no FOUNDRY_MODEL: listed
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+    assert main(["run", "--home", str(home), str(corpus)]) == 0
+    out = capsys.readouterr().out
+    assert "LLM calls this run:" in out and "taskset: " in out
+    latest = home / "tasksets" / "docqa" / "latest"
+    manifest = json.loads((latest / "manifest.json").read_text())
+    assert manifest["n_tasks"] > 0 and manifest["models"]["generator"] == ["fake-model"]
+    calls = len(oracle_server.requests)
+    assert calls > 0
+
+    assert main(["run", "--home", str(home)]) == 0  # sources exist: nothing to ingest, all done
+    assert "0 live" in capsys.readouterr().out
+    assert len(oracle_server.requests) == calls
+
+    out_dir = tmp_path / "in-band"
+    assert main(["export", "--home", str(home), "--out", str(out_dir), "--band", "0.2", "0.8"]) == 0
+    banded = json.loads((out_dir / "docqa" / "latest" / "manifest.json").read_text())
+    assert banded["band_filter"] == [0.2, 0.8]
+    assert banded["by_band"]["too_hard"] == banded["by_band"]["too_easy"] == 0
+    rates = pq.read_table(out_dir / "docqa" / "latest" / "part-00000.parquet")["pass_rate"]
+    assert all(0.2 <= p <= 0.8 for p in rates.to_pylist())
+    capsys.readouterr()
+
+    assert main(["stats", "--home", str(home), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["runs"] == 3
+    assert stats["stages"]["ingest"]["done"] == 4
+    assert stats["stages"]["verify"]["items"] == stats["stages"]["candidate"]["done"]
+    assert stats["llm"]["generator"]["calls"] > 0
+
+    assert main(["stats", "--home", str(home)]) == 0
+    assert "verify" in capsys.readouterr().out
+
+
+def test_band_must_be_ordered(capsys):
+    assert main(["export", "--band", "0.9", "0.1"]) == 2
+    assert "--band" in capsys.readouterr().err
