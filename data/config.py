@@ -89,7 +89,7 @@ class ExportConfig(Settings):
 
 class FoundryConfig(Settings):
     home: Path = DEFAULT_HOME
-    batch_size: int = Field(default=16, ge=1)
+    batch_size: int = Field(default=64, ge=1)
     embedded_threads: int = Field(default=max(1, os.cpu_count() or 1), ge=1)
     roles: RolesConfig = RolesConfig()
     ingest: IngestConfig = IngestConfig()

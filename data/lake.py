@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -100,11 +101,14 @@ class Lake:
         return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
 
     @contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """An in-memory DuckDB connection with one deduplicated view per lake table."""
+    def connect(self, tables: set[str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An in-memory DuckDB connection with a deduplicated view per lake table (or per table
+        in `tables`)."""
         con = duckdb.connect()
         try:
             for table, spec in TABLES.items():
+                if tables is not None and table not in tables:
+                    continue
                 files = self.shards(table)
                 if not files:
                     empty = pa.Table.from_pylist([], schema=spec.record.arrow_schema())
@@ -117,7 +121,7 @@ class Lake:
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a query over the lake views and return the rows as dicts."""
-        with self.connect() as con:
+        with self.connect(_tables_in(sql)) as con:
             return con.sql(sql, params=list(params)).to_arrow_table().to_pylist()
 
     def records(self, table: str, where: str = "", params: Sequence[Any] = ()) -> list[Record]:
@@ -200,6 +204,12 @@ def _dedup_sql(files: list[Path] | str, spec: TableSpec) -> str:
         f" QUALIFY row_number() OVER (PARTITION BY {partition} ORDER BY {spec.order} DESC,"
         f" _shard DESC) = 1"
     )
+
+
+def _tables_in(sql: str) -> set[str]:
+    """The lake tables a query mentions (a superset is harmless: views are cheap, not free)."""
+    words = set(re.findall(r"[a-z_]+", sql.lower()))
+    return {table for table in TABLES if table in words}
 
 
 def _quote(text: str) -> str:

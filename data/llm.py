@@ -112,7 +112,10 @@ class LLMClient:
             params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "n": n}
             texts, usage, cached = await self._request(role, messages, params)
             if len(texts) != n:
-                raise LLMError("wrong_sample_count", f"asked for {n}, got {len(texts)}")
+                raise LLMError(
+                    "wrong_sample_count",
+                    f"asked for n={n}, got {len(texts)}: set supports_n = false for this endpoint",
+                )
             share = Usage(
                 prompt_tokens=usage.prompt_tokens // n,
                 completion_tokens=usage.completion_tokens // n,
@@ -213,7 +216,7 @@ class LLMClient:
         endpoint = self._endpoint(role)
         request = {"model": endpoint.model, "messages": messages, **params}
         key = request_key(request)
-        hit = self.cache.get(key) if self.cache else None
+        hit = await asyncio.to_thread(self.cache.get, key) if self.cache else None
         if hit is not None:
             usage = Usage(**hit["usage"])
             self._record(endpoint, usage, 0.0, cached=True, error="")
@@ -244,7 +247,8 @@ class LLMClient:
             completion_tokens=getattr(response.usage, "completion_tokens", 0) or 0,
         )
         if self.cache:
-            self.cache.put(key, {"texts": texts, "usage": usage.model_dump()})
+            payload = {"texts": texts, "usage": usage.model_dump()}
+            await asyncio.to_thread(self.cache.put, key, payload)
         self._record(endpoint, usage, latency, cached=False, error="")
         return texts, usage, False
 

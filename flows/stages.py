@@ -10,6 +10,7 @@ still appears once.
 from __future__ import annotations
 
 import asyncio
+import time
 import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,6 +31,7 @@ from generators import doc_qa
 from judges import answerability, calibration
 
 Progress = Callable[[str], None]
+PROGRESS_EVERY_S = 15.0
 
 
 @dataclass
@@ -87,6 +89,13 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
     old = lake.rows("SELECT chunk_id, source_id, embedding FROM chunks ORDER BY chunk_id")
     known_chunks = {r["chunk_id"]: r["source_id"] for r in old}
     known_vectors = _as_matrix([r["embedding"] for r in old])
+    settled = lake.finished_items("chunk")
+    recorded = {
+        r["item_id"]: (r["status"], r["reason"], r["detail"])
+        for r in lake.rows(
+            "SELECT item_id, status, reason, detail FROM status WHERE stage = 'ingest'"
+        )
+    }
     counts: Counter = Counter()
     for group in batches([str(f) for f in files], 64):
         sources, statuses, candidates = [], [], []
@@ -125,13 +134,15 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
             counts["ingested"] += 1
             spans = chunk_text(result.text, cfg.chunk_chars, cfg.min_chunk_chars)
             candidates += [(source_id, i, span) for i, span in enumerate(spans)]
+        fresh = [c for c in candidates if f"{c[0]}#{c[1]}" not in settled]
         chunks, chunk_statuses, known_vectors = _dedup_chunks(
-            candidates, known_chunks, known_vectors, ctx
+            fresh, known_chunks, known_vectors, ctx
         )
         counts.update(f"chunk:{s.status}:{s.reason}" for s in chunk_statuses)
         lake.write("sources", sources, ctx.run_id)
         lake.write("chunks", chunks, ctx.run_id)
-        lake.write("status", statuses + chunk_statuses, ctx.run_id)
+        changed = [s for s in statuses if recorded.get(s.item_id) != (s.status, s.reason, s.detail)]
+        lake.write("status", changed + chunk_statuses, ctx.run_id)
     return counts
 
 
@@ -211,8 +222,10 @@ def run_llm_batch(
     the run.
     """
     inputs = stage.load(ctx, items)
+    finished = 0
+    last_report = time.monotonic()
 
-    async def guarded(item: str, client: LLMClient) -> Outcome:
+    async def attempt(item: str, client: LLMClient) -> Outcome:
         try:
             if item not in inputs:
                 return Outcome(ctx.status(stage.name, item, "rejected", "input_missing"))
@@ -222,6 +235,15 @@ def run_llm_batch(
         except Exception as exc:  # noqa: BLE001 - recorded, visible in `foundry stats`
             last = traceback.format_exception_only(exc)[-1].strip()
             return Outcome(ctx.status(stage.name, item, "failed", "internal_error", last))
+
+    async def guarded(item: str, client: LLMClient) -> Outcome:
+        nonlocal finished, last_report
+        outcome = await attempt(item, client)
+        finished += 1
+        if time.monotonic() - last_report >= PROGRESS_EVERY_S:
+            last_report = time.monotonic()
+            ctx.progress(f"{stage.name}: {finished}/{len(items)} items of this batch")
+        return outcome
 
     async def run_all() -> tuple[list[Outcome], list[LLMCall]]:
         client = LLMClient(endpoints, ctx.cache, ctx.run_id)

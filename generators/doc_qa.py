@@ -169,35 +169,28 @@ async def _write_question(
 ) -> tuple[str, Literal["question", "cloze"]]:
     if config.question_style == "cloze":
         return cloze(evidence, answer), "cloze"
+    auto = config.question_style == "auto"
     prompt = QUESTION_PROMPT.render(evidence=evidence, answer=answer)
-    messages = [{"role": "user", "content": prompt}]
-    if config.question_style == "question":
-        written = await llm.structured(
-            "generator",
-            messages,
-            QuestionDraft,
-            max_tokens=120,
-            temperature=config.temperature,
-            seed=seed,
-        )
-        return written.question.strip(), "question"
-    # auto: the cloze is the repair, so an unusable question costs no further calls
     try:
         written = await llm.structured(
             "generator",
-            messages,
+            [{"role": "user", "content": prompt}],
             QuestionDraft,
             max_tokens=120,
             temperature=config.temperature,
             seed=seed,
-            repairs=0,
+            repairs=0 if auto else 2,  # in auto mode the cloze is the repair
         )
-        check_question(written.question.strip(), answer, config.max_question_chars)
-    except (CheckFailure, LLMError) as failure:
-        if isinstance(failure, LLMError) and failure.reason != "invalid_structured_output":
+        question = written.question.strip()
+        if auto:
+            check_question(question, answer, config.max_question_chars)
+    except LLMError as error:
+        if not auto or error.reason != "invalid_structured_output":
             raise
         return cloze(evidence, answer), "cloze"
-    return written.question.strip(), "question"
+    except CheckFailure:
+        return cloze(evidence, answer), "cloze"
+    return question, "question"
 
 
 def _blank_context(question: str) -> list[str]:

@@ -219,6 +219,7 @@ class _HTTPServer(ThreadingHTTPServer):
     """Threading server that knows its fake and stays quiet about dropped connections."""
 
     daemon_threads = True
+    request_queue_size = 128  # the stdlib's 5 overflows when a batch opens many connections
 
     def __init__(
         self,
@@ -239,6 +240,7 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakeOpenAI/1.0"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms stall
     server: _HTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
