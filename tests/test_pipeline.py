@@ -193,3 +193,6 @@ def test_near_duplicate_chunks_are_rejected(tmp_path):
     counts = ingest_docs([str(corpus)], ctx)
     assert counts["chunk:rejected:exact_duplicate"] == 1  # the unchanged first half
     assert counts["chunk:rejected:near_duplicate"] == 1  # one number differs in the second
+    (near,) = ctx.lake.rows("SELECT detail FROM status WHERE reason = 'near_duplicate'")
+    kept = {r["chunk_id"] for r in ctx.lake.rows("SELECT chunk_id FROM chunks")}
+    assert near["detail"].split(" to ")[1] in kept
