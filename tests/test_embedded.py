@@ -29,8 +29,8 @@ from tests.conftest import SAMPLE_DOCS, make_context, run_llm_stages
 pytestmark = pytest.mark.embedded
 
 
-def server_pids(port: int) -> list[int]:
-    """PIDs of llama_cpp.server processes listening on `port` (from /proc)."""
+def server_pids(port: int | None) -> list[int]:
+    """PIDs of llama_cpp.server processes on `port`, or on any port (from /proc)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -39,7 +39,7 @@ def server_pids(port: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"llama_cpp.server" in cmdline and str(port).encode() in cmdline:
+        if b"llama_cpp.server" in cmdline and (port is None or str(port).encode() in cmdline):
             pids.append(int(entry.name))
     return pids
 
@@ -73,10 +73,12 @@ def test_server_answers_chat_and_structured_output_then_stops():
         with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
             assert json.load(response)["data"][0]["id"] == EMBEDDED_MODEL_ALIAS
 
-        with resolve_endpoints(
-            FoundryConfig(roles={"generator": {"base_url": base_url}}), Path("/tmp")
-        ) as endpoints:
-            pass  # resolving must not start a second server when none is needed
+        external = {"base_url": base_url}
+        config = FoundryConfig(
+            roles={"generator": external, "judges": [external], "solver": external}
+        )
+        with resolve_endpoints(config, Path("/tmp")) as endpoints:
+            assert server_pids(None) == server_pids(port)  # no second server was started
 
         async def ask():
             from data.endpoints import Endpoint
