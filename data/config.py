@@ -59,12 +59,10 @@ class GenerateConfig(Settings):
 
 
 class VerifyConfig(Settings):
-    closed_book_max_passes: float = Field(
-        default=0.5,
-        ge=0,
-        le=1,
-        description="closed-book leak when more than this share of the panel answers correctly",
+    consensus: Literal["majority", "unanimous", "quorum"] = Field(
+        default="majority", description="how the panel's open-book verdicts combine"
     )
+    quorum: int = Field(default=2, ge=1, description="k of the k-of-n quorum rule")
 
 
 class CalibrateConfig(Settings):

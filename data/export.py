@@ -43,6 +43,7 @@ TASKSET_SCHEMA = pa.schema(
         ("learnability", pa.float64()),
         ("solver_model", pa.string()),
         ("verdicts", pa.string()),
+        ("consensus", pa.string()),
         ("lineage", pa.string()),
         ("schema_version", pa.string()),
     ]
@@ -78,9 +79,22 @@ def export_taskset(
     """Write the next version of taskset `name` under `base` (or reuse an identical latest)."""
     low, high = band or (0.0, 1.0)
     rows = lake.rows(_TASKS_SQL, [low, high])
-    verdicts = _verdicts_by_task(lake, [r["task_id"] for r in rows])
+    task_ids = [r["task_id"] for r in rows]
+    verdicts = _by_task(
+        lake,
+        'SELECT task_id, "check", judge, judge_model, prompt_version, decision, confidence,'
+        ' reason FROM verdicts WHERE list_contains(?, task_id) ORDER BY task_id, "check", judge',
+        task_ids,
+    )
+    consensus = _by_task(
+        lake,
+        'SELECT task_id, "check", rule, decision, passes, fails, errors, agreement'
+        ' FROM consensus WHERE list_contains(?, task_id) ORDER BY task_id, "check"',
+        task_ids,
+    )
     for row in rows:
         row["verdicts"] = json.dumps(verdicts.get(row["task_id"], []), sort_keys=True)
+        row["consensus"] = json.dumps(consensus.get(row["task_id"], []), sort_keys=True)
     fingerprint = _fingerprint(rows, band)
     root = base / name
     latest = _latest_version(root)
@@ -106,14 +120,10 @@ def export_taskset(
     return ExportResult(final, len(rows), written=True)
 
 
-def _verdicts_by_task(lake: Lake, task_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-    rows = lake.rows(
-        'SELECT task_id, "check", judge_model, prompt_version, decision, reason FROM verdicts'
-        ' WHERE list_contains(?, task_id) ORDER BY task_id, "check", judge_model',
-        [task_ids],
-    )
+def _by_task(lake: Lake, sql: str, task_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Rows of `sql` (which selects `task_id` first) grouped by task."""
     grouped: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
+    for row in lake.rows(sql, [task_ids]):
         grouped.setdefault(row.pop("task_id"), []).append(row)
     return grouped
 
@@ -214,7 +224,9 @@ source, not without it) and calibrated by the solver's pass rate.
 (gold), `verifier` (JSON spec: normalised exact match or token F1 >= threshold), `evidence` and
 `source` (JSON), `pass_rate`, `pass_n`, `pass_ci_low`/`pass_ci_high` (Wilson interval), `band`
 (`too_easy`/`in_band`/`too_hard`), `pool` (prime-rl: hard/normal/easy), `learnability` (4p(1-p)),
-`solver_model`, `verdicts` and `lineage` (JSON), `schema_version`.
+`solver_model`, `verdicts` (each judge's decision and reason, JSON), `consensus` (the panel's
+decision per check with its rule, vote counts and agreement, JSON), `lineage` (JSON),
+`schema_version`.
 
 ## Load
 

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from data.records import (
     Attempt,
     Chunk,
+    Consensus,
     Difficulty,
     LLMCall,
     Record,
@@ -52,6 +53,7 @@ TABLES: dict[str, TableSpec] = {
     "chunks": TableSpec(Chunk, ("chunk_id",), "_shard"),
     "tasks": TableSpec(Task, ("task_id",), "_shard"),
     "verdicts": TableSpec(Verdict, ("verdict_id",), "_shard"),
+    "consensus": TableSpec(Consensus, ("task_id", "check"), "_shard"),
     "attempts": TableSpec(Attempt, ("attempt_id",), "_shard"),
     "difficulty": TableSpec(Difficulty, ("task_id",), "_shard"),
     "status": TableSpec(Status, ("stage", "item_id"), "recorded_at"),
@@ -128,7 +130,7 @@ class Lake:
         """Typed records of `table`, optionally filtered by a SQL `where` clause."""
         spec = TABLES[table]
         clause = f" WHERE {where}" if where else ""
-        order = ", ".join(spec.key)
+        order = ", ".join(f'"{column}"' for column in spec.key)
         rows = self.rows(f"SELECT * FROM {table}{clause} ORDER BY {order}", params)
         return [spec.record.from_row(row) for row in rows]
 
@@ -197,11 +199,11 @@ def _dedup_sql(files: list[Path] | str, spec: TableSpec) -> str:
         source = _quote(files)
     else:
         source = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
-    partition = ", ".join(spec.key)
+    partition = ", ".join(f'"{column}"' for column in spec.key)
     return (
         f"SELECT * EXCLUDE (_shard) FROM read_parquet({source}, filename = '_shard',"
         f" union_by_name = true)"
-        f" QUALIFY row_number() OVER (PARTITION BY {partition} ORDER BY {spec.order} DESC,"
+        f' QUALIFY row_number() OVER (PARTITION BY {partition} ORDER BY "{spec.order}" DESC,'
         f" _shard DESC) = 1"
     )
 

@@ -255,12 +255,27 @@ class Verdict(Record):
     verdict_id: str
     task_id: str
     check: Literal["open_book", "closed_book"]
+    judge: str
     judge_model: str
     prompt_version: str
-    decision: Literal["pass", "fail"]
+    decision: Literal["pass", "fail", "error"]  # error: the judge gave no usable verdict
+    confidence: float | None
     reason: str
     response: str
     usage: Usage
+
+
+class Consensus(Record):
+    """The panel's combined decision on one check of one task."""
+
+    task_id: str
+    check: Literal["open_book", "closed_book"]
+    rule: str
+    decision: Literal["pass", "fail", "undecided"]
+    passes: int
+    fails: int
+    errors: int
+    agreement: float
 
 
 class Attempt(Record):

@@ -102,6 +102,7 @@ def _stats(args: argparse.Namespace) -> int:
     from data.config import load_config
     from data.funnel import format_funnel, funnel
     from data.lake import Lake
+    from judges.agreement import format_judge_report, judge_report
 
     cfg = load_config(
         Path(args.config) if args.config else None, Path(args.home) if args.home else None
@@ -109,11 +110,14 @@ def _stats(args: argparse.Namespace) -> int:
     lake = Lake(cfg.home)
     summary = funnel(lake)
     summary["runs"] = len(lake.runs())
+    summary["judges"] = judge_report(lake)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
         print(f"lake: {lake.root} ({summary['runs']} runs)")
         print(format_funnel(summary))
+        print()
+        print(format_judge_report(summary["judges"]))
     return 0
 
 

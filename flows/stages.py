@@ -333,10 +333,8 @@ async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     if not passage:
         return Outcome(ctx.status("verify", task_id, "rejected", "source_missing"))
     decision = await answerability.judge(task, passage, client, ctx.config.verify)
-    state = "done" if decision.accepted else "rejected"
-    return Outcome(
-        ctx.status("verify", task_id, state, decision.reason), {"verdicts": list(decision.verdicts)}
-    )
+    records = {"verdicts": decision.verdicts, "consensus": decision.consensus}
+    return Outcome(ctx.status("verify", task_id, decision.status, decision.reason), records)
 
 
 # calibrate: accepted task -> attempts and difficulty

@@ -1,9 +1,10 @@
 """Answerability: the judge panel must answer with the source and must not without it.
 
-Open book: each judge gets the source chunk and the question; the majority must reach the gold
-answer, scored by the task's own verifier. Closed book: the same question without the chunk; if
-more than the configured share of the panel still answers correctly, the task leaks its answer
-or is general knowledge, and is rejected.
+Open book: each judge gets the source chunk and the question; its answer is scored by the task's
+own verifier, and the panel's verdicts combine under the configured consensus rule. Closed book:
+the same question without the chunk; unless a majority of the panel fails, the task leaks its
+answer or is general knowledge, and is rejected. A judge that errors (after the client's retries)
+casts no vote; when errors leave a decision open, the task is retried by a later run.
 """
 
 from __future__ import annotations
@@ -13,70 +14,90 @@ from dataclasses import dataclass
 from typing import Literal
 
 from data.config import VerifyConfig
-from data.llm import LLMClient
+from data.llm import LLMClient, LLMError
 from data.prompts import Prompt, load_prompt
-from data.records import Task, Verdict, content_id
+from data.records import Consensus, Task, Usage, Verdict, content_id
+from judges.consensus import Predicate, decide, rule_from
 from judges.rewards import score
 
 OPEN_BOOK = load_prompt(__file__, "open_book")
 CLOSED_BOOK = load_prompt(__file__, "closed_book")
 MAX_ANSWER_TOKENS = 48
+LEAK_RULE = "leak unless a majority fails"
+
+Check = Literal["open_book", "closed_book"]
 
 
 @dataclass(frozen=True)
 class Decision:
-    accepted: bool
+    status: Literal["done", "rejected", "failed"]
     reason: str
     verdicts: list[Verdict]
+    consensus: list[Consensus]
 
 
 def question_of(task: Task) -> str:
     return next(m.content for m in reversed(task.prompt) if m.role == "user")
 
 
+def leaks(votes: int, panel: int) -> bool:
+    """The closed-book claim "the panel can answer without the source": no majority failed."""
+    return 2 * votes >= panel and panel > 0
+
+
+async def _ask(task: Task, llm: LLMClient, role: str, check: Check, prompt: Prompt,
+               messages: list[dict[str, str]]) -> Verdict:  # fmt: skip
+    model = llm.model(role)
+    common = {
+        "verdict_id": content_id(task.task_id, check, role, model, prompt.version),
+        "task_id": task.task_id, "check": check, "judge": role, "judge_model": model,
+        "prompt_version": prompt.version, "confidence": None,
+    }  # fmt: skip
+    try:
+        reply = await llm.chat(role, messages, max_tokens=MAX_ANSWER_TOKENS)
+    except LLMError as error:
+        return Verdict(**common, decision="error", reason=str(error)[:200], response="",
+                       usage=Usage())  # fmt: skip
+    result = score(task.verifier, reply.text, task.answer)
+    return Verdict(**common, decision="pass" if result.reward >= 1.0 else "fail",
+                   reason=result.why, response=reply.text[:500], usage=reply.usage)  # fmt: skip
+
+
 async def _panel(
-    task: Task,
-    llm: LLMClient,
-    check: Literal["open_book", "closed_book"],
-    prompt: Prompt,
-    values: dict[str, str],
-) -> list[Verdict]:
+    task: Task, llm: LLMClient, check: Check, prompt: Prompt, values: dict[str, str],
+    rule: tuple[str, Predicate],
+) -> tuple[list[Verdict], Consensus]:  # fmt: skip
     messages = [{"role": "user", "content": prompt.render(**values)}]
-    replies = await asyncio.gather(
-        *(llm.chat(role, messages, max_tokens=MAX_ANSWER_TOKENS) for role in llm.judge_roles)
-    )
-    verdicts = []
-    for role, reply in zip(llm.judge_roles, replies, strict=True):
-        result = score(task.verifier, reply.text, task.answer)
-        verdicts.append(
-            Verdict(
-                verdict_id=content_id(task.task_id, check, role, llm.model(role), prompt.version),
-                task_id=task.task_id,
-                check=check,
-                judge_model=llm.model(role),
-                prompt_version=prompt.version,
-                decision="pass" if result.reward >= 1.0 else "fail",
-                reason=result.why,
-                response=reply.text[:500],
-                usage=reply.usage,
-            )
+    verdicts = list(
+        await asyncio.gather(
+            *(_ask(task, llm, role, check, prompt, messages) for role in llm.judge_roles)
         )
-    return verdicts
-
-
-def _passes(verdicts: list[Verdict]) -> int:
-    return sum(v.decision == "pass" for v in verdicts)
+    )
+    name, holds = rule
+    tally = decide([v.decision for v in verdicts], holds)
+    consensus = Consensus(task_id=task.task_id, check=check, rule=name, decision=tally.outcome,
+                          passes=tally.passes, fails=tally.fails, errors=tally.errors,
+                          agreement=tally.agreement)  # fmt: skip
+    return verdicts, consensus
 
 
 async def judge(task: Task, passage: str, llm: LLMClient, config: VerifyConfig) -> Decision:
     """Run the open-book panel, then (if it passed) the closed-book leakage gate."""
     question = question_of(task)
-    opened = await _panel(
-        task, llm, "open_book", OPEN_BOOK, {"passage": passage, "question": question}
+    opened, open_consensus = await _panel(
+        task, llm, "open_book", OPEN_BOOK, {"passage": passage, "question": question},
+        rule_from(config),
+    )  # fmt: skip
+    if open_consensus.decision == "undecided":
+        return Decision("failed", "judge_error", opened, [open_consensus])
+    if open_consensus.decision == "fail":
+        return Decision("rejected", "not_answerable_with_source", opened, [open_consensus])
+    closed, closed_consensus = await _panel(
+        task, llm, "closed_book", CLOSED_BOOK, {"question": question}, (LEAK_RULE, leaks)
     )
-    if _passes(opened) * 2 <= len(opened):
-        return Decision(False, "not_answerable_with_source", opened)
-    closed = await _panel(task, llm, "closed_book", CLOSED_BOOK, {"question": question})
-    if _passes(closed) > config.closed_book_max_passes * len(closed):
-        return Decision(False, "closed_book_leak", opened + closed)
-    return Decision(True, "accepted", opened + closed)
+    verdicts, consensus = opened + closed, [open_consensus, closed_consensus]
+    if closed_consensus.decision == "undecided":
+        return Decision("failed", "judge_error", verdicts, consensus)
+    if closed_consensus.decision == "pass":
+        return Decision("rejected", "closed_book_leak", verdicts, consensus)
+    return Decision("done", "accepted", verdicts, consensus)

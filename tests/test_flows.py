@@ -48,6 +48,7 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert stats["stages"]["ingest"]["done"] == 4
     assert stats["stages"]["verify"]["items"] == stats["stages"]["candidate"]["done"]
     assert stats["llm"]["generator"]["calls"] > 0
+    assert stats["judges"]["judges"]["judge:0"]["agreement_with_consensus"] == 1.0
 
     assert main(["stats", "--home", str(home)]) == 0
     assert "verify" in capsys.readouterr().out

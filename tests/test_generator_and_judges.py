@@ -175,9 +175,18 @@ def test_panel_accepts_answerable_non_leaking_task():
     task = first_task(ScriptedLLM(oracle.respond))
     llm = ScriptedLLM(oracle.respond, judges=3)
     decision = asyncio.run(answerability.judge(task, TEXT, llm, VerifyConfig()))
-    assert decision.accepted and decision.reason == "accepted"
+    assert decision.status == "done" and decision.reason == "accepted"
     assert [v.check for v in decision.verdicts] == ["open_book"] * 3 + ["closed_book"] * 3
     assert all(v.judge_model == "scripted" and v.reason for v in decision.verdicts)
+    assert {v.judge for v in decision.verdicts} == {"judge:0", "judge:1", "judge:2"}
+    opened, closed = decision.consensus
+    assert (opened.decision, opened.passes, opened.agreement, opened.rule) == (
+        "pass",
+        3,
+        1.0,
+        "majority",
+    )
+    assert (closed.decision, closed.fails) == ("fail", 3)
 
 
 def test_closed_book_leak_is_rejected():

@@ -70,6 +70,9 @@ def test_documents_to_exported_taskset(tmp_path, oracle_server):
     assert row["prompt"][-1]["role"] == "user"
     assert row["pass_n"] == 4 and row["pass_ci_low"] <= row["pass_rate"] <= row["pass_ci_high"]
     assert json.loads(row["verdicts"]) and json.loads(row["lineage"])["generator"] == "doc_qa"
+    consensus = {c["check"]: c for c in json.loads(row["consensus"])}
+    assert consensus["open_book"]["decision"] == "pass"
+    assert consensus["closed_book"]["decision"] == "fail"  # no leak
     ids = duckdb.sql(f"SELECT task_id FROM read_parquet('{parts}')").fetchall()
     assert len(ids) == len(set(ids)) == result.n_tasks
     assert set(dataset["band"]) <= {"too_easy", "in_band", "too_hard"}

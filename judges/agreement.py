@@ -1,0 +1,86 @@
+"""Judge quality figures: agreement with the panel's consensus, pairwise Cohen's kappa, errors."""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import combinations
+from typing import Any
+
+from data.lake import Lake
+
+
+def cohen_kappa(a: list[str], b: list[str]) -> float | None:
+    """Cohen's kappa of two raters' labels on the same items (None when undefined)."""
+    if len(a) != len(b):
+        raise ValueError("raters must label the same items")
+    if not a:
+        return None
+    n = len(a)
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    freq_a, freq_b = Counter(a), Counter(b)
+    expected = sum(freq_a[label] * freq_b[label] for label in freq_a) / (n * n)
+    if expected == 1.0:
+        return None  # both raters always gave the same single label: kappa is undefined
+    return (observed - expected) / (1 - expected)
+
+
+def judge_report(lake: Lake) -> dict[str, Any]:
+    """Per judge: verdicts, error rate, agreement with consensus; per pair: kappa."""
+    per_judge = lake.rows(
+        "SELECT v.judge, any_value(v.judge_model) AS model, count(*) AS verdicts,"
+        " count(*) FILTER (WHERE v.decision = 'error') AS errors,"
+        " count(*) FILTER (WHERE v.decision <> 'error' AND c.decision <> 'undecided') AS voted,"
+        " count(*) FILTER (WHERE v.decision = c.decision) AS agreed"
+        ' FROM verdicts v JOIN consensus c USING (task_id, "check")'
+        " GROUP BY v.judge ORDER BY v.judge"
+    )
+    judges = {
+        row["judge"]: {
+            "model": row["model"],
+            "verdicts": row["verdicts"],
+            "error_rate": row["errors"] / row["verdicts"],
+            "agreement_with_consensus": row["agreed"] / row["voted"] if row["voted"] else None,
+        }
+        for row in per_judge
+    }
+    votes: dict[str, dict[tuple[str, str], str]] = {}
+    for row in lake.rows(
+        "SELECT judge, task_id, \"check\", decision FROM verdicts WHERE decision <> 'error'"
+    ):
+        votes.setdefault(row["judge"], {})[(row["task_id"], row["check"])] = row["decision"]
+    pairs = {}
+    for first, second in combinations(sorted(votes), 2):
+        shared = sorted(set(votes[first]) & set(votes[second]))
+        pairs[f"{first} ~ {second}"] = {
+            "items": len(shared),
+            "kappa": cohen_kappa(
+                [votes[first][k] for k in shared], [votes[second][k] for k in shared]
+            ),
+        }
+    panel = lake.rows(
+        'SELECT "check", count(*) AS decisions, avg(agreement) AS mean_agreement,'
+        " count(*) FILTER (WHERE decision = 'undecided') AS undecided"
+        ' FROM consensus GROUP BY "check" ORDER BY "check"'
+    )
+    return {"judges": judges, "pairs": pairs, "panel": {r.pop("check"): r for r in panel}}
+
+
+def format_judge_report(report: dict[str, Any]) -> str:
+    lines = ["judge      model                          verdicts  errors  agree_w_consensus"]
+    for name, j in report["judges"].items():
+        agree = j["agreement_with_consensus"]
+        lines.append(
+            f"{name:<10} {j['model'][:30]:<30} {j['verdicts']:>8} {j['error_rate']:>7.1%}"
+            f"  {'-' if agree is None else f'{agree:.1%}':>17}"
+        )
+    for check, p in report["panel"].items():
+        lines.append(
+            f"panel {check:<12} decisions {p['decisions']:>5}  mean agreement"
+            f" {p['mean_agreement']:.2f}  undecided {p['undecided']}"
+        )
+    for pair, p in report["pairs"].items():
+        kappa = "-" if p["kappa"] is None else f"{p['kappa']:.2f}"
+        lines.append(f"kappa {pair}: {kappa} over {p['items']} items")
+    if not report["pairs"]:
+        lines.append("kappa: needs a panel of two or more judges")
+    return "\n".join(lines)
