@@ -29,6 +29,7 @@ from data.readers import Document, discover, read_document
 from data.records import Chunk, LLMCall, Record, Source, Status, content_id, utcnow
 from generators import doc_qa
 from judges import answerability, calibration
+from judges.selfcheck import self_check
 
 Progress = Callable[[str], None]
 PROGRESS_EVERY_S = 15.0
@@ -332,6 +333,9 @@ async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     task, passage = loaded
     if not passage:
         return Outcome(ctx.status("verify", task_id, "rejected", "source_missing"))
+    failure = self_check(task, passage)
+    if failure is not None:
+        return Outcome(ctx.status("verify", task_id, "rejected", "verifier_self_check", failure))
     decision = await answerability.judge(task, passage, client, ctx.config.verify)
     records = {"verdicts": decision.verdicts, "consensus": decision.consensus}
     return Outcome(ctx.status("verify", task_id, decision.status, decision.reason), records)

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from difflib import SequenceMatcher
 
 BLANK = "___"
+NEAR_MISS_RATIO = 0.85
+STOPWORDS = frozenset(
+    ["a", "an", "the", "of", "and", "or", "in", "on", "at", "to", "for", "by", "with", "from"]
+)
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
 
@@ -53,3 +58,22 @@ def check_question(question: str, answer: str, max_question_chars: int) -> None:
         raise CheckFailure("not_a_question")
     if _contains(question, answer):
         raise CheckFailure("question_contains_answer")
+    if _near_miss(question, answer):
+        raise CheckFailure("question_implies_answer")
+
+
+def _near_miss(question: str, answer: str) -> bool:
+    """The question holds a near copy of the answer: a run of as many words that is
+    >= NEAR_MISS_RATIO similar ("Varrow's" for "Varrow", "1,887" for "1887"), or most of the
+    words of a multi-word answer."""
+    answer_words = loose(answer).rstrip(".").split()
+    question_words = re.findall(r"[\w',.-]*\w", loose(question))
+    width = len(answer_words)
+    target = " ".join(answer_words)
+    for start in range(len(question_words) - width + 1):
+        window = " ".join(question_words[start : start + width])
+        if SequenceMatcher(None, window, target).ratio() >= NEAR_MISS_RATIO:
+            return True
+    content = [w for w in answer_words if w not in STOPWORDS]
+    shared = sum(w in question_words for w in content)
+    return len(content) >= 2 and shared * 2 >= len(content) + 1

@@ -34,8 +34,8 @@ from data.records import (
     VerifierSpec,
     seed_for,
 )
+from data.spans import answer_candidates
 from generators.checks import BLANK, CheckFailure, check_answer, check_question
-from generators.spans import answer_candidates
 
 GENERATOR = "doc_qa"
 VERSION = "2"

@@ -6,9 +6,9 @@ import pytest
 from data.config import GenerateConfig, VerifyConfig
 from data.llm import LLMError
 from data.records import Chunk, VerifierSpec
+from data.spans import answer_candidates
 from generators import doc_qa
 from generators.checks import CheckFailure, check_answer, check_question
-from generators.spans import answer_candidates
 from judges import answerability
 from judges.rewards import score
 from tests.fakes.oracle import Oracle
