@@ -324,6 +324,21 @@ class Status(Record):
     run_id: str
     recorded_at: datetime
 
+    @classmethod
+    def now(
+        cls, stage: str, item_id: str, status: ItemStatus, reason: str, detail: str, run_id: str
+    ) -> Status:
+        """A status recorded at this moment (details are capped at 2,000 characters)."""
+        return cls(
+            stage=stage,
+            item_id=item_id,
+            status=status,
+            reason=reason,
+            detail=detail[:2000],
+            run_id=run_id,
+            recorded_at=utcnow(),
+        )
+
 
 class LLMCall(Record):
     """Usage of one LLM request (cache hits included, flagged)."""

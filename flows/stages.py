@@ -15,23 +15,19 @@ import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from data.chunking import chunk_text
 from data.config import FoundryConfig
-from data.embeddings import as_matrix, embed, near_duplicates
 from data.endpoints import Endpoint
+from data.ingest import Progress, ingest_documents
 from data.lake import Lake
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
-from data.readers import Document, discover, read_document
-from data.records import Chunk, LLMCall, Record, Source, Status, content_id, utcnow
+from data.records import Chunk, ItemStatus, LLMCall, Record, Status
 from generators import doc_qa
 from judges import answerability, calibration
 from judges.selfcheck import self_check
 
-Progress = Callable[[str], None]
 PROGRESS_EVERY_S = 15.0
 
 
@@ -49,17 +45,9 @@ class StageContext:
         return ResponseCache(self.config.home / "cache" / "llm")
 
     def status(
-        self, stage: str, item_id: str, status: str, reason: str, detail: str = ""
+        self, stage: str, item_id: str, status: ItemStatus, reason: str, detail: str = ""
     ) -> Status:
-        return Status(
-            stage=stage,
-            item_id=item_id,
-            status=status,
-            reason=reason,
-            detail=detail[:2000],
-            run_id=self.run_id,
-            recorded_at=utcnow(),
-        )
+        return Status.now(stage, item_id, status, reason, detail, self.run_id)
 
 
 @dataclass
@@ -81,124 +69,7 @@ def batches(items: Sequence[str], size: int) -> list[list[str]]:
 
 def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
     """Read, normalise, chunk and deduplicate documents; record every file's outcome."""
-    lake, cfg = ctx.lake, ctx.config.ingest
-    files = discover(paths)
-    ctx.progress(f"ingest: {len(files)} files")
-    known_sources = {
-        r["source_id"]: r["path"] for r in lake.rows("SELECT source_id, path FROM sources")
-    }
-    old = lake.rows("SELECT chunk_id, source_id, embedding FROM chunks ORDER BY chunk_id")
-    known_chunks = {r["chunk_id"]: r["source_id"] for r in old}
-    known_ids = [r["chunk_id"] for r in old]
-    known_vectors = as_matrix([r["embedding"] for r in old])
-    settled = lake.finished_items("chunk")
-    recorded = {
-        r["item_id"]: (r["status"], r["reason"], r["detail"])
-        for r in lake.rows(
-            "SELECT item_id, status, reason, detail FROM status WHERE stage = 'ingest'"
-        )
-    }
-    counts: Counter = Counter()
-    for group in batches([str(f) for f in files], 64):
-        sources, statuses, candidates = [], [], []
-        for name in group:
-            result = read_document(Path(name), cfg.max_file_bytes)
-            if not isinstance(result, Document):
-                statuses.append(
-                    ctx.status("ingest", name, "rejected", result.reason, result.detail)
-                )
-                counts[f"rejected:{result.reason}"] += 1
-                continue
-            source_id = content_id("doc", result.sha256)
-            if source_id in known_sources and known_sources[source_id] != name:
-                statuses.append(
-                    ctx.status(
-                        "ingest", name, "rejected", "duplicate_document", known_sources[source_id]
-                    )
-                )
-                counts["rejected:duplicate_document"] += 1
-                continue
-            if source_id not in known_sources:
-                sources.append(
-                    Source(
-                        source_id=source_id,
-                        path=name,
-                        format=result.format,
-                        sha256=result.sha256,
-                        n_chars=len(result.text),
-                        title=result.title,
-                        text=result.text,
-                        ingested_at=utcnow(),
-                    )
-                )
-                known_sources[source_id] = name
-            statuses.append(ctx.status("ingest", name, "done", "ingested", source_id))
-            counts["ingested"] += 1
-            spans = chunk_text(result.text, cfg.chunk_chars, cfg.min_chunk_chars)
-            candidates += [(source_id, i, span) for i, span in enumerate(spans)]
-        fresh = [c for c in candidates if f"{c[0]}#{c[1]}" not in settled]
-        chunks, chunk_statuses, known_vectors = _dedup_chunks(
-            fresh, known_chunks, known_ids, known_vectors, ctx
-        )
-        counts.update(f"chunk:{s.status}:{s.reason}" for s in chunk_statuses)
-        lake.write("sources", sources, ctx.run_id)
-        lake.write("chunks", chunks, ctx.run_id)
-        changed = [s for s in statuses if recorded.get(s.item_id) != (s.status, s.reason, s.detail)]
-        lake.write("status", changed + chunk_statuses, ctx.run_id)
-    return counts
-
-
-def _dedup_chunks(candidates, known_chunks, known_ids, known_vectors, ctx: StageContext):
-    """Drop exact (same text) and near (cosine >= threshold) duplicate chunks, with reasons.
-
-    `known_ids` (row ids of `known_vectors`) grows with the chunks kept; the new matrix is
-    returned."""
-    fresh, statuses = [], []
-    for source_id, index, span in candidates:
-        chunk_id = content_id("chunk", span.text)
-        item = f"{source_id}#{index}"
-        owner = known_chunks.get(chunk_id)
-        if owner == source_id:
-            continue  # stored by an earlier, interrupted run
-        if owner is not None:
-            statuses.append(ctx.status("chunk", item, "rejected", "exact_duplicate", chunk_id))
-            continue
-        known_chunks[chunk_id] = source_id
-        fresh.append((chunk_id, source_id, index, span, item))
-    vectors = embed([span.text for _, _, _, span, _ in fresh])
-    threshold = ctx.config.ingest.near_duplicate_threshold
-    matches = near_duplicates(vectors, known_vectors, threshold)
-    pool_ids = known_ids + [chunk_id for chunk_id, *_ in fresh]
-    kept, kept_vectors = [], []
-    for (chunk_id, source_id, index, span, item), vector, match in zip(
-        fresh, vectors, matches, strict=True
-    ):
-        if match is not None:
-            statuses.append(
-                ctx.status(
-                    "chunk",
-                    item,
-                    "rejected",
-                    "near_duplicate",
-                    f"cosine {match[1]:.3f} to {pool_ids[match[0]]}",
-                )
-            )
-            continue
-        kept.append(
-            Chunk(
-                chunk_id=chunk_id,
-                source_id=source_id,
-                index=index,
-                text=span.text,
-                char_start=span.start,
-                char_end=span.end,
-                embedding=[float(x) for x in vector],
-            )
-        )
-        kept_vectors.append(vector)
-        known_ids.append(chunk_id)
-        statuses.append(ctx.status("chunk", item, "done", "kept", chunk_id))
-    return kept, statuses, as_matrix([*known_vectors, *kept_vectors])
+    return ingest_documents(paths, ctx.lake, ctx.config.ingest, ctx.run_id, ctx.progress)
 
 
 # --- LLM stages ----------------------------------------------------------------------------
