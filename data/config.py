@@ -53,6 +53,7 @@ class GenerateConfig(Settings):
     max_chunks: int | None = Field(default=None, ge=1)
     candidates_per_chunk: int = Field(default=2, ge=1)
     question_style: Literal["auto", "question", "cloze"] = "auto"
+    verifier: Literal["exact_or_f1", "llm_equivalence"] = "exact_or_f1"
     max_answer_words: int = Field(default=8, ge=1)
     max_question_chars: int = Field(default=300, ge=20)
     temperature: float = 0.0

@@ -179,7 +179,9 @@ class VerifierSpec(BaseModel):
     """How an attempt is scored against the gold answer."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    type: Literal["exact_or_f1"] = "exact_or_f1"
+    # exact_or_f1: normalised exact match or token F1 >= f1_threshold; llm_equivalence: the same,
+    # and when that fails, the judge panel decides whether the attempt means the gold answer
+    type: Literal["exact_or_f1", "llm_equivalence"] = "exact_or_f1"
     f1_threshold: float = 0.6
     # Fill-in-the-blank tasks: the text before and after the blank. An attempt that repeats
     # the whole sentence is cut down to what it put in the blank before it is compared.

@@ -204,7 +204,7 @@ async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     task, passage = loaded
     if not passage:
         return Outcome(ctx.status("verify", task_id, "rejected", "source_missing"))
-    failure = self_check(task, passage)
+    failure = await self_check(task, passage, client)
     if failure is not None:
         return Outcome(ctx.status("verify", task_id, "rejected", "verifier_self_check", failure))
     decision = await answerability.judge(task, passage, client, ctx.config.verify)

@@ -118,7 +118,9 @@ async def _candidate(
         Message(role="system", content=SYSTEM_PROMPT.template.strip()),
         Message(role="user", content=question),
     ]
-    verifier = VerifierSpec(context=_blank_context(question) if style == "cloze" else [])
+    verifier = VerifierSpec(
+        type=config.verifier, context=_blank_context(question) if style == "cloze" else []
+    )
     task = Task(
         task_id=Task.make_id("doc_qa", prompt, answer, verifier),
         kind="doc_qa",

@@ -18,7 +18,7 @@ from data.llm import LLMClient, LLMError
 from data.prompts import Prompt, load_prompt
 from data.records import Consensus, Task, Usage, Verdict, content_id
 from judges.consensus import Predicate, decide, rule_from
-from judges.rewards import score
+from judges.equivalence import grade
 
 OPEN_BOOK = load_prompt(__file__, "open_book")
 CLOSED_BOOK = load_prompt(__file__, "closed_book")
@@ -45,28 +45,48 @@ def leaks(votes: int, panel: int) -> bool:
     return 2 * votes >= panel and panel > 0
 
 
-async def _ask(task: Task, llm: LLMClient, role: str, check: Check, prompt: Prompt,
-               messages: list[dict[str, str]]) -> Verdict:  # fmt: skip
+async def _ask(
+    task: Task,
+    llm: LLMClient,
+    role: str,
+    check: Check,
+    prompt: Prompt,
+    messages: list[dict[str, str]],
+) -> Verdict:
     model = llm.model(role)
     common = {
         "verdict_id": content_id(task.task_id, check, role, model, prompt.version),
-        "task_id": task.task_id, "check": check, "judge": role, "judge_model": model,
-        "prompt_version": prompt.version, "confidence": None,
-    }  # fmt: skip
+        "task_id": task.task_id,
+        "check": check,
+        "judge": role,
+        "judge_model": model,
+        "prompt_version": prompt.version,
+        "confidence": None,
+    }
     try:
         reply = await llm.chat(role, messages, max_tokens=MAX_ANSWER_TOKENS)
+        result = await grade(task, reply.text, llm)
     except LLMError as error:
-        return Verdict(**common, decision="error", reason=str(error)[:200], response="",
-                       usage=Usage())  # fmt: skip
-    result = score(task.verifier, reply.text, task.answer)
-    return Verdict(**common, decision="pass" if result.reward >= 1.0 else "fail",
-                   reason=result.why, response=reply.text[:500], usage=reply.usage)  # fmt: skip
+        return Verdict(
+            **common, decision="error", reason=str(error)[:200], response="", usage=Usage()
+        )
+    return Verdict(
+        **common,
+        decision="pass" if result.reward >= 1.0 else "fail",
+        reason=result.why,
+        response=reply.text[:500],
+        usage=reply.usage,
+    )
 
 
 async def _panel(
-    task: Task, llm: LLMClient, check: Check, prompt: Prompt, values: dict[str, str],
+    task: Task,
+    llm: LLMClient,
+    check: Check,
+    prompt: Prompt,
+    values: dict[str, str],
     rule: tuple[str, Predicate],
-) -> tuple[list[Verdict], Consensus]:  # fmt: skip
+) -> tuple[list[Verdict], Consensus]:
     messages = [{"role": "user", "content": prompt.render(**values)}]
     verdicts = list(
         await asyncio.gather(
@@ -75,9 +95,16 @@ async def _panel(
     )
     name, holds = rule
     tally = decide([v.decision for v in verdicts], holds)
-    consensus = Consensus(task_id=task.task_id, check=check, rule=name, decision=tally.outcome,
-                          passes=tally.passes, fails=tally.fails, errors=tally.errors,
-                          agreement=tally.agreement)  # fmt: skip
+    consensus = Consensus(
+        task_id=task.task_id,
+        check=check,
+        rule=name,
+        decision=tally.outcome,
+        passes=tally.passes,
+        fails=tally.fails,
+        errors=tally.errors,
+        agreement=tally.agreement,
+    )
     return verdicts, consensus
 
 
@@ -85,9 +112,13 @@ async def judge(task: Task, passage: str, llm: LLMClient, config: VerifyConfig) 
     """Run the open-book panel, then (if it passed) the closed-book leakage gate."""
     question = question_of(task)
     opened, open_consensus = await _panel(
-        task, llm, "open_book", OPEN_BOOK, {"passage": passage, "question": question},
+        task,
+        llm,
+        "open_book",
+        OPEN_BOOK,
+        {"passage": passage, "question": question},
         rule_from(config),
-    )  # fmt: skip
+    )
     if open_consensus.decision == "undecided":
         return Decision("failed", "judge_error", opened, [open_consensus])
     if open_consensus.decision == "fail":

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from data.config import CalibrateConfig
 from data.llm import LLMClient
 from data.records import Attempt, Difficulty, Task, content_id, seed_for
 from harnesses import closed_book
+from judges.equivalence import grade
 from judges.passrate import band, learnability, pass_at_k, pool, wilson_interval
-from judges.rewards import score
 
 
 async def calibrate(
@@ -19,6 +21,7 @@ async def calibrate(
         task, llm, config.k, temperature=config.temperature, max_tokens=config.max_tokens, seed=seed
     )
     solver = llm.model("solver")
+    scores = await asyncio.gather(*(grade(task, reply.text, llm) for reply in replies))
     attempts = [
         Attempt(
             attempt_id=content_id(
@@ -31,10 +34,10 @@ async def calibrate(
             temperature=config.temperature,
             seed=seed + i,
             response=reply.text[:2000],
-            reward=score(task.verifier, reply.text, task.answer).reward,
+            reward=result.reward,
             usage=reply.usage,
         )
-        for i, reply in enumerate(replies)
+        for i, (reply, result) in enumerate(zip(replies, scores, strict=True))
     ]
     passes = sum(a.reward >= 1.0 for a in attempts)
     n = len(attempts)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 
+from data.llm import LLMClient
 from data.records import Task
 from data.spans import answer_candidates
-from judges.rewards import normalize_answer, score
+from judges.equivalence import grade
+from judges.rewards import normalize_answer
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 
@@ -45,11 +47,11 @@ def perturbations(answer: str, passage: str) -> list[tuple[str, str]]:
     return [(name, text) for name, text in found if text is not None]
 
 
-def self_check(task: Task, passage: str) -> str | None:
+async def self_check(task: Task, passage: str, llm: LLMClient) -> str | None:
     """None if the verifier behaves; otherwise which check it failed."""
-    if score(task.verifier, task.answer, task.answer).reward < 1.0:
+    if (await grade(task, task.answer, llm)).reward < 1.0:
         return "gold answer rejected"
     for name, text in perturbations(task.answer, passage):
-        if score(task.verifier, text, task.answer).reward >= 1.0:
+        if (await grade(task, text, llm)).reward >= 1.0:
             return f"{name} perturbation {text!r} accepted"
     return None

@@ -199,3 +199,17 @@ def test_near_duplicate_chunks_are_rejected(tmp_path):
     (near,) = ctx.lake.rows("SELECT detail FROM status WHERE reason = 'near_duplicate'")
     kept = {r["chunk_id"] for r in ctx.lake.rows("SELECT chunk_id FROM chunks")}
     assert near["detail"].split(" to ")[1] in kept
+
+
+def test_equivalence_verified_tasks_flow_through(tmp_path, oracle_server):
+    home = tmp_path / "home"
+    ctx = make_context(home, calibrate={"k": 2}, generate={"verifier": "llm_equivalence"})
+    ingest_docs([str(small_corpus(tmp_path))], ctx)
+    counts = run_llm_stages(ctx, endpoints_for(oracle_server))
+    assert not any(k.startswith("failed:") for k in counts)
+    result = export_taskset(ctx.lake, "docqa", home / "tasksets")
+    table = pq.read_table(result.path / "part-00000.parquet")
+    specs = [json.loads(v) for v in table.column("verifier").to_pylist()]
+    assert result.n_tasks > 0 and {s["type"] for s in specs} == {"llm_equivalence"}
+    prompts = [json.dumps(b["messages"]) for b in oracle_server.requests]
+    assert any("<gold_answer>" in p for p in prompts)  # the panel was asked

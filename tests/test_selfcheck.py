@@ -1,3 +1,5 @@
+import asyncio
+
 from data.records import VerifierSpec
 from generators.checks import CheckFailure, check_question
 from judges.selfcheck import off_by_one, perturbations, self_check, wrong_entity
@@ -16,22 +18,26 @@ def test_perturbations():
     assert [name for name, _ in perturbations("1887", TEXT)] == ["empty", "off_by_one"]
 
 
+def check(task, passage=TEXT):
+    return asyncio.run(self_check(task, passage, ScriptedLLM(Oracle().respond)))
+
+
 def test_sound_verifier_passes_the_self_check():
     task = first_task(ScriptedLLM(Oracle().respond))
-    assert self_check(task, TEXT) is None
+    assert check(task) is None
 
 
 def test_a_verifier_that_accepts_anything_fails_the_self_check():
     task = first_task(ScriptedLLM(Oracle().respond))
     lax = task.model_copy(update={"verifier": VerifierSpec(f1_threshold=0.0)})
-    failure = self_check(lax, TEXT)
+    failure = check(lax)
     assert failure is not None and "perturbation" in failure
 
 
 def test_a_verifier_that_rejects_its_gold_fails_the_self_check():
     task = first_task(ScriptedLLM(Oracle().respond))
     broken = task.model_copy(update={"answer": ""})
-    assert self_check(broken, TEXT) == "gold answer rejected"
+    assert check(broken) == "gold answer rejected"
 
 
 def test_questions_that_imply_their_answer_are_rejected():

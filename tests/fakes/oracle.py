@@ -41,6 +41,11 @@ class Oracle:
             return json.dumps({"question": question})
         if prompt.startswith("Read the passage"):
             return self.answers.get(_line(prompt, "Question"), "unknown")
+        if "<gold_answer>" in prompt:
+            gold = re.search(r"<gold_answer>\n(.*?)\n</gold_answer>", prompt, flags=re.S)
+            attempt = re.search(r"<attempt>\n(.*?)\n</attempt>", prompt, flags=re.S)
+            same = gold.group(1).strip().lower() == attempt.group(1).strip().lower()
+            return json.dumps({"equivalent": same, "reason": "compared"})
         if "If you do not know" in prompt:
             return "unknown"
         question = messages[-1]["content"]

@@ -1,0 +1,79 @@
+"""The answer-equivalence judge: an LLM panel decides whether a free-form attempt means the gold.
+
+Used by tasks whose verifier type is `llm_equivalence`, where exact match and token F1 are too
+strict. A deterministic match is accepted without asking anyone. The question, gold answer and
+attempt sit in separate delimited blocks, and angle brackets inside them are escaped, so text in
+an attempt cannot close its block or pose as instructions. The verdict must be a JSON boolean: a
+reply such as "yes", "maybe" or both answers is rejected (repaired once, then an error), and a
+panel left undecided by errors raises instead of scoring 0 or 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from data.llm import LLMClient, LLMError
+from data.prompts import load_prompt
+from data.records import Task
+from judges.consensus import decide, majority
+from judges.rewards import Score, score
+
+SYSTEM = load_prompt(__file__, "equivalence_system")
+USER = load_prompt(__file__, "equivalence_user")
+
+
+class EquivalenceVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    equivalent: StrictBool
+    reason: str = Field(max_length=200)
+
+
+@dataclass(frozen=True)
+class JudgeVote:
+    judge: str
+    decision: str  # "pass", "fail" or "error"
+    reason: str
+
+
+def escape(text: str) -> str:
+    """Neutralise tag-like text so content cannot close or open a delimited block."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def messages_for(question: str, gold: str, attempt: str) -> list[dict[str, str]]:
+    user = USER.render(question=escape(question), gold=escape(gold), attempt=escape(attempt))
+    return [
+        {"role": "system", "content": SYSTEM.template.strip()},
+        {"role": "user", "content": user},
+    ]
+
+
+async def _vote(role: str, messages: list[dict[str, str]], llm: LLMClient) -> JudgeVote:
+    try:
+        verdict = await llm.structured(
+            role, messages, EquivalenceVerdict, max_tokens=120, repairs=1
+        )
+    except LLMError as error:
+        return JudgeVote(role, "error", str(error)[:200])
+    return JudgeVote(role, "pass" if verdict.equivalent else "fail", verdict.reason)
+
+
+async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
+    """Score `completion` for `task`; `llm_equivalence` tasks ask the judge panel when the
+    deterministic match fails. Raises LLMError("judge_undecided") rather than guess."""
+    deterministic = score(task.verifier, completion, task.answer)
+    if deterministic.reward >= 1.0 or task.verifier.type != "llm_equivalence":
+        return deterministic
+    if not completion.strip():
+        return Score(0.0, "empty answer")
+    question = next(m.content for m in reversed(task.prompt) if m.role == "user")
+    messages = messages_for(question, task.answer, completion)
+    votes = await asyncio.gather(*(_vote(role, messages, llm) for role in llm.judge_roles))
+    tally = decide([v.decision for v in votes], majority)
+    if tally.outcome == "undecided":
+        raise LLMError("judge_undecided", "; ".join(v.reason for v in votes))
+    reasons = "; ".join(f"{v.judge}: {v.decision} ({v.reason})" for v in votes)
+    return Score(1.0 if tally.outcome == "pass" else 0.0, f"equivalence panel: {reasons}"[:300])
