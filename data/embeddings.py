@@ -62,19 +62,24 @@ def as_matrix(rows: list) -> np.ndarray:
 def near_duplicates(
     vectors: np.ndarray, known: np.ndarray, threshold: float
 ) -> list[tuple[int, float] | None]:
-    """For each row of `vectors`: (index of its closest earlier row, cosine) if ≥ `threshold`.
+    """For each row of `vectors`, in order: (pool index, cosine) of its closest pool vector if
+    that is >= `threshold`, else None.
 
-    "Earlier" means any row of `known`, or a preceding row of `vectors` itself (indices past
-    `len(known)` point into `vectors`), so a batch is deduplicated against itself too.
+    The pool starts as `known`; a row that is not a duplicate joins it (at the next index), so a
+    batch is deduplicated against itself too, and only ever against what was kept.
     """
-    pool = np.concatenate([known, vectors]) if len(known) else vectors
+    pool = np.empty((len(known) + len(vectors), DIMENSIONS), dtype=np.float32)
+    pool[: len(known)] = known
+    size = len(known)
     result: list[tuple[int, float] | None] = []
-    for i, vector in enumerate(vectors):
-        limit = len(known) + i
-        if limit == 0:
-            result.append(None)
-            continue
-        sims = pool[:limit] @ vector
-        best = int(np.argmax(sims))
-        result.append((best, float(sims[best])) if sims[best] >= threshold else None)
+    for vector in vectors:
+        if size:
+            sims = pool[:size] @ vector
+            best = int(np.argmax(sims))
+            if sims[best] >= threshold:
+                result.append((best, float(sims[best])))
+                continue
+        pool[size] = vector
+        size += 1
+        result.append(None)
     return result

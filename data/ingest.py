@@ -113,7 +113,6 @@ def _dedup_chunks(candidates, known_chunks, known_ids, known_vectors, threshold,
         fresh.append((chunk_id, source_id, index, span, item))
     vectors = embed([span.text for _, _, _, span, _ in fresh])
     matches = near_duplicates(vectors, known_vectors, threshold)
-    pool_ids = known_ids + [chunk_id for chunk_id, *_ in fresh]
     kept, kept_vectors = [], []
     for (chunk_id, source_id, index, span, item), vector, match in zip(
         fresh, vectors, matches, strict=True
@@ -125,7 +124,7 @@ def _dedup_chunks(candidates, known_chunks, known_ids, known_vectors, threshold,
                     item,
                     "rejected",
                     "near_duplicate",
-                    f"cosine {match[1]:.3f} to {pool_ids[match[0]]}",
+                    f"cosine {match[1]:.3f} to {known_ids[match[0]]}",
                 )
             )
             continue

@@ -15,6 +15,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
@@ -26,6 +27,7 @@ from data.llm_cache import ResponseCache, request_key
 from data.records import LLMCall, Usage, utcnow
 
 T = TypeVar("T", bound=BaseModel)
+T_co = TypeVar("T_co")
 Messages = list[dict[str, str]]
 
 
@@ -43,6 +45,7 @@ class Reply:
     text: str
     usage: Usage
     cached: bool
+    key: str = ""  # the cache key of the request that produced it
 
 
 class LLMClient:
@@ -87,14 +90,15 @@ class LLMClient:
         seed: int | None = None,
         response_format: dict[str, Any] | None = None,
     ) -> Reply:
-        """One completion; raises LLMError when the request fails for good or the reply is empty."""
+        """One completion; raises LLMError when the request fails for good or the reply is empty
+        (an empty reply is an error, retried by a later run, never a silent wrong answer)."""
         params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
         if seed is not None:
             params["seed"] = seed
         if response_format is not None:
             params["response_format"] = response_format
-        texts, usage, cached = await self._request(role, messages, params)
-        return Reply(texts[0], usage, cached)
+        texts, usage, cached, key = await self._request(role, messages, params)
+        return Reply(texts[0], usage, cached, key)
 
     async def sample(
         self,
@@ -110,7 +114,7 @@ class LLMClient:
         endpoint = self._endpoint(role)
         if endpoint.supports_n and n > 1:
             params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "n": n}
-            texts, usage, cached = await self._request(role, messages, params)
+            texts, usage, cached, _ = await self._request(role, messages, params)
             if len(texts) != n:
                 raise LLMError(
                     "wrong_sample_count",
@@ -122,10 +126,16 @@ class LLMClient:
             )
             return [Reply(text, share, cached) for text in texts]
         calls = [
-            self.chat(role, messages, temperature=temperature, max_tokens=max_tokens, seed=seed + i)
+            self.chat(
+                role,
+                messages,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=seed + i,
+            )
             for i in range(n)
         ]
-        return list(await asyncio.gather(*calls))
+        return await settle(calls)
 
     async def structured(
         self,
@@ -158,6 +168,8 @@ class LLMClient:
                 error = f"invalid JSON: {exc.msg} at char {exc.pos}"
             except ValidationError as exc:
                 error = _short_validation_error(exc)
+            if self.cache and reply.key:
+                await asyncio.to_thread(self.cache.forget, reply.key)  # never replay garbage
             conversation = [
                 *conversation,
                 {"role": "assistant", "content": reply.text},
@@ -182,6 +194,7 @@ class LLMClient:
     def _response_format(self, role: str, schema: type[BaseModel]) -> dict[str, Any]:
         json_schema = schema.model_json_schema()
         if self._endpoint(role).json_schema:
+            json_schema["additionalProperties"] = False  # strict mode requires it
             return {
                 "type": "json_schema",
                 "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": True},
@@ -212,7 +225,8 @@ class LLMClient:
 
     async def _request(
         self, role: str, messages: Messages, params: dict[str, Any]
-    ) -> tuple[list[str], Usage, bool]:
+    ) -> tuple[list[str], Usage, bool, str]:
+        """(texts, usage, served from cache, cache key) of one request."""
         endpoint = self._endpoint(role)
         request = {"model": endpoint.model, "messages": messages, **params}
         key = request_key(request)
@@ -220,7 +234,7 @@ class LLMClient:
         if hit is not None:
             usage = Usage(**hit["usage"])
             self._record(endpoint, usage, 0.0, cached=True, error="")
-            return hit["texts"], usage, True
+            return hit["texts"], usage, True, key
         started = time.monotonic()
         try:
             async with self._limit(endpoint):
@@ -250,7 +264,7 @@ class LLMClient:
             payload = {"texts": texts, "usage": usage.model_dump()}
             await asyncio.to_thread(self.cache.put, key, payload)
         self._record(endpoint, usage, latency, cached=False, error="")
-        return texts, usage, False
+        return texts, usage, False, key
 
     def _fail(self, endpoint: Endpoint, started: float, reason: str, detail: str) -> NoReturn:
         self._record(endpoint, Usage(), time.monotonic() - started, cached=False, error=reason)
@@ -276,6 +290,16 @@ class LLMClient:
                 recorded_at=utcnow(),
             )
         )
+
+
+async def settle(coroutines: list[Awaitable[T_co]]) -> list[T_co]:
+    """Await all; if any raised, re-raise the first error only after every one has finished,
+    so no request is left running against a closed client and every usage record is kept."""
+    results = await asyncio.gather(*coroutines, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return list(results)
 
 
 def _judge_index(role: str) -> int:

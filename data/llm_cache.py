@@ -45,3 +45,7 @@ class ResponseCache:
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
         tmp.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, path)
+
+    def forget(self, key: str) -> None:
+        """Drop an entry (e.g. a reply that turned out unusable), so the request is asked again."""
+        self._path(key).unlink(missing_ok=True)

@@ -15,6 +15,7 @@ The source is withheld from the task's prompt: the solver must know or find the 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -76,7 +77,8 @@ def focus_sentences(text: str) -> list[str]:
 
 
 def cloze(evidence: str, answer: str) -> str:
-    return "Fill in the blank: " + evidence.replace(answer, BLANK, 1)
+    blanked = re.sub(rf"(?<!\w){re.escape(answer)}(?!\w)", BLANK, evidence, count=1)
+    return "Fill in the blank: " + blanked
 
 
 async def generate(

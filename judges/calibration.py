@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from data.config import CalibrateConfig
-from data.llm import LLMClient
+from data.llm import LLMClient, settle
 from data.records import Attempt, Difficulty, Task, content_id, seed_for
 from harnesses import closed_book
 from judges.equivalence import grade
@@ -21,7 +19,7 @@ async def calibrate(
         task, llm, config.k, temperature=config.temperature, max_tokens=config.max_tokens, seed=seed
     )
     solver = llm.model("solver")
-    scores = await asyncio.gather(*(grade(task, reply.text, llm) for reply in replies))
+    scores = await settle([grade(task, reply.text, llm) for reply in replies])
     attempts = [
         Attempt(
             attempt_id=content_id(

@@ -210,3 +210,10 @@ def test_verifier_rejects_perturbed_answers():
     assert score(spec, "1887", "1887").reward == 1.0
     assert score(spec, "1888", "1887").reward == 0.0
     assert score(spec, "", "1887").reward == 0.0
+
+
+def test_cloze_blanks_the_answer_as_a_whole_word():
+    evidence = "The 1887 charter granted 18 acres to the town."
+    assert doc_qa.cloze(evidence, "18") == (
+        "Fill in the blank: The 1887 charter granted ___ acres to the town."
+    )

@@ -268,6 +268,21 @@ def test_structured_gives_up_after_repairs(cache: ResponseCache) -> None:
     assert out.error is not None and out.error.reason == "invalid_structured_output"
     assert len(fake.requests) == 3
     assert [len(r["messages"]) for r in fake.requests] == [2, 4, 6]
+    assert cache_entries(cache) == []  # unusable replies are never replayed from the cache
+
+
+def test_one_failing_sample_fails_the_set_after_the_others_finish(cache: ResponseCache) -> None:
+    def respond(body: dict[str, Any]) -> str:
+        if body.get("seed") == 12:
+            return ""
+        time.sleep(0.2)
+        return "Paris"
+
+    with FakeOpenAIServer(respond) as fake:
+        out = drive(endpoint_for(fake), cache, sample(4, seed=10))
+
+    assert out.error is not None and out.error.reason == "empty_response"
+    assert len(out.calls) == 4  # every request finished and left its usage record
 
 
 @pytest.mark.parametrize("json_schema", [True, False])
@@ -279,9 +294,10 @@ def test_response_format_follows_endpoint(cache: ResponseCache, json_schema: boo
     sent = fake.requests[0]["response_format"]
     schema = Answer.model_json_schema()
     if json_schema:
+        strict = {**schema, "additionalProperties": False}  # required by strict mode
         assert sent == {
             "type": "json_schema",
-            "json_schema": {"name": "Answer", "schema": schema, "strict": True},
+            "json_schema": {"name": "Answer", "schema": strict, "strict": True},
         }
     else:
         assert sent == {"type": "json_object", "schema": schema}

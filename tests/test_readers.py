@@ -110,3 +110,20 @@ def test_split_sentences():
         "Why?",
         "Yes.",
     ]
+
+
+def test_near_duplicates_compare_only_against_kept_vectors():
+    import numpy as np
+
+    from data.embeddings import DIMENSIONS, near_duplicates
+
+    def unit(*xy):
+        v = np.zeros(DIMENSIONS, dtype=np.float32)
+        v[: len(xy)] = xy
+        return v / np.linalg.norm(v)
+
+    known = np.stack([unit(1.0, 0.0)])  # K
+    a, b = unit(0.96, 0.28), unit(0.85, 0.53)  # A ~ K (0.96); B ~ A (0.96) but B ~ K 0.85
+    matches = near_duplicates(np.stack([a, b]), known, threshold=0.95)
+    assert matches[0] is not None and matches[0][0] == 0  # A duplicates K
+    assert matches[1] is None  # B is only close to A, which was dropped: B is kept

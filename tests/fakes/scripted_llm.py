@@ -46,4 +46,4 @@ class ScriptedLLM(LLMClient):
         self.requests.append((role, messages, params))
         out = self.respond(role, messages, params)
         texts = out if isinstance(out, list) else [out]
-        return texts, Usage(prompt_tokens=10, completion_tokens=5), False
+        return texts, Usage(prompt_tokens=10, completion_tokens=5), False, ""
