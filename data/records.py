@@ -246,6 +246,11 @@ class Task(Record):
     lineage: Lineage
     schema_version: str = SCHEMA_VERSION
 
+    @property
+    def question(self) -> str:
+        """The last user message of the prompt: what the task asks."""
+        return next(m.content for m in reversed(self.prompt) if m.role == "user")
+
     @staticmethod
     def make_id(kind: str, prompt: list[Message], answer: str, verifier: VerifierSpec) -> str:
         return content_id(kind, [m.model_dump() for m in prompt], answer, verifier)

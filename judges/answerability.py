@@ -36,10 +36,6 @@ class Decision:
     consensus: list[Consensus]
 
 
-def question_of(task: Task) -> str:
-    return next(m.content for m in reversed(task.prompt) if m.role == "user")
-
-
 def leaks(votes: int, panel: int) -> bool:
     """The closed-book claim "the panel can answer without the source": no majority failed."""
     return 2 * votes >= panel and panel > 0
@@ -110,7 +106,7 @@ async def _panel(
 
 async def judge(task: Task, passage: str, llm: LLMClient, config: VerifyConfig) -> Decision:
     """Run the open-book panel, then (if it passed) the closed-book leakage gate."""
-    question = question_of(task)
+    question = task.question
     opened, open_consensus = await _panel(
         task,
         llm,

@@ -69,8 +69,7 @@ async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
         return deterministic
     if not completion.strip():
         return Score(0.0, "empty answer")
-    question = next(m.content for m in reversed(task.prompt) if m.role == "user")
-    messages = messages_for(question, task.answer, completion)
+    messages = messages_for(task.question, task.answer, completion)
     votes = await asyncio.gather(*(_vote(role, messages, llm) for role in llm.judge_roles))
     tally = decide([v.decision for v in votes], majority)
     if tally.outcome == "undecided":
