@@ -6,7 +6,7 @@ from typing import Any
 
 from data.lake import Lake
 
-STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate")
+STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate", "review")
 
 
 def funnel(lake: Lake) -> dict[str, Any]:

@@ -29,8 +29,11 @@ from data.records import (
     Chunk,
     Consensus,
     Difficulty,
+    HackVerdict,
     LLMCall,
     Record,
+    Review,
+    RubricItem,
     Source,
     Status,
     Task,
@@ -56,6 +59,9 @@ TABLES: dict[str, TableSpec] = {
     "consensus": TableSpec(Consensus, ("task_id", "check"), "_shard"),
     "attempts": TableSpec(Attempt, ("attempt_id",), "_shard"),
     "difficulty": TableSpec(Difficulty, ("task_id",), "_shard"),
+    "rubrics": TableSpec(RubricItem, ("rubric_id",), "_shard"),
+    "hack_verdicts": TableSpec(HackVerdict, ("verdict_id",), "_shard"),
+    "reviews": TableSpec(Review, ("task_id",), "_shard"),
     "status": TableSpec(Status, ("stage", "item_id"), "recorded_at"),
     "llm_calls": TableSpec(LLMCall, ("call_id",), "_shard"),
 }
@@ -112,11 +118,12 @@ class Lake:
                 if tables is not None and table not in tables:
                     continue
                 files = self.shards(table)
+                empty = pa.Table.from_pylist([], schema=spec.record.arrow_schema())
                 if not files:
-                    empty = pa.Table.from_pylist([], schema=spec.record.arrow_schema())
                     con.register(table, empty)
                     continue
-                con.execute(f"CREATE VIEW {table} AS {_dedup_sql(files, spec)}")
+                con.register(_typed_empty(table), empty)
+                con.execute(f"CREATE VIEW {table} AS {_dedup_sql(files, table)}")
             yield con
         finally:
             con.close()
@@ -182,10 +189,13 @@ class Lake:
                 [utcnow(), state, json.dumps(summary, default=str), run_id],
             )
             for table, spec in TABLES.items():
-                files = self.shards(table)
-                if files:
+                if self.shards(table):
+                    empty = pa.Table.from_pylist([], schema=spec.record.arrow_schema())
+                    con.register("_empty", empty)
+                    con.execute(f"CREATE OR REPLACE TABLE {_typed_empty(table)} AS FROM _empty")
+                    con.unregister("_empty")
                     glob = str(self.root / table / "*.parquet")
-                    con.execute(f"CREATE OR REPLACE VIEW {table} AS {_dedup_sql(glob, spec)}")
+                    con.execute(f"CREATE OR REPLACE VIEW {table} AS {_dedup_sql(glob, table)}")
 
     def runs(self) -> list[dict[str, Any]]:
         if not self.catalog_path.exists():
@@ -194,18 +204,26 @@ class Lake:
             return con.sql("SELECT * FROM runs ORDER BY started_at").to_arrow_table().to_pylist()
 
 
-def _dedup_sql(files: list[Path] | str, spec: TableSpec) -> str:
+def _dedup_sql(files: list[Path] | str, table: str) -> str:
+    """The latest row per key over `files`. Unioned by name with the table's empty typed
+    relation, so a column added to a record after older shards were written reads as NULL."""
+    spec = TABLES[table]
     if isinstance(files, str):
         source = _quote(files)
     else:
         source = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
     partition = ", ".join(f'"{column}"' for column in spec.key)
     return (
-        f"SELECT * EXCLUDE (_shard) FROM read_parquet({source}, filename = '_shard',"
-        f" union_by_name = true)"
+        f"SELECT * EXCLUDE (_shard) FROM (SELECT * FROM read_parquet({source},"
+        f" filename = '_shard', union_by_name = true)"
+        f" UNION ALL BY NAME SELECT *, NULL::VARCHAR AS _shard FROM {_typed_empty(table)})"
         f' QUALIFY row_number() OVER (PARTITION BY {partition} ORDER BY "{spec.order}" DESC,'
         f" _shard DESC) = 1"
     )
+
+
+def _typed_empty(table: str) -> str:
+    return f"_empty_{table}"
 
 
 def _tables_in(sql: str) -> set[str]:

@@ -72,6 +72,8 @@ class Record(BaseModel):
         values = {}
         for name, info in cls.model_fields.items():
             value = row.get(name)
+            if value is None and not info.is_required():
+                continue  # a column added after this row was written: take the default
             if (
                 isinstance(value, str)
                 and _is_nested(info.annotation)
@@ -186,6 +188,10 @@ class VerifierSpec(BaseModel):
     # Fill-in-the-blank tasks: the text before and after the blank. An attempt that repeats
     # the whole sentence is cut down to what it put in the blank before it is compared.
     context: list[str] = Field(default_factory=list)
+    # Checkable items a passing attempt must also meet (from failed attempts and mined reward
+    # hacks). With a rubric, an llm_equivalence verifier accepts only an exact match without
+    # asking the panel: a token-F1 match is no longer enough on its own.
+    rubric: list[str] = Field(default_factory=list)
 
 
 class Lineage(BaseModel):
@@ -298,6 +304,7 @@ class Attempt(Record):
     response: str
     reward: float
     usage: Usage
+    reason: str = ""  # why the verifier gave this reward ("exact match", "token F1 0.67 >= 0.6")
 
 
 class Difficulty(Record):
@@ -314,6 +321,57 @@ class Difficulty(Record):
     band: Band
     pool: Pool
     learnability: float
+
+
+class RubricItem(Record):
+    """One checkable item a correct answer meets, distilled from one failed solver attempt."""
+
+    rubric_id: str
+    task_id: str
+    item: str  # e.g. "fills the blank with 1887"
+    category: str  # the kind of failure: wrong_answer, no_answer, several_answers, ...
+    failure: str  # what went wrong in the attempt it came from, in the judge's words
+    attempt_id: str
+    judge_model: str
+    prompt_version: str
+
+
+HackPattern = Literal["hedged_list", "echoes_question", "format_gaming", "other"]
+
+
+class HackVerdict(Record):
+    """One judge's view of whether a rewarded attempt truly does what the task asks."""
+
+    verdict_id: str
+    task_id: str
+    attempt_id: str
+    judge: str
+    judge_model: str
+    prompt_version: str
+    decision: Literal["genuine", "hack", "error"]  # error: the judge gave no usable verdict
+    pattern: HackPattern | None
+    reason: str
+
+
+Remedy = Literal["none_needed", "exact_match_only", "equivalence_rubric", "none_held"]
+
+
+class Review(Record):
+    """What reviewing a calibrated task found: rubric items, reward hacks and the remedy.
+
+    A remedy is a tighter verifier that rejects every flagged attempt and still accepts the gold;
+    it makes a new task (`remedied_task_id`) that goes through verification again. When no
+    remedy holds, the task stays `hackable` and is exported with that flag.
+    """
+
+    task_id: str
+    rubric_items: int
+    checked_attempts: int
+    hack_attempts: list[str]
+    hackable: bool
+    remedy: Remedy
+    remedied_task_id: str
+    rubric_error: str  # why no rubric came back, if the judge's replies were unusable
 
 
 class Status(Record):

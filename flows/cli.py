@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("generate", "write candidate tasks from chunks"),
         ("verify", "judge candidates: answerable with source, not without"),
         ("calibrate", "measure solver pass rates and bands"),
+        ("review", "rubrics from failed attempts; mine and remedy reward hacks"),
     ):
         sub.add_parser(name, parents=[common], help=text)
 
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         _print_export(summary["export"])
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
-    elif args.command in ("generate", "verify", "calibrate"):
+    elif args.command in ("generate", "verify", "calibrate", "review"):
         flow = getattr(pipeline, f"{args.command}_flow")
         print(json.dumps(flow(**common), indent=2))
     elif args.command == "export":
@@ -103,6 +104,7 @@ def _stats(args: argparse.Namespace) -> int:
     from data.funnel import format_funnel, funnel
     from data.lake import Lake
     from judges.agreement import format_judge_report, judge_report
+    from judges.review_report import format_review_report, review_report
 
     cfg = load_config(
         Path(args.config) if args.config else None, Path(args.home) if args.home else None
@@ -111,6 +113,7 @@ def _stats(args: argparse.Namespace) -> int:
     summary = funnel(lake)
     summary["runs"] = len(lake.runs())
     summary["judges"] = judge_report(lake)
+    summary["review"] = review_report(lake)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
@@ -118,6 +121,8 @@ def _stats(args: argparse.Namespace) -> int:
         print(format_funnel(summary))
         print()
         print(format_judge_report(summary["judges"]))
+        print()
+        print(format_review_report(summary["review"]))
     return 0
 
 

@@ -23,7 +23,7 @@ from data.endpoints import Endpoint, resolve_endpoints
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_usage
 from data.lake import Lake
-from flows.stages import LLM_STAGES, StageContext, batches, ingest_docs, run_llm_batch
+from flows.stages import LLM_STAGES, LLMStage, StageContext, ingest_docs, run_llm_batch, run_stages
 
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
 
@@ -78,24 +78,17 @@ def export_task(
 
 def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, int]]:
     """Run the named LLM stages in order; the model endpoints are opened only if needed."""
-    summary: dict[str, dict[str, int]] = {}
     stages = [s for s in LLM_STAGES if s.name in names]
     if not any(s.pending(ctx) for s in stages):
         ctx.progress("nothing pending for " + ", ".join(names))
         return {s.name: {} for s in stages}
     with resolve_endpoints(ctx.config, ctx.config.home / "logs") as endpoints:
-        for stage in stages:
-            items = stage.pending(ctx)
-            counts: Counter = Counter()
-            groups = batches(items, ctx.config.batch_size)
-            for index, group in enumerate(groups):
-                counts.update(llm_batch_task(stage.name, index, group, ctx, endpoints))
-                ctx.progress(
-                    f"{stage.name}: batch {index + 1}/{len(groups)}"
-                    f" ({min((index + 1) * ctx.config.batch_size, len(items))}/{len(items)} items)"
-                )
-            summary[stage.name] = dict(counts)
-    return summary
+
+        def run_batch(stage: LLMStage, index: int, items: list[str]) -> Counter:
+            return Counter(llm_batch_task(stage.name, index, items, ctx, endpoints))
+
+        summary = run_stages(stages, ctx, run_batch)
+    return {name: dict(counts) for name, counts in summary.items()}
 
 
 # --- flows -------------------------------------------------------------------------------
@@ -119,6 +112,7 @@ def _llm_stage_flow(name: str):
 generate_flow = _llm_stage_flow("generate")
 verify_flow = _llm_stage_flow("verify")
 calibrate_flow = _llm_stage_flow("calibrate")
+review_flow = _llm_stage_flow("review")
 
 
 @flow(name="export")

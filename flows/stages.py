@@ -23,12 +23,15 @@ from data.ingest import Progress, ingest_documents
 from data.lake import Lake
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
-from data.records import Chunk, ItemStatus, LLMCall, Record, Status
+from data.records import Attempt, Chunk, ItemStatus, LLMCall, Record, Status
 from generators import doc_qa
 from judges import answerability, calibration
+from judges.review import review
 from judges.selfcheck import self_check
 
 PROGRESS_EVERY_S = 15.0
+REMEDIED = "hackable_remedied"  # review reason: a tighter verifier made a new task
+MAX_ROUNDS = 3  # a remedied task can be remedied once more: the ladder has two steps
 
 
 @dataclass
@@ -236,8 +239,68 @@ async def calibrate_one(ctx: StageContext, task_id: str, task: Any, client: LLMC
     )
 
 
+# review: calibrated task -> rubric, reward hacks, remedied task
+
+
+def pending_review(ctx: StageContext) -> list[str]:
+    return _pending(
+        ctx,
+        "review",
+        "SELECT item_id AS id FROM status WHERE stage = 'calibrate' AND status = 'done'"
+        " ORDER BY id",
+    )
+
+
+def load_tasks_with_attempts(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
+    tasks = load_tasks(ctx, task_ids)
+    attempts: dict[str, list[Attempt]] = {}
+    for attempt in ctx.lake.records("attempts", "list_contains(?, task_id)", [task_ids]):
+        attempts.setdefault(attempt.task_id, []).append(attempt)
+    return {task_id: (task, attempts.get(task_id, [])) for task_id, task in tasks.items()}
+
+
+async def review_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
+    task, attempts = loaded
+    result = await review(task, attempts, client)
+    records: dict[str, list[Record]] = {
+        "rubrics": list(result.rubric),
+        "hack_verdicts": list(result.verdicts),
+        "reviews": [result.review],
+    }
+    if result.remedied is not None:
+        records["tasks"] = [result.remedied]
+        detail = f"{result.review.remedy}: {result.remedied.task_id}"
+        return Outcome(ctx.status("review", task_id, "rejected", REMEDIED, detail), records)
+    reason = "hackable" if result.review.hackable else "reviewed"
+    status = ctx.status("review", task_id, "done", reason, result.review.rubric_error)
+    return Outcome(status, records)
+
+
 LLM_STAGES = [
     LLMStage("generate", pending_generate, load_chunks, generate_one),
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_one),
+    LLMStage("review", pending_review, load_tasks_with_attempts, review_one),
 ]
+
+BatchRunner = Callable[[LLMStage, int, list[str]], Counter]
+
+
+def run_stages(stages: Sequence[LLMStage], ctx: StageContext, run_batch: BatchRunner) -> dict:
+    """Run `stages` in order over their pending items, batch by batch; go round again while
+    the review remedies tasks, so a remedied task is verified and calibrated in the same run."""
+    summary: dict[str, Counter] = {stage.name: Counter() for stage in stages}
+    for _ in range(MAX_ROUNDS):
+        remedied = 0
+        for stage in stages:
+            items = stage.pending(ctx)
+            groups = batches(items, ctx.config.batch_size)
+            for index, group in enumerate(groups):
+                counts = run_batch(stage, index, group)
+                summary[stage.name].update(counts)
+                remedied += counts.get(f"rejected:{REMEDIED}", 0)
+                done = min((index + 1) * ctx.config.batch_size, len(items))
+                ctx.progress(f"{stage.name}: batch {index + 1}/{len(groups)} ({done}/{len(items)})")
+        if not remedied:
+            break
+    return summary

@@ -62,7 +62,19 @@ def judge_report(lake: Lake) -> dict[str, Any]:
         " count(*) FILTER (WHERE decision = 'undecided') AS undecided"
         ' FROM consensus GROUP BY "check" ORDER BY "check"'
     )
-    return {"judges": judges, "pairs": pairs, "panel": {r.pop("check"): r for r in panel}}
+    equivalence = lake.rows(
+        "SELECT 'verdicts' AS source, decision AS outcome, count(*) AS n FROM verdicts"
+        " WHERE reason LIKE 'equivalence panel:%' GROUP BY ALL"
+        " UNION ALL SELECT 'attempts', CASE WHEN reward >= 1 THEN 'pass' ELSE 'fail' END,"
+        " count(*) FROM attempts WHERE reason LIKE 'equivalence panel:%' GROUP BY ALL"
+        " ORDER BY ALL"
+    )
+    return {
+        "judges": judges,
+        "pairs": pairs,
+        "panel": {r.pop("check"): r for r in panel},
+        "equivalence": {f"{r['source']}:{r['outcome']}": r["n"] for r in equivalence},
+    }
 
 
 def format_judge_report(report: dict[str, Any]) -> str:
@@ -83,4 +95,9 @@ def format_judge_report(report: dict[str, Any]) -> str:
         lines.append(f"kappa {pair}: {kappa} over {p['items']} items")
     if not report["pairs"]:
         lines.append("kappa: needs a panel of two or more judges")
+    decisions = report["equivalence"]
+    lines.append(
+        f"equivalence decisions: {sum(decisions.values())}"
+        + (" (" + ", ".join(f"{k}={v}" for k, v in decisions.items()) + ")" if decisions else "")
+    )
     return "\n".join(lines)

@@ -34,6 +34,7 @@ async def calibrate(
             response=reply.text[:2000],
             reward=result.reward,
             usage=reply.usage,
+            reason=result.why[:300],
         )
         for i, (reply, result) in enumerate(zip(replies, scores, strict=True))
     ]

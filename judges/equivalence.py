@@ -2,8 +2,10 @@
 
 Used by tasks whose verifier type is `llm_equivalence`, where exact match and token F1 are too
 strict. A deterministic match is accepted without asking anyone. The question, gold answer and
-attempt sit in separate delimited blocks, and angle brackets inside them are escaped, so text in
-an attempt cannot close its block or pose as instructions. The verdict must be a JSON boolean: a
+attempt (and the task's rubric, if it has one) sit in separate delimited blocks, and angle
+brackets inside them are escaped, so text in an attempt cannot close its block or pose as
+instructions. With a rubric only an exact match skips the panel: a token-F1 match must also be
+judged against the rubric items. The verdict must be a JSON boolean: a
 reply such as "yes", "maybe" or both answers is rejected (repaired once, then an error), and a
 panel left undecided by errors raises instead of scoring 0 or 1.
 """
@@ -23,6 +25,7 @@ from judges.rewards import Score, score
 
 SYSTEM = load_prompt(__file__, "equivalence_system")
 USER = load_prompt(__file__, "equivalence_user")
+RUBRIC = load_prompt(__file__, "equivalence_rubric")
 
 
 class EquivalenceVerdict(BaseModel):
@@ -43,8 +46,16 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def messages_for(question: str, gold: str, attempt: str) -> list[dict[str, str]]:
-    user = USER.render(question=escape(question), gold=escape(gold), attempt=escape(attempt))
+def messages_for(
+    question: str, gold: str, attempt: str, rubric: list[str] | tuple[str, ...] = ()
+) -> list[dict[str, str]]:
+    items = "\n".join(f"- {escape(item)}" for item in rubric)
+    user = USER.render(
+        question=escape(question),
+        gold=escape(gold),
+        rubric=RUBRIC.render(items=items) if rubric else "",
+        attempt=escape(attempt),
+    )
     return [
         {"role": "system", "content": SYSTEM.template.strip()},
         {"role": "user", "content": user},
@@ -64,12 +75,15 @@ async def _vote(role: str, messages: list[dict[str, str]], llm: LLMClient) -> Ju
 async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
     """Score `completion` for `task`; `llm_equivalence` tasks ask the judge panel when the
     deterministic match fails. Raises LLMError("judge_undecided") rather than guess."""
-    deterministic = score(task.verifier, completion, task.answer)
-    if deterministic.reward >= 1.0 or task.verifier.type != "llm_equivalence":
+    spec = task.verifier
+    deterministic = score(spec, completion, task.answer)
+    if spec.type != "llm_equivalence" or deterministic.exact:
+        return deterministic
+    if deterministic.reward >= 1.0 and not spec.rubric:
         return deterministic
     if not completion.strip():
         return Score(0.0, "empty answer")
-    messages = messages_for(task.question, task.answer, completion)
+    messages = messages_for(task.question, task.answer, completion, spec.rubric)
     votes = await asyncio.gather(*(_vote(role, messages, llm) for role in llm.judge_roles))
     tally = decide([v.decision for v in votes], majority)
     if tally.outcome == "undecided":

@@ -50,6 +50,7 @@ def token_f1(prediction: str, gold: str) -> float:
 class Score:
     reward: float
     why: str
+    exact: bool = False  # the answer is the gold answer itself (after normalisation)
 
 
 def fill_of(answer: str, context: list[str]) -> str:
@@ -71,7 +72,7 @@ def score(spec: VerifierSpec, completion: str, gold: str) -> Score:
     if not answer:
         return Score(0.0, "empty answer")
     if exact_match(answer, gold):
-        return Score(1.0, "exact match")
+        return Score(1.0, "exact match", exact=True)
     f1 = token_f1(answer, gold)
     if f1 >= spec.f1_threshold:
         return Score(1.0, f"token F1 {f1:.2f} >= {spec.f1_threshold}")

@@ -10,7 +10,7 @@ import pytest
 
 from data.config import FoundryConfig
 from data.lake import Lake
-from flows.stages import LLM_STAGES, StageContext, batches, run_llm_batch
+from flows.stages import LLM_STAGES, StageContext, run_llm_batch, run_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints
@@ -48,11 +48,10 @@ def make_context(home: Path, run_id: str = "run-1", **settings) -> StageContext:
 
 def run_llm_stages(ctx: StageContext, endpoints) -> Counter:
     """Every LLM stage over whatever is pending, batch by batch (what the flows do)."""
-    counts: Counter = Counter()
-    for stage in LLM_STAGES:
-        for group in batches(stage.pending(ctx), ctx.config.batch_size):
-            counts.update(run_llm_batch(stage, group, ctx, endpoints))
-    return counts
+    summary = run_stages(
+        LLM_STAGES, ctx, lambda stage, _, group: run_llm_batch(stage, group, ctx, endpoints)
+    )
+    return sum(summary.values(), Counter())
 
 
 def endpoints_for(server: FakeOpenAIServer, **overrides):

@@ -162,3 +162,11 @@ def test_tiny_pipeline_on_the_embedded_model(tmp_path):
     assert calls == [{"model": EMBEDDED_MODEL_ALIAS}]
     for row in ctx.lake.rows("SELECT n, pass_rate, band FROM difficulty"):
         assert row["n"] == 2 and 0 <= row["pass_rate"] <= 1
+    calibrated = ctx.lake.finished_items("calibrate")
+    reviewed = {
+        r["item_id"] for r in ctx.lake.rows("SELECT item_id FROM status WHERE stage = 'review'")
+    }
+    assert reviewed == calibrated  # every calibrated task was reviewed (or is waiting on a retry)
+    attempts = {r["attempt_id"] for r in ctx.lake.rows("SELECT attempt_id FROM attempts")}
+    for item in ctx.lake.rows("SELECT attempt_id, category FROM rubrics"):
+        assert item["attempt_id"] in attempts and item["category"]

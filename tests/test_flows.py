@@ -49,9 +49,12 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert stats["stages"]["verify"]["items"] == stats["stages"]["candidate"]["done"]
     assert stats["llm"]["generator"]["calls"] > 0
     assert stats["judges"]["judges"]["judge:0"]["agreement_with_consensus"] == 1.0
+    assert stats["review"]["reviewed"] == stats["stages"]["review"]["done"] > 0
+    assert stats["review"]["rubric_items"] > 0 and stats["review"]["hackable"] == 0
 
     assert main(["stats", "--home", str(home)]) == 0
-    assert "verify" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "verify" in text and "hackable tasks: 0" in text
 
 
 def test_band_must_be_ordered(capsys):

@@ -7,10 +7,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from data.lake import TABLES, Lake
 from data.records import (
+    Attempt,
     Evidence,
     Lineage,
     Message,
@@ -235,3 +238,35 @@ def test_catalog_has_queryable_tasks_view_after_finish_run(lake: Lake) -> None:
     assert rows == [(tasks[1].task_id, "Lima"), (tasks[0].task_id, "Paris")]
     assert "_shard" not in columns and columns == list(Task.model_fields)
     assert runs == [(run_id, "done")]
+
+
+def test_shards_written_before_a_column_existed_read_with_its_default(lake: Lake) -> None:
+    attempt = Attempt(
+        attempt_id="a1",
+        task_id="t1",
+        index=0,
+        harness="closed_book",
+        solver_model="m",
+        temperature=0.8,
+        seed=1,
+        response="Paris",
+        reward=1.0,
+        usage=Usage(),
+        reason="exact match",
+    )
+    old = pa.Table.from_pylist([attempt.to_row()], schema=Attempt.arrow_schema()).drop(["reason"])
+    folder = lake.root / "attempts"
+    folder.mkdir(parents=True)
+    pq.write_table(old, folder / "20200101T000000000000-old-00000000.parquet")
+
+    (read,) = lake.records("attempts")
+    assert read.reason == "" and read.response == "Paris"
+    assert lake.rows("SELECT count(*) AS n FROM attempts WHERE reason IS NULL") == [{"n": 1}]
+    lake.write("attempts", [attempt.model_copy(update={"attempt_id": "a2"})])
+    assert [a.reason for a in lake.records("attempts")] == ["", "exact match"]
+    lake.finish_run(lake.start_run("calibrate"), "done", {})
+    with duckdb.connect(str(lake.catalog_path), read_only=True) as con:
+        assert con.execute("SELECT reason FROM attempts ORDER BY attempt_id").fetchall() == [
+            (None,),
+            ("exact match",),
+        ]

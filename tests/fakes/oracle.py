@@ -3,7 +3,10 @@
 It picks the last offered answer span, writes a fill-in-the-blank question and remembers its
 answer, answers open-book questions from that memory, never knows closed-book answers, and as
 the solver is right on a share of seeds that depends on the question (so calibration sees every
-band).
+band). Its wrong answers are "something else", or with `hedge=True` the right answer hedged with
+another ("Dunmere, something"), which a token-F1 verifier rewards. As a reviewer it writes one
+rubric entry per failed attempt, calls a hedged answer a hack, and as an equivalence judge holds
+a hedge to a rubric that asks for one answer.
 """
 
 from __future__ import annotations
@@ -19,11 +22,17 @@ def _line(text: str, label: str) -> str:
     return match.group(1).strip() if match else ""
 
 
+def _block(text: str, tag: str) -> str:
+    match = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", text, flags=re.S)
+    return match.group(1).strip() if match else ""
+
+
 class Oracle:
     """Call `oracle(request_body)` (HTTP fake) or `oracle.respond(role, messages, params)`."""
 
-    def __init__(self) -> None:
+    def __init__(self, hedge: bool = False) -> None:
         self.answers: dict[str, str] = {}
+        self.hedge = hedge
 
     def __call__(self, body: dict[str, Any]) -> str:
         params = {k: v for k, v in body.items() if k not in ("messages", "model")}
@@ -41,10 +50,16 @@ class Oracle:
             return json.dumps({"question": question})
         if prompt.startswith("Read the passage"):
             return self.answers.get(_line(prompt, "Question"), "unknown")
+        if '<attempt number="' in prompt:
+            item = {"attempt": 1, "category": "wrong_answer", "failure": "names something else"}
+            return json.dumps({"items": [item]})
+        if "The checker marked this attempt correct" in prompt:
+            hedged = "," in _block(prompt, "attempt")
+            pattern = "hedged_list" if hedged else "none"
+            return json.dumps({"genuine": not hedged, "pattern": pattern, "reason": "audited"})
         if "<gold_answer>" in prompt:
-            gold = re.search(r"<gold_answer>\n(.*?)\n</gold_answer>", prompt, flags=re.S)
-            attempt = re.search(r"<attempt>\n(.*?)\n</attempt>", prompt, flags=re.S)
-            same = gold.group(1).strip().lower() == attempt.group(1).strip().lower()
+            attempt = _block(prompt, "attempt")
+            same = _block(prompt, "gold_answer").lower() == attempt.lower()
             return json.dumps({"equivalent": same, "reason": "compared"})
         if "If you do not know" in prompt:
             return "unknown"
@@ -52,4 +67,6 @@ class Oracle:
         answer = self.answers.get(question, "unknown")
         skill = int(hashlib.sha256(question.encode()).hexdigest(), 16) % 3  # 0, 1 or 2 of 2
         seed = params.get("seed", 0) + params.get("_choice", 0)
-        return answer if seed % 2 < skill else "something else"
+        if seed % 2 < skill:
+            return answer
+        return f"{answer}, something" if self.hedge else "something else"

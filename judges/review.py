@@ -1,0 +1,50 @@
+"""Review of a calibrated task: rubric items from its failed attempts, reward hacks among its
+rewarded ones, and the remedy when a hack is found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from data.llm import LLMClient, LLMError
+from data.records import Attempt, HackVerdict, Review, RubricItem, Task
+from judges import hacks, rubrics
+
+
+@dataclass(frozen=True)
+class ReviewResult:
+    review: Review
+    rubric: list[RubricItem]
+    verdicts: list[HackVerdict]
+    remedied: Task | None  # the task with a tighter verifier, to verify and calibrate again
+
+
+async def _rubric(task: Task, attempts: list[Attempt], llm: LLMClient) -> list[RubricItem] | str:
+    """The rubric, or why the judge's replies gave none (a reply that never fits the schema is
+    recorded, not retried forever; transient errors still raise and the review is retried)."""
+    try:
+        return await rubrics.extract(task, attempts, llm)
+    except LLMError as error:
+        if error.reason != "invalid_structured_output":
+            raise
+        return str(error)[:200]
+
+
+async def review(task: Task, attempts: list[Attempt], llm: LLMClient) -> ReviewResult:
+    """Extract the rubric, mine reward hacks and, for a hackable task, find a remedy."""
+    rubric = await _rubric(task, attempts, llm)
+    items = rubric if isinstance(rubric, list) else []
+    checked, verdicts, findings = await hacks.mine(task, attempts, llm)
+    remedy, remedied = "none_needed", None
+    if findings:
+        remedy, remedied = await hacks.remedy(task, findings, [i.item for i in items], llm)
+    record = Review(
+        task_id=task.task_id,
+        rubric_items=len(items),
+        checked_attempts=len(checked),
+        hack_attempts=[f.attempt.attempt_id for f in findings],
+        hackable=bool(findings),
+        remedy=remedy,
+        remedied_task_id=remedied.task_id if remedied else "",
+        rubric_error="" if isinstance(rubric, list) else rubric,
+    )
+    return ReviewResult(record, items, verdicts, remedied)
