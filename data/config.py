@@ -32,6 +32,10 @@ class EndpointConfig(Settings):
     max_retries: int = Field(default=4, ge=0)
     json_schema: bool = True  # False: send {"type": "json_object", "schema": ...} instead
     supports_n: bool = True
+    # Sampling for requests whose stage sets none (the judges): a panel can be one model asked
+    # with different seeds at a temperature above 0.
+    temperature: float = Field(default=0.0, ge=0)
+    seed: int | None = None
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
 

@@ -26,6 +26,8 @@ class Endpoint:
     max_retries: int
     json_schema: bool
     supports_n: bool
+    temperature: float = 0.0  # for requests that set none
+    seed: int | None = None  # for requests that set none
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
 
@@ -84,6 +86,8 @@ def _bind(role: str, cfg: EndpointConfig, embedded_url: str | None) -> Endpoint:
             max_retries=cfg.max_retries,
             json_schema=False,
             supports_n=False,
+            temperature=cfg.temperature,
+            seed=cfg.seed,
         )
     api_key = cfg.api_key or "none"
     return Endpoint(
@@ -96,6 +100,8 @@ def _bind(role: str, cfg: EndpointConfig, embedded_url: str | None) -> Endpoint:
         max_retries=cfg.max_retries,
         json_schema=cfg.json_schema,
         supports_n=cfg.supports_n,
+        temperature=cfg.temperature,
+        seed=cfg.seed,
         price_input_per_mtok=cfg.price_input_per_mtok,
         price_output_per_mtok=cfg.price_output_per_mtok,
     )

@@ -38,6 +38,7 @@ from data.records import (
     Status,
     Task,
     Verdict,
+    VerdictRerun,
     utcnow,
 )
 
@@ -57,6 +58,7 @@ TABLES: dict[str, TableSpec] = {
     "tasks": TableSpec(Task, ("task_id",), "_shard"),
     "verdicts": TableSpec(Verdict, ("verdict_id",), "_shard"),
     "consensus": TableSpec(Consensus, ("task_id", "check"), "_shard"),
+    "verdict_reruns": TableSpec(VerdictRerun, ("rerun_id",), "_shard"),
     "attempts": TableSpec(Attempt, ("attempt_id",), "_shard"),
     "difficulty": TableSpec(Difficulty, ("task_id",), "_shard"),
     "rubrics": TableSpec(RubricItem, ("rubric_id",), "_shard"),

@@ -85,13 +85,17 @@ class LLMClient:
         role: str,
         messages: Messages,
         *,
-        temperature: float = 0.0,
+        temperature: float | None = None,
         max_tokens: int = 256,
         seed: int | None = None,
         response_format: dict[str, Any] | None = None,
     ) -> Reply:
         """One completion; raises LLMError when the request fails for good or the reply is empty
-        (an empty reply is an error, retried by a later run, never a silent wrong answer)."""
+        (an empty reply is an error, retried by a later run, never a silent wrong answer).
+        Temperature and seed default to the role's endpoint settings."""
+        endpoint = self._endpoint(role)
+        temperature = endpoint.temperature if temperature is None else temperature
+        seed = endpoint.seed if seed is None else seed
         params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
         if seed is not None:
             params["seed"] = seed
@@ -143,7 +147,7 @@ class LLMClient:
         messages: Messages,
         schema: type[T],
         *,
-        temperature: float = 0.0,
+        temperature: float | None = None,
         max_tokens: int = 256,
         seed: int | None = None,
         repairs: int = 2,

@@ -291,6 +291,21 @@ class Consensus(Record):
     agreement: float
 
 
+class VerdictRerun(Record):
+    """One judge's verdict re-asked with another seed, beside the verdict it gave first."""
+
+    rerun_id: str
+    task_id: str
+    check: Literal["open_book", "closed_book"]
+    judge: str
+    judge_model: str
+    seed: int
+    temperature: float
+    decision: Literal["pass", "fail", "error"]
+    original: Literal["pass", "fail", "error"]
+    run_id: str
+
+
 class Attempt(Record):
     """One solver rollout on one task, with its reward."""
 

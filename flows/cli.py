@@ -57,6 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
     export.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
 
+    judges = sub.add_parser("judges", help="judge quality figures")
+    judge_commands = judges.add_subparsers(dest="judges_command", required=True)
+    report = judge_commands.add_parser(
+        "report", parents=[common], help="agreement, kappa, errors, seed variance"
+    )
+    report.add_argument("--json", action="store_true", help="machine-readable output")
+    variance = judge_commands.add_parser(
+        "variance", parents=[common], help="re-ask open-book verdicts with other seeds"
+    )
+    variance.add_argument("--tasks", type=int, default=20, help="how many judged tasks")
+    variance.add_argument("--seeds", type=int, default=2, help="other seeds per verdict")
+    variance.add_argument(
+        "--temperature", type=float, help="sample the judges at this temperature instead"
+    )
+
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
@@ -71,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "stats":
         return _stats(args)
+    if args.command == "judges" and args.judges_command == "report":
+        return _judges_report(args)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from flows import pipeline  # Prefect is imported only for commands that run flows
@@ -91,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(flow(**common), indent=2))
     elif args.command == "export":
         _print_export(pipeline.export_flow(out=args.out, band=band, **common))
+    elif args.command == "judges":
+        figures = pipeline.judge_variance_flow(
+            tasks=args.tasks, seeds=args.seeds, temperature=args.temperature, **common
+        )
+        print(json.dumps(figures, indent=2))
     return 0
 
 
@@ -99,17 +121,30 @@ def _print_export(export: dict) -> None:
     print(f"taskset: {export['path']} ({export['n_tasks']} tasks, {state})")
 
 
-def _stats(args: argparse.Namespace) -> int:
+def _lake(args: argparse.Namespace):
     from data.config import load_config
-    from data.funnel import format_funnel, funnel
     from data.lake import Lake
-    from judges.agreement import format_judge_report, judge_report
-    from judges.review_report import format_review_report, review_report
 
     cfg = load_config(
         Path(args.config) if args.config else None, Path(args.home) if args.home else None
     )
-    lake = Lake(cfg.home)
+    return Lake(cfg.home)
+
+
+def _judges_report(args: argparse.Namespace) -> int:
+    from judges.agreement import format_judge_report, judge_report
+
+    report = judge_report(_lake(args))
+    print(json.dumps(report, indent=2) if args.json else format_judge_report(report))
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from data.funnel import format_funnel, funnel
+    from judges.agreement import format_judge_report, judge_report
+    from judges.review_report import format_review_report, review_report
+
+    lake = _lake(args)
     summary = funnel(lake)
     summary["runs"] = len(lake.runs())
     summary["judges"] = judge_report(lake)

@@ -23,7 +23,17 @@ from data.endpoints import Endpoint, resolve_endpoints
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_usage
 from data.lake import Lake
-from flows.stages import LLM_STAGES, LLMStage, StageContext, ingest_docs, run_llm_batch, run_stages
+from flows.stages import (
+    LLM_STAGES,
+    LLMStage,
+    StageContext,
+    ingest_docs,
+    measure_variance,
+    run_llm_batch,
+    run_stages,
+    variance_sample,
+)
+from judges.agreement import seed_variance
 
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
 
@@ -113,6 +123,27 @@ generate_flow = _llm_stage_flow("generate")
 verify_flow = _llm_stage_flow("verify")
 calibrate_flow = _llm_stage_flow("calibrate")
 review_flow = _llm_stage_flow("review")
+
+
+@flow(name="judge-variance")
+def judge_variance_flow(
+    home: str | None = None,
+    config: str | None = None,
+    tasks: int = 20,
+    seeds: int = 2,
+    temperature: float | None = None,
+) -> dict[str, Any]:
+    """Re-ask the judges' open-book verdicts on `tasks` tasks with `seeds` other seeds (at
+    `temperature` if given) and report how often each judge's decision flipped."""
+    with stage_context("judge-variance", home, config) as ctx:
+        sample = variance_sample(ctx, tasks)
+        if not sample.tasks:
+            ctx.progress("judge-variance: no judged tasks yet")
+            return {}
+        with resolve_endpoints(ctx.config, ctx.config.home / "logs") as endpoints:
+            reruns = measure_variance(ctx, endpoints, sample, seeds, temperature)
+        ctx.progress(f"judge-variance: {len(reruns)} verdicts re-asked")
+        return seed_variance(ctx.lake)
 
 
 @flow(name="export")

@@ -23,11 +23,21 @@ from data.ingest import Progress, ingest_documents
 from data.lake import Lake
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
-from data.records import Attempt, Chunk, ItemStatus, LLMCall, Record, Status
+from data.records import (
+    Attempt,
+    Chunk,
+    ItemStatus,
+    LLMCall,
+    Record,
+    Status,
+    Task,
+    VerdictRerun,
+)
 from generators import doc_qa
 from judges import answerability, calibration
 from judges.review import review
 from judges.selfcheck import self_check
+from judges.variance import reask
 
 PROGRESS_EVERY_S = 15.0
 REMEDIED = "hackable_remedied"  # review reason: a tighter verifier made a new task
@@ -304,3 +314,49 @@ def run_stages(stages: Sequence[LLMStage], ctx: StageContext, run_batch: BatchRu
         if not remedied:
             break
     return summary
+
+
+# judge variance: open-book verdicts re-asked with other seeds (a measurement, not a stage)
+
+
+@dataclass(frozen=True)
+class VarianceSample:
+    tasks: list[tuple[Task, str]]  # (task, passage)
+    original: dict[tuple[str, str], str]  # (task_id, judge) -> first open-book decision
+
+
+def variance_sample(ctx: StageContext, tasks: int) -> VarianceSample:
+    """Up to `tasks` tasks with open-book verdicts under the current prompt."""
+    rows = ctx.lake.rows(
+        "SELECT task_id, judge, decision FROM verdicts"
+        " WHERE \"check\" = 'open_book' AND prompt_version = ?",
+        [answerability.OPEN_BOOK.version],
+    )
+    original = {(r["task_id"], r["judge"]): r["decision"] for r in rows}
+    sample = sorted({task_id for task_id, _ in original})[:tasks]  # ids are hashes: unbiased
+    loaded = load_tasks_with_passages(ctx, sample)
+    return VarianceSample([(t, p) for t, p in loaded.values() if p], original)
+
+
+def measure_variance(
+    ctx: StageContext,
+    endpoints: dict[str, Endpoint],
+    sample: VarianceSample,
+    seeds: int,
+    temperature: float | None,
+) -> list[VerdictRerun]:
+    """Re-ask the sample's open-book verdicts with `seeds` other seeds; store the reruns."""
+    reruns, calls = asyncio.run(
+        reask(
+            sample.tasks,
+            sample.original,
+            endpoints,
+            ctx.cache,
+            ctx.run_id,
+            seeds,
+            temperature,
+        )
+    )
+    ctx.lake.write("verdict_reruns", reruns, ctx.run_id)
+    ctx.lake.write("llm_calls", calls, ctx.run_id)
+    return reruns

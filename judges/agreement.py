@@ -72,8 +72,28 @@ def judge_report(lake: Lake) -> dict[str, Any]:
     return {
         "judges": judges,
         "pairs": pairs,
+        "seed_variance": seed_variance(lake),
         "panel": {r.pop("check"): r for r in panel},
         "equivalence": {f"{r['source']}:{r['outcome']}": r["n"] for r in equivalence},
+    }
+
+
+def seed_variance(lake: Lake) -> dict[str, dict[str, Any]]:
+    """Per judge: verdicts re-asked with another seed, and how often the decision flipped."""
+    rows = lake.rows(
+        "SELECT judge, any_value(judge_model) AS model,"
+        " count(*) FILTER (WHERE decision <> 'error' AND original <> 'error') AS compared,"
+        " count(*) FILTER (WHERE decision <> original AND decision <> 'error'"
+        " AND original <> 'error') AS flips,"
+        " list(DISTINCT temperature ORDER BY temperature) AS temperatures"
+        " FROM verdict_reruns GROUP BY judge ORDER BY judge"
+    )
+    return {
+        row.pop("judge"): {
+            **row,
+            "flip_rate": row["flips"] / row["compared"] if row["compared"] else None,
+        }
+        for row in rows
     }
 
 
@@ -95,6 +115,15 @@ def format_judge_report(report: dict[str, Any]) -> str:
         lines.append(f"kappa {pair}: {kappa} over {p['items']} items")
     if not report["pairs"]:
         lines.append("kappa: needs a panel of two or more judges")
+    for name, v in report["seed_variance"].items():
+        rate = "-" if v["flip_rate"] is None else f"{v['flip_rate']:.1%}"
+        temps = ", ".join(f"{t:g}" for t in v["temperatures"])
+        lines.append(
+            f"seed variance {name}: {v['flips']} of {v['compared']} verdicts flipped ({rate})"
+            f" when re-asked with another seed at temperature {temps}"
+        )
+    if not report["seed_variance"]:
+        lines.append("seed variance: not measured (foundry judges variance)")
     decisions = report["equivalence"]
     lines.append(
         f"equivalence decisions: {sum(decisions.values())}"

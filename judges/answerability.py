@@ -17,7 +17,7 @@ from data.config import VerifyConfig
 from data.llm import LLMClient, LLMError
 from data.prompts import Prompt, load_prompt
 from data.records import Consensus, Task, Usage, Verdict, content_id
-from judges.consensus import Predicate, decide, rule_from
+from judges.consensus import Predicate, decide, majority, rule_from
 from judges.equivalence import grade
 
 OPEN_BOOK = load_prompt(__file__, "open_book")
@@ -102,6 +102,13 @@ async def _panel(
         agreement=tally.agreement,
     )
     return verdicts, consensus
+
+
+async def open_book_verdicts(task: Task, passage: str, llm: LLMClient) -> list[Verdict]:
+    """Each judge's open-book verdict on `task`, without a consensus."""
+    values = {"passage": passage, "question": task.question}
+    verdicts, _ = await _panel(task, llm, "open_book", OPEN_BOOK, values, ("majority", majority))
+    return verdicts
 
 
 async def judge(task: Task, passage: str, llm: LLMClient, config: VerifyConfig) -> Decision:

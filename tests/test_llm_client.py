@@ -353,6 +353,19 @@ def test_sample_without_n_makes_seeded_requests(cache: ResponseCache) -> None:
     assert all("n" not in r for r in fake.requests)
 
 
+def test_requests_without_sampling_settings_take_the_endpoints() -> None:
+    async def defaults_then_explicit(llm: LLMClient) -> None:
+        await llm.chat("generator", MESSAGES)
+        await llm.chat("generator", MESSAGES, temperature=0.0, seed=3)
+
+    with FakeOpenAIServer(lambda body: "Paris") as fake:
+        drive(endpoint_for(fake, temperature=0.7, seed=11), None, defaults_then_explicit)
+        drive(endpoint_for(fake), None, lambda llm: llm.chat("generator", MESSAGES))
+
+    settings = [(r["temperature"], r.get("seed")) for r in fake.requests]
+    assert settings == [(0.7, 11), (0.0, 3), (0.0, None)]
+
+
 def test_sample_with_n_makes_one_request(cache: ResponseCache) -> None:
     with FakeOpenAIServer(lambda body: f"choice {body['_choice']}") as fake:
         out = drive(endpoint_for(fake, supports_n=True), cache, sample(n=3, seed=10))
