@@ -37,6 +37,7 @@ format: install
 bench: install
 	$(PY) bench/throughput.py
 	$(PY) bench/rerun_cache.py
+	$(PY) bench/calibration.py
 
 clean:
 	rm -rf .foundry .pytest_cache .ruff_cache

@@ -71,7 +71,14 @@ class VerifyConfig(Settings):
 
 
 class CalibrateConfig(Settings):
+    # adaptive: attempts in rounds until the band is settled (judges/adaptive.py); fixed: k each
+    method: Literal["adaptive", "fixed"] = "adaptive"
     k: int = Field(default=8, ge=1)
+    reference_k: int = Field(default=16, ge=1)  # adaptive: as accurate as this many fixed
+    round_size: int = Field(default=2, ge=1)
+    max_attempts: int = Field(default=32, ge=1)
+    indifference: float = Field(default=0.05, ge=0, lt=0.5)  # either label is right this close
+    prior_min_tasks: int = Field(default=50, ge=1)  # history needed for an empirical prior
     band_low: float = Field(default=0.2, ge=0, le=1)
     band_high: float = Field(default=0.8, ge=0, le=1)
     confidence: float = Field(default=0.9, gt=0, lt=1)
@@ -79,9 +86,11 @@ class CalibrateConfig(Settings):
     max_tokens: int = Field(default=48, ge=1)
 
     @model_validator(mode="after")
-    def _band_ordered(self) -> CalibrateConfig:
+    def _consistent(self) -> CalibrateConfig:
         if self.band_low > self.band_high:
             raise ValueError(f"band_low {self.band_low} > band_high {self.band_high}")
+        if self.max_attempts < self.round_size:
+            raise ValueError(f"max_attempts {self.max_attempts} < round_size {self.round_size}")
         return self
 
 

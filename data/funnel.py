@@ -39,10 +39,16 @@ def funnel(lake: Lake) -> dict[str, Any]:
         " WHERE task_id IN (SELECT item_id FROM status WHERE stage = 'calibrate'"
         " AND status = 'done') GROUP BY band ORDER BY band"
     )
+    attempts = lake.rows(
+        "SELECT method, prior, count(*) AS tasks, avg(n) AS mean, min(n) AS min, max(n) AS max"
+        " FROM difficulty WHERE task_id IN (SELECT item_id FROM status WHERE stage = 'calibrate'"
+        " AND status = 'done') GROUP BY ALL ORDER BY ALL"
+    )
     return {
         "stages": stages,
         "llm": {row.pop("role"): row for row in usage},
         "bands": {row["band"]: row["n"] for row in bands},
+        "attempts": attempts,
     }
 
 
@@ -59,6 +65,12 @@ def format_funnel(summary: dict[str, Any]) -> str:
                 lines.append(f"    {reason:<40} {n:>6}")
     lines.append("")
     lines.append("bands: " + (", ".join(f"{k}={v}" for k, v in summary["bands"].items()) or "-"))
+    for a in summary["attempts"]:
+        prior = f", prior {a['prior']}" if a["prior"] else ""
+        lines.append(
+            f"attempts per task ({a['method']}{prior}): mean {a['mean']:.1f},"
+            f" min {a['min']}, max {a['max']} over {a['tasks']} tasks"
+        )
     lines.append("")
     lines.append("llm role      calls  cache_hits  errors  prompt_tok  completion_tok  cost_usd")
     for role, u in summary["llm"].items():

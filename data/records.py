@@ -323,19 +323,29 @@ class Attempt(Record):
 
 
 class Difficulty(Record):
+    """The solver's measured pass rate on one task, and the band it puts the task in.
+
+    With the adaptive method `band` is the sequential rule's decision under its prior, which can
+    differ from a threshold on the raw `pass_rate` for tasks near a band edge.
+    """
+
     task_id: str
     solver_model: str
     harness: str
     n: int
     passes: int
     pass_rate: float
-    pass_at_k: float
+    pass_at_k: float  # pass@n: at least one of the n attempts passed (unbiased estimate)
     ci_low: float
     ci_high: float
     confidence: float
     band: Band
     pool: Pool
     learnability: float
+    method: str = "fixed"  # "adaptive" or "fixed"
+    prior: str = ""  # adaptive: "jeffreys" or "empirical:<tasks it was learnt from>"
+    temperature: float | None = None  # the solver's sampling settings
+    max_tokens: int | None = None
 
 
 class RubricItem(Record):

@@ -34,6 +34,7 @@ from data.records import (
     VerdictRerun,
 )
 from generators import doc_qa
+from harnesses import closed_book
 from judges import answerability, calibration
 from judges.review import review
 from judges.selfcheck import self_check
@@ -52,6 +53,7 @@ class StageContext:
     config: FoundryConfig
     run_id: str
     progress: Progress = lambda message: None  # noqa: E731
+    plans: dict[tuple[str, str], calibration.Plan] = field(default_factory=dict)
 
     @property
     def cache(self) -> ResponseCache:
@@ -241,8 +243,23 @@ def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
     return {t.task_id: t for t in tasks}
 
 
+def calibration_plan(ctx: StageContext, solver: str, harness: str) -> calibration.Plan:
+    """The run's calibration plan for this solver and harness, made once per run from the
+    outcomes of the tasks calibrated before it."""
+    key = (solver, harness)
+    if key not in ctx.plans:
+        history = ctx.lake.rows(
+            "SELECT n, passes FROM difficulty WHERE solver_model = ? AND harness = ?",
+            [solver, harness],
+        )
+        outcomes = [(r["n"], r["passes"]) for r in history]
+        ctx.plans[key] = calibration.plan(ctx.config.calibrate, outcomes)
+    return ctx.plans[key]
+
+
 async def calibrate_one(ctx: StageContext, task_id: str, task: Any, client: LLMClient) -> Outcome:
-    attempts, difficulty = await calibration.calibrate(task, client, ctx.config.calibrate)
+    plan = calibration_plan(ctx, client.model("solver"), closed_book.NAME)
+    attempts, difficulty = await calibration.calibrate(task, client, ctx.config.calibrate, plan)
     return Outcome(
         ctx.status("calibrate", task_id, "done", difficulty.band),
         {"attempts": list(attempts), "difficulty": [difficulty]},

@@ -1,44 +1,101 @@
-"""Pass-rate calibration (first version): k solver attempts, then interval, band and pool."""
+"""Pass-rate calibration: solver attempts in rounds, then interval, band and pool.
+
+The adaptive method asks `judges.adaptive` after every round whether the band is settled; the
+fixed method is the same loop with one round of k attempts, labelled by the point estimate.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 from data.config import CalibrateConfig
 from data.llm import LLMClient, settle
 from data.records import Attempt, Difficulty, Task, content_id, seed_for
 from harnesses import closed_book
+from judges.adaptive import LABELS, SAMPLE, BandRule, Policy, Prior, matching_policy
 from judges.equivalence import grade
-from judges.passrate import band, learnability, pass_at_k, pool, wilson_interval
+from judges.passrate import learnability, pass_at_k, pool, wilson_interval
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a run calibrates: the stopping policy and where its prior came from."""
+
+    method: str
+    policy: Policy
+    prior: str
+
+
+def plan(config: CalibrateConfig, history: Sequence[tuple[int, int]]) -> Plan:
+    """The calibration plan; `history` holds earlier tasks' (attempts, passes) for this solver
+    and harness, used as the prior once there are `prior_min_tasks` of them."""
+    rule = BandRule(config.band_low, config.band_high, config.indifference)
+    if config.method == "fixed":
+        return Plan("fixed", fixed_policy(rule, config.k), "")
+    if len(history) >= config.prior_min_tasks:
+        prior, name = Prior.fit(history), f"empirical:{len(history)}"
+    else:
+        prior, name = Prior.jeffreys(), "jeffreys"
+    policy = matching_policy(
+        prior, rule, config.reference_k, config.round_size, config.max_attempts
+    )
+    return Plan("adaptive", policy, name)
+
+
+def fixed_policy(rule: BandRule, k: int) -> Policy:
+    """One round of k attempts, labelled by the point estimate."""
+    labels = np.array([rule.point_label(s / k) for s in range(k + 1)])
+    return Policy(
+        {k: labels},
+        round_size=k,
+        max_attempts=k,
+        cost=0.0,
+        expected_error=float("nan"),
+        expected_attempts=float(k),
+    )
 
 
 async def calibrate(
-    task: Task, llm: LLMClient, config: CalibrateConfig
+    task: Task, llm: LLMClient, config: CalibrateConfig, how: Plan
 ) -> tuple[list[Attempt], Difficulty]:
-    """Attempt `task` k times without its source and measure how often the solver passes."""
+    """Attempt `task` without its source, round by round, until the plan settles its band."""
     _, seed = seed_for("calibrate", task.task_id)
-    replies = await closed_book.attempt(
-        task, llm, config.k, temperature=config.temperature, max_tokens=config.max_tokens, seed=seed
-    )
     solver = llm.model("solver")
-    scores = await settle([grade(task, reply.text, llm) for reply in replies])
-    attempts = [
-        Attempt(
-            attempt_id=content_id(
-                task.task_id, closed_book.NAME, solver, seed, i, config.temperature
-            ),
-            task_id=task.task_id,
-            index=i,
-            harness=closed_book.NAME,
-            solver_model=solver,
+    attempts: list[Attempt] = []
+    passes = 0
+    while (decision := how.policy.decide(len(attempts), passes)) == SAMPLE:
+        start = len(attempts)
+        replies = await closed_book.attempt(
+            task,
+            llm,
+            how.policy.round_size,
             temperature=config.temperature,
-            seed=seed + i,
-            response=reply.text[:2000],
-            reward=result.reward,
-            usage=reply.usage,
-            reason=result.why[:300],
+            max_tokens=config.max_tokens,
+            seed=seed + start,
         )
-        for i, (reply, result) in enumerate(zip(replies, scores, strict=True))
-    ]
-    passes = sum(a.reward >= 1.0 for a in attempts)
+        scores = await settle([grade(task, reply.text, llm) for reply in replies])
+        for i, (reply, result) in enumerate(zip(replies, scores, strict=True), start=start):
+            attempts.append(
+                Attempt(
+                    attempt_id=content_id(
+                        task.task_id, closed_book.NAME, solver, seed, i, config.temperature
+                    ),
+                    task_id=task.task_id,
+                    index=i,
+                    harness=closed_book.NAME,
+                    solver_model=solver,
+                    temperature=config.temperature,
+                    seed=seed + i,
+                    response=reply.text[:2000],
+                    reward=result.reward,
+                    usage=reply.usage,
+                    reason=result.why[:300],
+                )
+            )
+            passes += result.reward >= 1.0
     n = len(attempts)
     rate = passes / n
     low, high = wilson_interval(passes, n, config.confidence)
@@ -53,8 +110,12 @@ async def calibrate(
         ci_low=low,
         ci_high=high,
         confidence=config.confidence,
-        band=band(rate, config.band_low, config.band_high),
+        band=LABELS[decision],
         pool=pool(rate),
         learnability=learnability(rate),
+        method=how.method,
+        prior=how.prior,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
     )
     return attempts, difficulty

@@ -51,10 +51,13 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert stats["judges"]["judges"]["judge:0"]["agreement_with_consensus"] == 1.0
     assert stats["review"]["reviewed"] == stats["stages"]["review"]["done"] > 0
     assert stats["review"]["rubric_items"] > 0 and stats["review"]["hackable"] == 0
+    (attempts,) = stats["attempts"]
+    assert (attempts["method"], attempts["prior"]) == ("adaptive", "jeffreys")
+    assert 2 <= attempts["min"] <= attempts["mean"] <= attempts["max"] <= 32
 
     assert main(["stats", "--home", str(home)]) == 0
     text = capsys.readouterr().out
-    assert "verify" in text and "hackable tasks: 0" in text
+    assert "verify" in text and "hackable tasks: 0" in text and "attempts per task" in text
 
 
 def test_band_must_be_ordered(capsys):
