@@ -44,11 +44,17 @@ def funnel(lake: Lake) -> dict[str, Any]:
         " FROM difficulty WHERE task_id IN (SELECT item_id FROM status WHERE stage = 'calibrate'"
         " AND status = 'done') GROUP BY ALL ORDER BY ALL"
     )
+    proxy = lake.rows(
+        "SELECT count(*) AS calls, count(DISTINCT rollout_id) AS rollouts,"
+        " count(*) FILTER (WHERE error <> '') AS errors,"
+        " count(*) FILTER (WHERE stream) AS streamed FROM proxy_calls"
+    )[0]
     return {
         "stages": stages,
         "llm": {row.pop("role"): row for row in usage},
         "bands": {row["band"]: row["n"] for row in bands},
         "attempts": attempts,
+        "proxy": proxy,
     }
 
 
@@ -71,6 +77,11 @@ def format_funnel(summary: dict[str, Any]) -> str:
             f"attempts per task ({a['method']}{prior}): mean {a['mean']:.1f},"
             f" min {a['min']}, max {a['max']} over {a['tasks']} tasks"
         )
+    p = summary["proxy"]
+    lines.append(
+        f"solver rollouts through the proxy: {p['calls']} calls in {p['rollouts']} rollouts"
+        f" ({p['errors']} with errors, {p['streamed']} streamed)"
+    )
     lines.append("")
     lines.append("llm role      calls  cache_hits  errors  prompt_tok  completion_tok  cost_usd")
     for role, u in summary["llm"].items():

@@ -31,6 +31,7 @@ from data.records import (
     Difficulty,
     HackVerdict,
     LLMCall,
+    ProxyCall,
     Record,
     Review,
     RubricItem,
@@ -66,6 +67,7 @@ TABLES: dict[str, TableSpec] = {
     "reviews": TableSpec(Review, ("task_id",), "_shard"),
     "status": TableSpec(Status, ("stage", "item_id"), "recorded_at"),
     "llm_calls": TableSpec(LLMCall, ("call_id",), "_shard"),
+    "proxy_calls": TableSpec(ProxyCall, ("call_id",), "_shard"),
 }
 
 

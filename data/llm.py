@@ -46,6 +46,7 @@ class Reply:
     usage: Usage
     cached: bool
     key: str = ""  # the cache key of the request that produced it
+    rollout_id: str = ""  # the X-Rollout-Id the request carried, if any
 
 
 class LLMClient:
@@ -89,10 +90,12 @@ class LLMClient:
         max_tokens: int = 256,
         seed: int | None = None,
         response_format: dict[str, Any] | None = None,
+        rollout_id: str = "",
     ) -> Reply:
         """One completion; raises LLMError when the request fails for good or the reply is empty
         (an empty reply is an error, retried by a later run, never a silent wrong answer).
-        Temperature and seed default to the role's endpoint settings."""
+        Temperature and seed default to the role's endpoint settings; `rollout_id` is sent as the
+        X-Rollout-Id header (for the interception proxy) and is not part of the cache key."""
         endpoint = self._endpoint(role)
         temperature = endpoint.temperature if temperature is None else temperature
         seed = endpoint.seed if seed is None else seed
@@ -101,8 +104,8 @@ class LLMClient:
             params["seed"] = seed
         if response_format is not None:
             params["response_format"] = response_format
-        texts, usage, cached, key = await self._request(role, messages, params)
-        return Reply(texts[0], usage, cached, key)
+        texts, usage, cached, key = await self._request(role, messages, params, rollout_id)
+        return Reply(texts[0], usage, cached, key, rollout_id)
 
     async def sample(
         self,
@@ -113,12 +116,15 @@ class LLMClient:
         temperature: float,
         max_tokens: int,
         seed: int,
+        rollout_ids: list[str] | None = None,
     ) -> list[Reply]:
-        """`n` samples: one request with `n` where the backend supports it, else `n` seeded ones."""
+        """`n` samples: one request with `n` where the backend supports it, else `n` seeded ones.
+        `rollout_ids` names each sample's rollout (one request with `n` carries the first)."""
         endpoint = self._endpoint(role)
+        rollouts = rollout_ids or [""] * n
         if endpoint.supports_n and n > 1:
             params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "n": n}
-            texts, usage, cached, _ = await self._request(role, messages, params)
+            texts, usage, cached, _ = await self._request(role, messages, params, rollouts[0])
             if len(texts) != n:
                 raise LLMError(
                     "wrong_sample_count",
@@ -128,7 +134,7 @@ class LLMClient:
                 prompt_tokens=usage.prompt_tokens // n,
                 completion_tokens=usage.completion_tokens // n,
             )
-            return [Reply(text, share, cached) for text in texts]
+            return [Reply(text, share, cached, rollout_id=rollouts[0]) for text in texts]
         calls = [
             self.chat(
                 role,
@@ -136,6 +142,7 @@ class LLMClient:
                 temperature=temperature,
                 max_tokens=max_tokens,
                 seed=seed + i,
+                rollout_id=rollouts[i],
             )
             for i in range(n)
         ]
@@ -228,7 +235,7 @@ class LLMClient:
         return self._limits[endpoint.base_url]
 
     async def _request(
-        self, role: str, messages: Messages, params: dict[str, Any]
+        self, role: str, messages: Messages, params: dict[str, Any], rollout_id: str = ""
     ) -> tuple[list[str], Usage, bool, str]:
         """(texts, usage, served from cache, cache key) of one request."""
         endpoint = self._endpoint(role)
@@ -243,7 +250,10 @@ class LLMClient:
         try:
             async with self._limit(endpoint):
                 started = time.monotonic()  # latency excludes waiting for a free slot
-                response = await self._client(endpoint).chat.completions.create(**request)
+                headers = {"X-Rollout-Id": rollout_id} if rollout_id else None
+                response = await self._client(endpoint).chat.completions.create(
+                    **request, extra_headers=headers
+                )
         except openai.APIStatusError as exc:
             self._fail(endpoint, started, f"http_{exc.status_code}", str(exc))
         except openai.APITimeoutError as exc:

@@ -320,6 +320,31 @@ class Attempt(Record):
     reward: float
     usage: Usage
     reason: str = ""  # why the verifier gave this reward ("exact match", "token F1 0.67 >= 0.6")
+    rollout_id: str = ""  # the proxy's rollout holding this attempt's model calls
+
+
+class ProxyCall(Record):
+    """One chat completion that went through the interception proxy, request and response.
+
+    `rollout_id` groups the calls of one rollout (an `X-Rollout-Id` header, else a hash of the
+    API key). An SDK retry resends the same body and replaces the failed attempt's record.
+    """
+
+    call_id: str
+    rollout_id: str
+    started_at: datetime
+    model: str
+    messages: str  # JSON: the request's messages, tool results included
+    params: str  # JSON: sampling and tool settings (temperature, seed, n, tools, ...)
+    response: str  # JSON: the choices as returned (assembled from the stream when streamed)
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    status: int  # HTTP status returned to the client (502: upstream unreachable)
+    error: str
+    stream: bool
+    retry: int  # the SDK's retry count of the recorded attempt
 
 
 class Difficulty(Record):

@@ -72,6 +72,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--temperature", type=float, help="sample the judges at this temperature instead"
     )
 
+    proxy = sub.add_parser(
+        "proxy", parents=[common], help="record every call to an OpenAI-compatible server"
+    )
+    proxy.add_argument("--upstream", required=True, help="the server's base URL (…/v1)")
+    proxy.add_argument("--port", type=int, default=8400)
+    proxy.add_argument("--host", default="127.0.0.1")
+    proxy.add_argument(
+        "--api-key", help="key for the upstream (else each client's own key is forwarded)"
+    )
+
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
@@ -88,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         return _stats(args)
     if args.command == "judges" and args.judges_command == "report":
         return _judges_report(args)
+    if args.command == "proxy":
+        return _proxy(args)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from flows import pipeline  # Prefect is imported only for commands that run flows
@@ -129,6 +141,21 @@ def _lake(args: argparse.Namespace):
         Path(args.config) if args.config else None, Path(args.home) if args.home else None
     )
     return Lake(cfg.home)
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from harnesses.proxy import serve
+
+    lake = _lake(args)
+    run_id = lake.start_run("proxy")
+    state = "failed"
+    print(f"proxy: http://{args.host}:{args.port}/v1 -> {args.upstream}", file=sys.stderr)
+    try:
+        serve(args.upstream, lake, run_id, api_key=args.api_key, host=args.host, port=args.port)
+        state = "completed"
+    finally:
+        lake.finish_run(run_id, state, {"proxy_calls": len(lake.shards("proxy_calls"))})
+    return 0
 
 
 def _judges_report(args: argparse.Namespace) -> int:

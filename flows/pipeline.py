@@ -31,6 +31,7 @@ from flows.stages import (
     measure_variance,
     run_llm_batch,
     run_stages,
+    solver_through_proxy,
     variance_sample,
 )
 from judges.agreement import seed_variance
@@ -92,7 +93,10 @@ def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, 
     if not any(s.pending(ctx) for s in stages):
         ctx.progress("nothing pending for " + ", ".join(names))
         return {s.name: {} for s in stages}
-    with resolve_endpoints(ctx.config, ctx.config.home / "logs") as endpoints:
+    with (
+        resolve_endpoints(ctx.config, ctx.config.home / "logs") as resolved,
+        solver_through_proxy(ctx, resolved) as endpoints,
+    ):
 
         def run_batch(stage: LLMStage, index: int, items: list[str]) -> Counter:
             return Counter(llm_batch_task(stage.name, index, items, ctx, endpoints))

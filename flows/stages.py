@@ -13,8 +13,9 @@ import asyncio
 import time
 import traceback
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from data.config import FoundryConfig
@@ -35,6 +36,7 @@ from data.records import (
 )
 from generators import doc_qa
 from harnesses import closed_book
+from harnesses.proxy import running_proxy
 from judges import answerability, calibration
 from judges.review import review
 from judges.selfcheck import self_check
@@ -88,6 +90,17 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
 
 
 # --- LLM stages ----------------------------------------------------------------------------
+
+
+@contextmanager
+def solver_through_proxy(
+    ctx: StageContext, endpoints: dict[str, Endpoint]
+) -> Iterator[dict[str, Endpoint]]:
+    """The endpoints with the solver behind the interception proxy, which records every
+    rollout's calls in the lake (`proxy_calls`, grouped by the attempt's rollout id)."""
+    solver = endpoints["solver"]
+    with running_proxy(solver.base_url, ctx.lake, ctx.run_id, api_key=solver.api_key) as url:
+        yield {**endpoints, "solver": replace(solver, base_url=url)}
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,23 @@ NAME = "closed_book"
 
 
 async def attempt(
-    task: Task, llm: LLMClient, n: int, *, temperature: float, max_tokens: int, seed: int
+    task: Task,
+    llm: LLMClient,
+    rollout_ids: list[str],
+    *,
+    temperature: float,
+    max_tokens: int,
+    seed: int,
 ) -> list[Reply]:
-    """`n` independent solver attempts at `task` (seeded, so a re-run replays from the cache)."""
+    """One independent solver attempt at `task` per rollout id (seeded, so a re-run replays
+    from the cache)."""
     messages = [m.model_dump() for m in task.prompt]
     return await llm.sample(
-        "solver", messages, n, temperature=temperature, max_tokens=max_tokens, seed=seed
+        "solver",
+        messages,
+        len(rollout_ids),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        rollout_ids=rollout_ids,
     )

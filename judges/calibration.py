@@ -68,10 +68,14 @@ async def calibrate(
     passes = 0
     while (decision := how.policy.decide(len(attempts), passes)) == SAMPLE:
         start = len(attempts)
+        ids = [
+            content_id(task.task_id, closed_book.NAME, solver, seed, i, config.temperature)
+            for i in range(start, start + how.policy.round_size)
+        ]
         replies = await closed_book.attempt(
             task,
             llm,
-            how.policy.round_size,
+            ids,
             temperature=config.temperature,
             max_tokens=config.max_tokens,
             seed=seed + start,
@@ -80,9 +84,8 @@ async def calibrate(
         for i, (reply, result) in enumerate(zip(replies, scores, strict=True), start=start):
             attempts.append(
                 Attempt(
-                    attempt_id=content_id(
-                        task.task_id, closed_book.NAME, solver, seed, i, config.temperature
-                    ),
+                    attempt_id=ids[i - start],
+                    rollout_id=reply.rollout_id,
                     task_id=task.task_id,
                     index=i,
                     harness=closed_book.NAME,

@@ -10,7 +10,13 @@ import pytest
 
 from data.config import FoundryConfig
 from data.lake import Lake
-from flows.stages import LLM_STAGES, StageContext, run_llm_batch, run_stages
+from flows.stages import (
+    LLM_STAGES,
+    StageContext,
+    run_llm_batch,
+    run_stages,
+    solver_through_proxy,
+)
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints
@@ -48,9 +54,10 @@ def make_context(home: Path, run_id: str = "run-1", **settings) -> StageContext:
 
 def run_llm_stages(ctx: StageContext, endpoints) -> Counter:
     """Every LLM stage over whatever is pending, batch by batch (what the flows do)."""
-    summary = run_stages(
-        LLM_STAGES, ctx, lambda stage, _, group: run_llm_batch(stage, group, ctx, endpoints)
-    )
+    with solver_through_proxy(ctx, endpoints) as proxied:
+        summary = run_stages(
+            LLM_STAGES, ctx, lambda stage, _, group: run_llm_batch(stage, group, ctx, proxied)
+        )
     return sum(summary.values(), Counter())
 
 

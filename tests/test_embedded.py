@@ -150,7 +150,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
 
 
 def test_tiny_pipeline_on_the_embedded_model(tmp_path):
-    ctx = make_context(tmp_path / "home", calibrate={"k": 2}, embedded_threads=2)
+    ctx = make_context(tmp_path / "home", calibrate={"method": "fixed", "k": 2}, embedded_threads=2)
     ingest_docs([str(SAMPLE_DOCS / "lumetra-x2-kettle.md")], ctx)
     with resolve_endpoints(ctx.config, tmp_path / "logs") as endpoints:
         counts = run_llm_stages(ctx, endpoints)
@@ -170,3 +170,6 @@ def test_tiny_pipeline_on_the_embedded_model(tmp_path):
     attempts = {r["attempt_id"] for r in ctx.lake.rows("SELECT attempt_id FROM attempts")}
     for item in ctx.lake.rows("SELECT attempt_id, category FROM rubrics"):
         assert item["attempt_id"] in attempts and item["category"]
+    rollouts = {r["rollout_id"] for r in ctx.lake.rows("SELECT rollout_id FROM proxy_calls")}
+    for attempt in ctx.lake.rows("SELECT rollout_id FROM attempts"):
+        assert attempt["rollout_id"] in rollouts  # every solver attempt went through the proxy

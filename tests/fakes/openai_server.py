@@ -2,7 +2,8 @@
 
 Stdlib only: a `ThreadingHTTPServer` served from a daemon thread. It speaks enough of the API for
 the official `openai` SDK: `GET /v1/models` and `POST /v1/chat/completions` (HTTP/1.1, keep-alive,
-JSON bodies with a Content-Length).
+JSON bodies with a Content-Length; `"stream": true` answers with server-sent events, one chunk
+per word, `chunk_delay_s` apart, sent with chunked transfer encoding).
 
 Fault kinds (scripted through `faults`, one per chat request in order, or drawn at random with
 `fault_rate` from `fault_kinds`):
@@ -81,6 +82,7 @@ class FakeOpenAIServer:
         latency_s: float = 0.0,
         retry_after_s: float = 1.0,
         hang_s: float = 5.0,
+        chunk_delay_s: float = 0.0,
     ) -> None:
         unknown = sorted({*(faults or ()), *fault_kinds} - FAULT_KINDS)
         if unknown:
@@ -94,6 +96,7 @@ class FakeOpenAIServer:
         self.latency_s = latency_s
         self.retry_after_s = retry_after_s
         self.hang_s = hang_s
+        self.chunk_delay_s = chunk_delay_s
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
         self.served: list[str | None] = []
@@ -307,6 +310,11 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a failing responder surfaces as a server error
             self._send_json(500, _error_body(f"responder failed: {exc!r}", "server_error"))
             return
+        if body.get("stream"):
+            self._send_stream(
+                completion, bool((body.get("stream_options") or {}).get("include_usage"))
+            )
+            return
         self._send_json(200, completion)
 
     # --- responses -----------------------------------------------------------------------
@@ -326,6 +334,57 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+        self.wfile.flush()
+
+    def _send_stream(self, completion: dict[str, Any], include_usage: bool) -> None:
+        """The completion as server-sent events: a chunk per word of each choice, a final chunk
+        with the finish reason, the usage if asked for, then `[DONE]`."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        base = {k: completion[k] for k in ("id", "created", "model")}
+
+        def event(payload: Any) -> None:
+            data = f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n"
+            raw = data.encode("utf-8")
+            self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+            self.wfile.flush()
+            if self.server.fake.chunk_delay_s:
+                time.sleep(self.server.fake.chunk_delay_s)
+
+        for choice in completion["choices"]:
+            words = choice["message"]["content"].split(" ")
+            for i, word in enumerate(words):
+                piece = word if i == 0 else " " + word
+                delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
+                event(
+                    {
+                        **base,
+                        "object": "chat.completion.chunk",
+                        "choices": [
+                            {"index": choice["index"], "delta": delta, "finish_reason": None}
+                        ],
+                    }
+                )
+            event(
+                {
+                    **base,
+                    "object": "chat.completion.chunk",
+                    "choices": [{"index": choice["index"], "delta": {}, "finish_reason": "stop"}],
+                }
+            )
+        if include_usage:
+            event(
+                {
+                    **base,
+                    "object": "chat.completion.chunk",
+                    "choices": [],
+                    "usage": completion["usage"],
+                }
+            )
+        event("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
     def _reset(self) -> None:

@@ -41,7 +41,7 @@ class ScriptedLLM(LLMClient):
         self.respond = respond
         self.requests: list[tuple[str, list[dict[str, str]], dict[str, Any]]] = []
 
-    async def _request(self, role, messages, params):
+    async def _request(self, role, messages, params, rollout_id=""):
         self._endpoint(role)
         self.requests.append((role, messages, params))
         out = self.respond(role, messages, params)

@@ -1,0 +1,388 @@
+"""The interception proxy: an OpenAI-compatible server in front of a model server that records
+every chat completion into the lake, grouped by rollout.
+
+Requests are forwarded byte for byte and answers come back as the upstream sent them (status,
+body, `Retry-After` and rate-limit headers), streamed or not, so a client cannot tell the proxy
+is there. Each call is recorded with its request, response (assembled from the stream when
+streamed), model, sampling settings, usage, latency, finish reason and error. The rollout id is
+the `X-Rollout-Id` header, else a hash of the API key. An SDK retry resends the same body: it
+shares the first attempt's record id, so the call is recorded once (with the final outcome). A
+client that disconnects mid-stream is recorded as such. Records are buffered and written as lake
+shards every `flush_every_s` and when the proxy stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from data.lake import Lake
+from data.records import ProxyCall, content_id, utcnow
+
+ROLLOUT_HEADER = "x-rollout-id"
+RETRY_HEADER = "x-stainless-retry-count"  # set by the openai SDKs on every attempt
+PASSED_HEADERS = ("retry-after", "x-request-id")
+SAMPLING_KEYS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "seed",
+    "n",
+    "stop",
+    "tools",
+    "tool_choice",
+    "response_format",
+    "stream",
+)
+
+
+class CallRecorder:
+    """Buffers proxy calls (a retry replaces its earlier attempt) and writes them as shards."""
+
+    def __init__(self, lake: Lake, run_id: str, flush_every_s: float = 1.0) -> None:
+        self.lake = lake
+        self.run_id = run_id
+        self.flush_every_s = flush_every_s
+        self._buffer: dict[str, ProxyCall] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="proxy-recorder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def add(self, call: ProxyCall) -> None:
+        with self._lock:
+            self._buffer[call.call_id] = call
+
+    def flush(self) -> int:
+        """Write what is buffered as one shard; returns how many calls it held."""
+        with self._lock:
+            calls, self._buffer = list(self._buffer.values()), {}
+        self.lake.write("proxy_calls", calls, self.run_id)
+        return len(calls)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.flush()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.flush_every_s):
+            self.flush()
+
+
+def rollout_of(headers: Any) -> str:
+    """The rollout a request belongs to: its X-Rollout-Id header, else a hash of its API key."""
+    if headers.get(ROLLOUT_HEADER):
+        return headers[ROLLOUT_HEADER]
+    token = headers.get("authorization", "").removeprefix("Bearer ").strip()
+    return "key:" + hashlib.sha256(token.encode()).hexdigest()[:16] if token else "none"
+
+
+@dataclass
+class StreamAssembler:
+    """Rebuilds the choices of a chat completion from its server-sent-event chunks."""
+
+    model: str = ""
+    choices: dict[int, dict[str, Any]] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)
+    _pending: bytes = b""
+
+    def feed(self, data: bytes) -> None:
+        self._pending += data
+        *events, self._pending = self._pending.split(b"\n\n")
+        for event in events:
+            for line in event.decode("utf-8", "replace").splitlines():
+                if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
+                    self._chunk(json.loads(line[5:]))
+
+    def _chunk(self, chunk: dict[str, Any]) -> None:
+        self.model = chunk.get("model") or self.model
+        self.usage = chunk.get("usage") or self.usage
+        for part in chunk.get("choices") or []:
+            choice = self.choices.setdefault(
+                part.get("index", 0),
+                {"index": part.get("index", 0), "message": {"role": "assistant", "content": ""}},
+            )
+            delta = part.get("delta") or {}
+            message = choice["message"]
+            message["content"] += delta.get("content") or ""
+            for call in delta.get("tool_calls") or []:
+                calls = message.setdefault("tool_calls", [])
+                while len(calls) <= call.get("index", 0):
+                    calls.append(
+                        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                    )
+                target = calls[call.get("index", 0)]
+                target["id"] = call.get("id") or target["id"]
+                function = call.get("function") or {}
+                target["function"]["name"] += function.get("name") or ""
+                target["function"]["arguments"] += function.get("arguments") or ""
+            if part.get("finish_reason"):
+                choice["finish_reason"] = part["finish_reason"]
+
+    def response(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "choices": [self.choices[i] for i in sorted(self.choices)],
+            "usage": self.usage,
+        }
+
+
+def _record(
+    recorder: CallRecorder,
+    request: Request,
+    body: dict[str, Any],
+    raw: bytes,
+    started: float,
+    *,
+    status: int,
+    response: dict[str, Any] | None,
+    error: str = "",
+) -> None:
+    rollout = rollout_of(request.headers)
+    choices = (response or {}).get("choices") or []
+    usage = (response or {}).get("usage") or {}
+    recorder.add(
+        ProxyCall(
+            call_id=content_id(rollout, hashlib.sha256(raw).hexdigest()),
+            rollout_id=rollout,
+            started_at=utcnow(),
+            model=str((response or {}).get("model") or body.get("model", "")),
+            messages=json.dumps(body.get("messages", []), ensure_ascii=False),
+            params=json.dumps({k: body[k] for k in SAMPLING_KEYS if k in body}, sort_keys=True),
+            response=json.dumps(choices, ensure_ascii=False),
+            finish_reason=str(choices[0].get("finish_reason") or "") if choices else "",
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=time.monotonic() - started,
+            status=status,
+            error=error[:500],
+            stream=bool(body.get("stream")),
+            retry=int(request.headers.get(RETRY_HEADER, "0") or 0),
+        )
+    )
+
+
+def _error(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+
+
+def _passed(headers: httpx.Headers) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k in PASSED_HEADERS or k.startswith("x-ratelimit-")}
+
+
+def create_app(
+    upstream: str, recorder: CallRecorder, api_key: str | None = None, timeout_s: float = 600.0
+) -> Starlette:
+    """The proxy as an ASGI app. With `api_key` the upstream gets that key (and the client's
+    key only names the rollout); without it the client's Authorization header is forwarded."""
+    base = upstream.rstrip("/")
+    client: dict[str, httpx.AsyncClient] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        client["http"] = httpx.AsyncClient(timeout=timeout_s)
+        try:
+            yield
+        finally:
+            await client["http"].aclose()
+
+    def upstream_headers(request: Request) -> dict[str, str]:
+        headers = {"content-type": "application/json"}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        elif "authorization" in request.headers:
+            headers["authorization"] = request.headers["authorization"]
+        return headers
+
+    async def models(request: Request) -> Response:
+        try:
+            reply = await client["http"].get(f"{base}/models", headers=upstream_headers(request))
+        except httpx.HTTPError as exc:
+            return _error(502, f"upstream unreachable: {exc}", "upstream_error")
+        return Response(reply.content, reply.status_code, media_type="application/json")
+
+    async def chat(request: Request) -> Response:
+        started = time.monotonic()
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            _record(recorder, request, {}, raw, started, status=400, response=None, error=str(exc))
+            return _error(400, f"invalid JSON body: {exc}", "invalid_request_error")
+        url, headers = f"{base}/chat/completions", upstream_headers(request)
+        if body.get("stream"):
+            return await _stream(request, body, raw, started, url, headers)
+        try:
+            reply = await client["http"].post(url, content=raw, headers=headers)
+        except httpx.HTTPError as exc:
+            error = f"upstream unreachable: {type(exc).__name__}: {exc}"
+            _record(recorder, request, body, raw, started, status=502, response=None, error=error)
+            return _error(502, error, "upstream_error")
+        try:
+            parsed = reply.json() if reply.status_code == 200 else None
+        except ValueError:
+            parsed = None
+        error = "" if reply.status_code == 200 else reply.text[:500]
+        if reply.status_code == 200 and parsed is None:
+            error = "upstream answered 200 with a body that is not JSON"
+        _record(
+            recorder,
+            request,
+            body,
+            raw,
+            started,
+            status=reply.status_code,
+            response=parsed,
+            error=error,
+        )
+        return Response(
+            reply.content,
+            reply.status_code,
+            headers=_passed(reply.headers),
+            media_type=reply.headers.get("content-type", "application/json"),
+        )
+
+    async def _stream(
+        request: Request,
+        body: dict[str, Any],
+        raw: bytes,
+        started: float,
+        url: str,
+        headers: dict[str, str],
+    ) -> Response:
+        http = client["http"]
+        try:
+            reply = await http.send(
+                http.build_request("POST", url, content=raw, headers=headers), stream=True
+            )
+        except httpx.HTTPError as exc:
+            error = f"upstream unreachable: {type(exc).__name__}: {exc}"
+            _record(recorder, request, body, raw, started, status=502, response=None, error=error)
+            return _error(502, error, "upstream_error")
+        if reply.status_code != 200:
+            content = await reply.aread()
+            await reply.aclose()
+            _record(
+                recorder,
+                request,
+                body,
+                raw,
+                started,
+                status=reply.status_code,
+                response=None,
+                error=content.decode("utf-8", "replace"),
+            )
+            return Response(
+                content,
+                reply.status_code,
+                headers=_passed(reply.headers),
+                media_type=reply.headers.get("content-type", "application/json"),
+            )
+        assembled = StreamAssembler()
+
+        async def relay() -> AsyncIterator[bytes]:
+            error = "client disconnected before the stream ended"
+            try:
+                async for data in reply.aiter_raw():
+                    assembled.feed(data)
+                    yield data
+                error = ""
+            except httpx.HTTPError as exc:
+                error = f"upstream stream broke: {type(exc).__name__}: {exc}"
+            except ValueError as exc:
+                error = f"unreadable stream chunk: {exc}"
+            finally:
+                await reply.aclose()
+                _record(
+                    recorder,
+                    request,
+                    body,
+                    raw,
+                    started,
+                    status=200,
+                    response=assembled.response(),
+                    error=error,
+                )
+
+        return StreamingResponse(
+            relay(), status_code=200, headers=_passed(reply.headers), media_type="text/event-stream"
+        )
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+
+
+@contextmanager
+def running_proxy(
+    upstream: str,
+    lake: Lake,
+    run_id: str,
+    *,
+    api_key: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    flush_every_s: float = 1.0,
+) -> Iterator[str]:
+    """Run the proxy on a background thread; yields its base URL (`http://host:port/v1`).
+    Every recorded call is in the lake when the block exits."""
+    recorder = CallRecorder(lake, run_id, flush_every_s)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(upstream, recorder, api_key),
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+        )
+    )
+    thread = threading.Thread(target=server.run, name="proxy-server", daemon=True)
+    recorder.start()
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError(f"the proxy could not start on {host}:{port}")
+            time.sleep(0.01)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://{host}:{bound}/v1"
+    finally:
+        server.should_exit = True
+        thread.join()
+        recorder.close()
+
+
+def serve(
+    upstream: str, lake: Lake, run_id: str, *, api_key: str | None, host: str, port: int
+) -> None:
+    """Run the proxy in the foreground until interrupted (`foundry proxy`)."""
+    recorder = CallRecorder(lake, run_id)
+    recorder.start()
+    try:
+        uvicorn.run(create_app(upstream, recorder, api_key), host=host, port=port, log_level="info")
+    finally:
+        recorder.close()

@@ -1,0 +1,170 @@
+"""The interception proxy between the openai SDK and the fake upstream server."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from data.lake import Lake
+from harnesses.proxy import running_proxy
+from tests.fakes.openai_server import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parent.parent
+MESSAGES = [{"role": "user", "content": "Which river runs through Tessaly Port?"}]
+
+
+def sdk(base_url, key="client-key", retries=0, rollout="rollout-1"):
+    headers = {"X-Rollout-Id": rollout} if rollout else {}
+    return openai.OpenAI(
+        base_url=base_url, api_key=key, max_retries=retries, default_headers=headers, timeout=10
+    )
+
+
+@contextmanager
+def proxied(lake, upstream, **options):
+    """The upstream fake and the proxy in front of it; yields the proxy's base URL."""
+    with upstream, running_proxy(upstream.base_url, lake, "run-1", **options) as url:
+        yield url
+
+
+def calls(lake):
+    return lake.rows("SELECT * FROM proxy_calls ORDER BY started_at")
+
+
+@pytest.fixture
+def lake(tmp_path):
+    return Lake(tmp_path / "home")
+
+
+def test_a_call_is_forwarded_and_recorded_with_its_rollout(lake):
+    upstream = FakeOpenAIServer(lambda body: "The River Kelm")
+    with proxied(lake, upstream) as url:
+        reply = sdk(url).chat.completions.create(
+            model="fake-model", messages=MESSAGES, temperature=0.7, seed=3, max_tokens=20
+        )
+    assert reply.choices[0].message.content == "The River Kelm"
+    (call,) = calls(lake)
+    assert call["rollout_id"] == "rollout-1" and call["status"] == 200 and not call["error"]
+    assert json.loads(call["messages"]) == MESSAGES
+    assert json.loads(call["params"]) == {"temperature": 0.7, "seed": 3, "max_tokens": 20}
+    (choice,) = json.loads(call["response"])
+    assert choice["message"]["content"] == "The River Kelm"
+    assert call["finish_reason"] == "stop" and call["model"] == "fake-model"
+    assert call["prompt_tokens"] > 0 and call["completion_tokens"] == 3
+    assert call["latency_s"] >= 0 and not call["stream"]
+    assert upstream.requests[0]["seed"] == 3  # the body reached the upstream unchanged
+
+
+def test_an_sdk_retry_of_the_same_body_is_recorded_once(lake):
+    upstream = FakeOpenAIServer(faults=["500"])
+    with proxied(lake, upstream) as url:
+        sdk(url, retries=2).chat.completions.create(model="fake-model", messages=MESSAGES)
+    assert len(upstream.requests) == 2
+    (call,) = calls(lake)
+    assert (call["status"], call["retry"], call["error"]) == (200, 1, "")
+
+
+def test_upstream_errors_pass_through_faithfully(lake):
+    upstream = FakeOpenAIServer(faults=["429"], retry_after_s=7)
+    with proxied(lake, upstream) as url, pytest.raises(openai.RateLimitError) as raised:
+        sdk(url).chat.completions.create(model="fake-model", messages=MESSAGES)
+    assert raised.value.response.headers["retry-after"] == "7"
+    assert raised.value.body["code"] == "429"
+    (call,) = calls(lake)
+    assert call["status"] == 429 and "Rate limit" in call["error"]
+
+
+def test_an_unreachable_upstream_is_a_502_and_recorded(lake):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with (
+        running_proxy(f"http://127.0.0.1:{port}/v1", lake, "run-1") as url,
+        pytest.raises(openai.InternalServerError) as raised,
+    ):
+        sdk(url).chat.completions.create(model="fake-model", messages=MESSAGES)
+    assert raised.value.status_code == 502
+    (call,) = calls(lake)
+    assert call["status"] == 502 and "unreachable" in call["error"]
+
+
+def test_a_stream_is_relayed_and_recorded_assembled(lake):
+    upstream = FakeOpenAIServer(lambda body: "It is the River Kelm")
+    with proxied(lake, upstream) as url:
+        stream = sdk(url).chat.completions.create(
+            model="fake-model",
+            messages=MESSAGES,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "It is the River Kelm"
+    (call,) = calls(lake)
+    (choice,) = json.loads(call["response"])
+    assert choice["message"]["content"] == text and call["finish_reason"] == "stop"
+    assert call["stream"] and call["completion_tokens"] == 5 and not call["error"]
+
+
+def test_a_client_that_disconnects_mid_stream_is_recorded_and_the_proxy_goes_on(lake):
+    long_answer = " ".join(["word"] * 50)
+    upstream = FakeOpenAIServer(lambda body: long_answer, chunk_delay_s=0.05)
+    with proxied(lake, upstream) as url:
+        body = {"model": "fake-model", "messages": MESSAGES, "stream": True}
+        with httpx.stream("POST", f"{url}/chat/completions", json=body, timeout=10) as reply:
+            next(reply.iter_raw())  # read the first chunk, then hang up
+        after = sdk(url, rollout="rollout-2").chat.completions.create(
+            model="fake-model", messages=MESSAGES
+        )
+    assert after.choices[0].message.content == long_answer
+    first, second = sorted(calls(lake), key=lambda c: c["rollout_id"])
+    assert first["rollout_id"] == "none" and "disconnected" in first["error"]
+    assert first["stream"] and second["status"] == 200 and not second["error"]
+
+
+def test_without_a_rollout_header_the_key_names_the_rollout_and_is_not_stored(lake):
+    with proxied(lake, FakeOpenAIServer(), api_key="upstream-key") as url:
+        sdk(url, key="sk-secret-rollout-7", rollout=None).chat.completions.create(
+            model="fake-model", messages=MESSAGES
+        )
+        bad = httpx.post(f"{url}/chat/completions", content=b"{not json", timeout=10)
+    assert bad.status_code == 400
+    good, broken = sorted(calls(lake), key=lambda c: c["status"])
+    assert good["rollout_id"].startswith("key:") and broken["status"] == 400
+    assert "sk-secret-rollout-7" not in json.dumps(calls(lake), default=str)
+
+
+def test_foundry_proxy_records_until_interrupted(tmp_path):
+    home = tmp_path / "home"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with FakeOpenAIServer(lambda body: "Kelm") as upstream:
+        command = [sys.executable, "-m", "flows.cli", "proxy", "--home", str(home)]
+        command += ["--upstream", upstream.base_url, "--port", str(port)]
+        server = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        try:
+            url = f"http://127.0.0.1:{port}/v1"
+            for _ in range(200):
+                try:
+                    httpx.get(f"{url}/models", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.05)
+            reply = sdk(url).chat.completions.create(model="fake-model", messages=MESSAGES)
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=20)
+    assert reply.choices[0].message.content == "Kelm"
+    (call,) = calls(Lake(home))
+    assert call["rollout_id"] == "rollout-1" and call["status"] == 200
+    assert [r["state"] for r in Lake(home).runs()] == ["completed"]
