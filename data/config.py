@@ -71,6 +71,9 @@ class VerifyConfig(Settings):
 
 
 class CalibrateConfig(Settings):
+    # closed_book: the task's prompt alone; doc_search: search/read tools over the corpus
+    harness: Literal["closed_book", "doc_search"] = "closed_book"
+    max_turns: int = Field(default=4, ge=1)  # doc_search: tool turns before the attempt ends
     # adaptive: attempts in rounds until the band is settled (judges/adaptive.py); fixed: k each
     method: Literal["adaptive", "fixed"] = "adaptive"
     k: int = Field(default=8, ge=1)

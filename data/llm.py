@@ -160,7 +160,7 @@ class LLMClient:
         repairs: int = 2,
     ) -> T:
         """A reply parsed into `schema`; invalid replies are shown the error and asked again."""
-        response_format = self._response_format(role, schema)
+        response_format = self.response_format(role, schema)
         conversation = list(messages)
         error = ""
         for _ in range(repairs + 1):
@@ -202,7 +202,8 @@ class LLMClient:
         except KeyError:
             raise LLMError("unknown_role", role) from None
 
-    def _response_format(self, role: str, schema: type[BaseModel]) -> dict[str, Any]:
+    def response_format(self, role: str, schema: type[BaseModel]) -> dict[str, Any]:
+        """The `response_format` asking `role`'s server for JSON that matches `schema`."""
         json_schema = schema.model_json_schema()
         if self._endpoint(role).json_schema:
             json_schema["additionalProperties"] = False  # strict mode requires it

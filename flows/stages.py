@@ -35,7 +35,9 @@ from data.records import (
     VerdictRerun,
 )
 from generators import doc_qa
-from harnesses import closed_book
+from harnesses.base import Harness
+from harnesses.closed_book import ClosedBook
+from harnesses.doc_search import CorpusIndex, DocSearch
 from harnesses.proxy import running_proxy
 from judges import answerability, calibration
 from judges.review import review
@@ -56,6 +58,7 @@ class StageContext:
     run_id: str
     progress: Progress = lambda message: None  # noqa: E731
     plans: dict[tuple[str, str], calibration.Plan] = field(default_factory=dict)
+    harnesses: dict[str, Harness] = field(default_factory=dict)
 
     @property
     def cache(self) -> ResponseCache:
@@ -270,9 +273,25 @@ def calibration_plan(ctx: StageContext, solver: str, harness: str) -> calibratio
     return ctx.plans[key]
 
 
+def calibration_harness(ctx: StageContext) -> Harness:
+    """The configured harness, built once per run (doc_search indexes the corpus)."""
+    name = ctx.config.calibrate.harness
+    if name not in ctx.harnesses:
+        if name == "doc_search":
+            chunks = ctx.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
+            index = CorpusIndex([(r["chunk_id"], r["text"]) for r in chunks])
+            ctx.harnesses[name] = DocSearch(index, max_turns=ctx.config.calibrate.max_turns)
+        else:
+            ctx.harnesses[name] = ClosedBook()
+    return ctx.harnesses[name]
+
+
 async def calibrate_one(ctx: StageContext, task_id: str, task: Any, client: LLMClient) -> Outcome:
-    plan = calibration_plan(ctx, client.model("solver"), closed_book.NAME)
-    attempts, difficulty = await calibration.calibrate(task, client, ctx.config.calibrate, plan)
+    harness = calibration_harness(ctx)
+    plan = calibration_plan(ctx, client.model("solver"), harness.name)
+    attempts, difficulty = await calibration.calibrate(
+        task, client, ctx.config.calibrate, plan, harness
+    )
     return Outcome(
         ctx.status("calibrate", task_id, "done", difficulty.band),
         {"attempts": list(attempts), "difficulty": [difficulty]},

@@ -14,7 +14,7 @@ import numpy as np
 from data.config import CalibrateConfig
 from data.llm import LLMClient, settle
 from data.records import Attempt, Difficulty, Task, content_id, seed_for
-from harnesses import closed_book
+from harnesses.base import Harness
 from judges.adaptive import LABELS, SAMPLE, BandRule, Policy, Prior, matching_policy
 from judges.equivalence import grade
 from judges.passrate import learnability, pass_at_k, pool, wilson_interval
@@ -59,9 +59,10 @@ def fixed_policy(rule: BandRule, k: int) -> Policy:
 
 
 async def calibrate(
-    task: Task, llm: LLMClient, config: CalibrateConfig, how: Plan
+    task: Task, llm: LLMClient, config: CalibrateConfig, how: Plan, harness: Harness
 ) -> tuple[list[Attempt], Difficulty]:
-    """Attempt `task` without its source, round by round, until the plan settles its band."""
+    """Attempt `task` through `harness` (never with its source in the prompt), round by round,
+    until the plan settles its band."""
     _, seed = seed_for("calibrate", task.task_id)
     solver = llm.model("solver")
     attempts: list[Attempt] = []
@@ -69,10 +70,10 @@ async def calibrate(
     while (decision := how.policy.decide(len(attempts), passes)) == SAMPLE:
         start = len(attempts)
         ids = [
-            content_id(task.task_id, closed_book.NAME, solver, seed, i, config.temperature)
+            content_id(task.task_id, harness.name, solver, seed, i, config.temperature)
             for i in range(start, start + how.policy.round_size)
         ]
-        replies = await closed_book.attempt(
+        replies = await harness.attempt(
             task,
             llm,
             ids,
@@ -88,7 +89,7 @@ async def calibrate(
                     rollout_id=reply.rollout_id,
                     task_id=task.task_id,
                     index=i,
-                    harness=closed_book.NAME,
+                    harness=harness.name,
                     solver_model=solver,
                     temperature=config.temperature,
                     seed=seed + i,
@@ -105,7 +106,7 @@ async def calibrate(
     difficulty = Difficulty(
         task_id=task.task_id,
         solver_model=solver,
-        harness=closed_book.NAME,
+        harness=harness.name,
         n=n,
         passes=passes,
         pass_rate=rate,

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from data.config import CalibrateConfig
+from harnesses.closed_book import ClosedBook
 from judges import calibration
 from judges.adaptive import (
     LABELS,
@@ -82,7 +83,9 @@ def test_calibration_samples_in_rounds_until_the_policy_stops():
     task = first_task(ScriptedLLM(Oracle().respond))
     solver = ScriptedLLM(lambda role, messages, params: "something else")
     how = calibration.plan(CalibrateConfig(round_size=2), history=[])
-    attempts, difficulty = asyncio.run(calibration.calibrate(task, solver, CalibrateConfig(), how))
+    attempts, difficulty = asyncio.run(
+        calibration.calibrate(task, solver, CalibrateConfig(), how, ClosedBook())
+    )
     expected, _ = walk(how.policy, [0] * 32)
     assert difficulty.n == len(attempts) == expected
     assert (difficulty.band, difficulty.method, difficulty.prior) == (

@@ -39,6 +39,8 @@ class Oracle:
         return self.respond("?", body["messages"], params)
 
     def respond(self, role: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+        if messages[0]["role"] == "system" and "collection of documents" in messages[0]["content"]:
+            return self._search_turn(messages)
         prompt = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
         if "Focus sentence:" in prompt:
             options = re.findall(r"^- (.+)$", prompt, flags=re.M)
@@ -70,3 +72,18 @@ class Oracle:
         if seed % 2 < skill:
             return answer
         return f"{answer}, something" if self.hedge else "something else"
+
+    def _search_turn(self, messages: list[dict[str, str]]) -> str:
+        """The doc-search harness's solver: search the question's words, read the first hit,
+        then answer what it remembers only if the passage it read holds it."""
+        question = next(m["content"] for m in messages if m["role"] == "user")
+        last = messages[-1]["content"]
+        if last.startswith("Results:"):
+            first = re.search(r"^\[(\w+)\]", last.splitlines()[1]).group(1)
+            return json.dumps({"tool": "read", "argument": first})
+        if last.startswith("Passage "):
+            answer = self.answers.get(question, "")
+            found = answer and answer in last
+            return json.dumps({"tool": "answer", "argument": answer if found else "unknown"})
+        words = re.sub(r"Fill the blank:|_+|\?", " ", question)
+        return json.dumps({"tool": "search", "argument": " ".join(words.split())[:300]})

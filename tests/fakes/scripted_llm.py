@@ -40,10 +40,12 @@ class ScriptedLLM(LLMClient):
         super().__init__(endpoints, cache=None)
         self.respond = respond
         self.requests: list[tuple[str, list[dict[str, str]], dict[str, Any]]] = []
+        self.rollouts: list[str] = []
 
     async def _request(self, role, messages, params, rollout_id=""):
         self._endpoint(role)
         self.requests.append((role, messages, params))
+        self.rollouts.append(rollout_id)
         out = self.respond(role, messages, params)
         texts = out if isinstance(out, list) else [out]
         return texts, Usage(prompt_tokens=10, completion_tokens=5), False, ""
