@@ -114,6 +114,19 @@ class FoundryConfig(Settings):
     export: ExportConfig = ExportConfig()
 
 
+def with_solver(config: FoundryConfig, model: str, base_url: str | None) -> FoundryConfig:
+    """`config` with the solver role pointed at `model` (on `base_url`, else on the configured
+    solver's server, which must not be the embedded one: it serves a single model)."""
+    current = config.roles.solver
+    url = base_url or current.base_url
+    if url is None:
+        raise ValueError(
+            f"the embedded server only serves its own model; give --solver-url for {model}"
+        )
+    solver = current.model_copy(update={"model": model, "base_url": url})
+    return config.model_copy(update={"roles": config.roles.model_copy(update={"solver": solver})})
+
+
 def find_config_file(explicit: Path | None, home: Path) -> Path | None:
     """The config file to read, following the documented lookup order."""
     if explicit is not None:

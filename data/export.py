@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data.funnel import funnel
+from data.funnel import MEASURED_BY, funnel
 from data.lake import Lake
 from data.records import SCHEMA_VERSION, utcnow
 
@@ -58,8 +58,8 @@ SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
 FROM tasks t
 JOIN difficulty d USING (task_id)
 JOIN reviews r USING (task_id)
+JOIN status s ON s.item_id = t.task_id AND s.stage = ? AND s.status = 'done' AND {measured}
 WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
-  AND t.task_id IN (SELECT item_id FROM status WHERE stage = 'calibrate' AND status = 'done')
   AND t.task_id IN (SELECT item_id FROM status WHERE stage = 'review' AND status = 'done')
   AND d.pass_rate BETWEEN ? AND ?
 ORDER BY t.task_id
@@ -79,10 +79,14 @@ def export_taskset(
     base: Path,
     band: tuple[float, float] | None = None,
     rows_per_part: int = 50_000,
+    solver: str | None = None,
 ) -> ExportResult:
-    """Write the next version of taskset `name` under `base` (or reuse an identical latest)."""
+    """Write the next version of taskset `name` under `base` (or reuse an identical latest).
+    Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
+    (exported as `<name>-<solver>`)."""
     low, high = band or (0.0, 1.0)
-    rows = lake.rows(_TASKS_SQL, [low, high])
+    stage = f"calibrate:{solver}" if solver else "calibrate"
+    rows = lake.rows(_TASKS_SQL.format(measured=MEASURED_BY), [stage, low, high])
     task_ids = [r["task_id"] for r in rows]
     verdicts = _by_task(
         lake,
@@ -107,6 +111,8 @@ def export_taskset(
         row["consensus"] = json.dumps(consensus.get(row["task_id"], []), sort_keys=True)
         row["rubric"] = json.dumps(rubric.get(row["task_id"], []), sort_keys=True)
     fingerprint = _fingerprint(rows, band)
+    if solver:
+        name = f"{name}-{_slug(solver)}"
     root = base / name
     latest = _latest_version(root)
     if latest is not None and _manifest(latest).get("fingerprint") == fingerprint:
@@ -129,6 +135,10 @@ def export_taskset(
     os.replace(tmp, final)
     _point_latest(root, version)
     return ExportResult(final, len(rows), written=True)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
 
 
 def _by_task(lake: Lake, sql: str, task_ids: list[str]) -> dict[str, list[dict[str, Any]]]:

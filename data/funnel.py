@@ -6,6 +6,12 @@ from typing import Any
 
 from data.lake import Lake
 
+# The difficulty row a calibrate-stage status measured: its detail names `solver|harness`
+# (statuses written before it did have an empty detail and stand for the task's only row).
+MEASURED_BY = """(s.detail = d.solver_model || '|' || d.harness OR (s.detail = '' AND NOT EXISTS (
+    SELECT 1 FROM status o WHERE o.stage = 'calibrate:' || d.solver_model
+    AND o.item_id = d.task_id)))"""
+
 STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate", "review")
 
 
@@ -34,15 +40,17 @@ def funnel(lake: Lake) -> dict[str, Any]:
         " coalesce(sum(cost_usd), 0)::DOUBLE AS cost_usd"
         " FROM llm_calls GROUP BY role ORDER BY role"
     )
+    calibrated = (
+        " FROM difficulty d JOIN status s ON s.item_id = d.task_id AND s.status = 'done'"
+        f" AND s.stage LIKE 'calibrate%' AND {MEASURED_BY}"
+    )
     bands = lake.rows(
-        "SELECT band, count(*) AS n FROM difficulty"
-        " WHERE task_id IN (SELECT item_id FROM status WHERE stage = 'calibrate'"
-        " AND status = 'done') GROUP BY band ORDER BY band"
+        f"SELECT s.stage, d.band, count(*) AS n {calibrated} GROUP BY ALL ORDER BY ALL"
     )
     attempts = lake.rows(
-        "SELECT method, prior, count(*) AS tasks, avg(n) AS mean, min(n) AS min, max(n) AS max"
-        " FROM difficulty WHERE task_id IN (SELECT item_id FROM status WHERE stage = 'calibrate'"
-        " AND status = 'done') GROUP BY ALL ORDER BY ALL"
+        "SELECT s.stage, d.solver_model AS solver, d.harness, d.method, d.prior,"
+        " count(*) AS tasks, avg(d.n) AS mean, min(d.n) AS min, max(d.n) AS max"
+        f"{calibrated} GROUP BY ALL ORDER BY ALL"
     )
     proxy = lake.rows(
         "SELECT count(*) AS calls, count(DISTINCT rollout_id) AS rollouts,"
@@ -52,10 +60,18 @@ def funnel(lake: Lake) -> dict[str, Any]:
     return {
         "stages": stages,
         "llm": {row.pop("role"): row for row in usage},
-        "bands": {row["band"]: row["n"] for row in bands},
+        "bands": {r["band"]: r["n"] for r in bands if r["stage"] == "calibrate"},
+        "recalibrated_bands": _nested(r for r in bands if r["stage"] != "calibrate"),
         "attempts": attempts,
         "proxy": proxy,
     }
+
+
+def _nested(rows) -> dict[str, dict[str, int]]:
+    nested: dict[str, dict[str, int]] = {}
+    for row in rows:
+        nested.setdefault(row["stage"], {})[row["band"]] = row["n"]
+    return nested
 
 
 def format_funnel(summary: dict[str, Any]) -> str:
@@ -71,11 +87,13 @@ def format_funnel(summary: dict[str, Any]) -> str:
                 lines.append(f"    {reason:<40} {n:>6}")
     lines.append("")
     lines.append("bands: " + (", ".join(f"{k}={v}" for k, v in summary["bands"].items()) or "-"))
+    for stage, counts in summary["recalibrated_bands"].items():
+        lines.append(f"bands ({stage}): " + ", ".join(f"{k}={v}" for k, v in counts.items()))
     for a in summary["attempts"]:
         prior = f", prior {a['prior']}" if a["prior"] else ""
         lines.append(
-            f"attempts per task ({a['method']}{prior}): mean {a['mean']:.1f},"
-            f" min {a['min']}, max {a['max']} over {a['tasks']} tasks"
+            f"attempts per task, {a['solver']} via {a['harness']} ({a['method']}{prior}):"
+            f" mean {a['mean']:.1f}, min {a['min']}, max {a['max']} over {a['tasks']} tasks"
         )
     p = summary["proxy"]
     lines.append(

@@ -48,14 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (
         ("generate", "write candidate tasks from chunks"),
         ("verify", "judge candidates: answerable with source, not without"),
-        ("calibrate", "measure solver pass rates and bands"),
         ("review", "rubrics from failed attempts; mine and remedy reward hacks"),
     ):
         sub.add_parser(name, parents=[common], help=text)
+    calibrate = sub.add_parser(
+        "calibrate", parents=[common], help="measure solver pass rates and bands"
+    )
+    calibrate.add_argument(
+        "--solver", help="re-calibrate every verified task against this model, kept beside"
+    )
+    calibrate.add_argument("--solver-url", help="its server (default: the configured solver's)")
 
     export = sub.add_parser("export", parents=[common], help="write a taskset version")
     export.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
     export.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
+    export.add_argument("--solver", help="use this model's re-calibration (foundry calibrate)")
 
     judges = sub.add_parser("judges", help="judge quality figures")
     judge_commands = judges.add_subparsers(dest="judges_command", required=True)
@@ -115,11 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         _print_export(summary["export"])
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
-    elif args.command in ("generate", "verify", "calibrate", "review"):
+    elif args.command in ("generate", "verify", "review"):
         flow = getattr(pipeline, f"{args.command}_flow")
         print(json.dumps(flow(**common), indent=2))
+    elif args.command == "calibrate":
+        counts = pipeline.calibrate_flow(solver=args.solver, solver_url=args.solver_url, **common)
+        print(json.dumps(counts, indent=2))
     elif args.command == "export":
-        _print_export(pipeline.export_flow(out=args.out, band=band, **common))
+        _print_export(pipeline.export_flow(out=args.out, band=band, solver=args.solver, **common))
     elif args.command == "judges":
         figures = pipeline.judge_variance_flow(
             tasks=args.tasks, seeds=args.seeds, temperature=args.temperature, **common

@@ -18,7 +18,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from data.config import load_config
+from data.config import load_config, with_solver
 from data.endpoints import Endpoint, resolve_endpoints
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_usage
@@ -32,6 +32,7 @@ from flows.stages import (
     run_llm_batch,
     run_stages,
     solver_through_proxy,
+    stage_named,
     variance_sample,
 )
 from judges.agreement import seed_variance
@@ -73,23 +74,25 @@ def ingest_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
 def llm_batch_task(
     stage: str, index: int, items: list[str], ctx: StageContext, endpoints: dict[str, Endpoint]
 ) -> dict[str, int]:
-    spec = next(s for s in LLM_STAGES if s.name == stage)
-    return dict(run_llm_batch(spec, items, ctx, endpoints))
+    return dict(run_llm_batch(stage_named(stage), items, ctx, endpoints))
 
 
 @task(name="export", cache_policy=NO_CACHE)
 def export_task(
-    ctx: StageContext, out: str | None, band: tuple[float, float] | None
+    ctx: StageContext,
+    out: str | None,
+    band: tuple[float, float] | None,
+    solver: str | None = None,
 ) -> ExportResult:
     base = Path(out) if out else ctx.config.home / "tasksets"
     return export_taskset(
-        ctx.lake, ctx.config.export.name, base, band, ctx.config.export.rows_per_part
+        ctx.lake, ctx.config.export.name, base, band, ctx.config.export.rows_per_part, solver
     )
 
 
 def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, int]]:
     """Run the named LLM stages in order; the model endpoints are opened only if needed."""
-    stages = [s for s in LLM_STAGES if s.name in names]
+    stages = [stage_named(name) for name in names]
     if not any(s.pending(ctx) for s in stages):
         ctx.progress("nothing pending for " + ", ".join(names))
         return {s.name: {} for s in stages}
@@ -125,8 +128,24 @@ def _llm_stage_flow(name: str):
 
 generate_flow = _llm_stage_flow("generate")
 verify_flow = _llm_stage_flow("verify")
-calibrate_flow = _llm_stage_flow("calibrate")
 review_flow = _llm_stage_flow("review")
+
+
+@flow(name="calibrate")
+def calibrate_flow(
+    home: str | None = None,
+    config: str | None = None,
+    solver: str | None = None,
+    solver_url: str | None = None,
+) -> dict:
+    """Calibrate verified tasks against the configured solver or, with `solver`, against that
+    model (at `solver_url`, else the configured solver's server), kept beside earlier ones."""
+    with stage_context("calibrate", home, config) as ctx:
+        if solver is None:
+            return _run_llm_stages(["calibrate"], ctx)["calibrate"]
+        ctx.config = with_solver(ctx.config, solver, solver_url)
+        stage = f"calibrate:{solver}"
+        return _run_llm_stages([stage], ctx)[stage]
 
 
 @flow(name="judge-variance")
@@ -156,9 +175,10 @@ def export_flow(
     config: str | None = None,
     out: str | None = None,
     band: tuple[float, float] | None = None,
+    solver: str | None = None,
 ) -> dict[str, Any]:
     with stage_context("export", home, config) as ctx:
-        result = export_task(ctx, out, band)
+        result = export_task(ctx, out, band, solver)
         return {"path": str(result.path), "n_tasks": result.n_tasks, "written": result.written}
 
 

@@ -246,12 +246,11 @@ async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
 # calibrate: accepted task -> attempts and difficulty
 
 
+VERIFIED = "SELECT item_id AS id FROM status WHERE stage = 'verify' AND status = 'done' ORDER BY id"
+
+
 def pending_calibrate(ctx: StageContext) -> list[str]:
-    return _pending(
-        ctx,
-        "calibrate",
-        "SELECT item_id AS id FROM status WHERE stage = 'verify' AND status = 'done' ORDER BY id",
-    )
+    return _pending(ctx, "calibrate", VERIFIED)
 
 
 def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
@@ -286,16 +285,44 @@ def calibration_harness(ctx: StageContext) -> Harness:
     return ctx.harnesses[name]
 
 
-async def calibrate_one(ctx: StageContext, task_id: str, task: Any, client: LLMClient) -> Outcome:
-    harness = calibration_harness(ctx)
-    plan = calibration_plan(ctx, client.model("solver"), harness.name)
-    attempts, difficulty = await calibration.calibrate(
-        task, client, ctx.config.calibrate, plan, harness
+def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
+    """The calibrate work for `stage`; the status detail names the solver and harness measured
+    (`solver|harness`), so exports pick the matching difficulty row."""
+
+    async def calibrate_one(
+        ctx: StageContext, task_id: str, task: Any, client: LLMClient
+    ) -> Outcome:
+        harness = calibration_harness(ctx)
+        solver = client.model("solver")
+        plan = calibration_plan(ctx, solver, harness.name)
+        attempts, difficulty = await calibration.calibrate(
+            task, client, ctx.config.calibrate, plan, harness
+        )
+        return Outcome(
+            ctx.status(stage, task_id, "done", difficulty.band, f"{solver}|{harness.name}"),
+            {"attempts": list(attempts), "difficulty": [difficulty]},
+        )
+
+    return calibrate_one
+
+
+def recalibration(solver: str) -> LLMStage:
+    """Calibration of every verified task against another solver (`foundry calibrate
+    --solver`): its own stage, `calibrate:<solver>`, beside the pipeline's measurements."""
+    name = f"calibrate:{solver}"
+    return LLMStage(
+        name, lambda ctx: _pending(ctx, name, VERIFIED), load_tasks, calibrate_into(name)
     )
-    return Outcome(
-        ctx.status("calibrate", task_id, "done", difficulty.band),
-        {"attempts": list(attempts), "difficulty": [difficulty]},
-    )
+
+
+def stage_named(name: str) -> LLMStage:
+    """A pipeline stage, or the re-calibration stage of `calibrate:<solver>`."""
+    for stage in LLM_STAGES:
+        if stage.name == name:
+            return stage
+    if name.startswith("calibrate:"):
+        return recalibration(name.removeprefix("calibrate:"))
+    raise KeyError(f"no LLM stage {name!r}")
 
 
 # review: calibrated task -> rubric, reward hacks, remedied task
@@ -320,7 +347,8 @@ def load_tasks_with_attempts(ctx: StageContext, task_ids: list[str]) -> dict[str
 
 async def review_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
     task, attempts = loaded
-    result = await review(task, attempts, client)
+    solver = client.model("solver")  # attempts of re-calibrations against other solvers aside
+    result = await review(task, [a for a in attempts if a.solver_model == solver], client)
     records: dict[str, list[Record]] = {
         "rubrics": list(result.rubric),
         "hack_verdicts": list(result.verdicts),
@@ -338,7 +366,7 @@ async def review_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
 LLM_STAGES = [
     LLMStage("generate", pending_generate, load_chunks, generate_one),
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
-    LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_one),
+    LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),
 ]
 

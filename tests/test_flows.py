@@ -42,16 +42,29 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert all(0.2 <= p <= 0.8 for p in rates.to_pylist())
     capsys.readouterr()
 
+    # re-calibrate against another model on the same server: both measurements are kept
+    recalibrate = ["calibrate", "--home", str(home), "--solver", "other-model"]
+    assert main([*recalibrate, "--solver-url", oracle_server.base_url]) == 0
+    assert main(["export", "--home", str(home), "--solver", "other-model"]) == 0
+    other = home / "tasksets" / "docqa-other-model" / "latest"
+    solvers = pq.read_table(other / "part-00000.parquet")["solver_model"].to_pylist()
+    assert set(solvers) == {"other-model"} and len(solvers) == manifest["n_tasks"]
+    assert main(["export", "--home", str(home)]) == 0  # the pipeline's own taskset is unchanged
+    assert "unchanged" in capsys.readouterr().out
+    capsys.readouterr()
+
     assert main(["stats", "--home", str(home), "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["runs"] == 3
+    assert stats["recalibrated_bands"]["calibrate:other-model"]
+    assert {a["solver"] for a in stats["attempts"]} == {"fake-model", "other-model"}
+    assert stats["runs"] == 6
     assert stats["stages"]["ingest"]["done"] == 4
     assert stats["stages"]["verify"]["items"] == stats["stages"]["candidate"]["done"]
     assert stats["llm"]["generator"]["calls"] > 0
     assert stats["judges"]["judges"]["judge:0"]["agreement_with_consensus"] == 1.0
     assert stats["review"]["reviewed"] == stats["stages"]["review"]["done"] > 0
     assert stats["review"]["rubric_items"] > 0 and stats["review"]["hackable"] == 0
-    (attempts,) = stats["attempts"]
+    attempts = next(a for a in stats["attempts"] if a["stage"] == "calibrate")
     assert (attempts["method"], attempts["prior"]) == ("adaptive", "jeffreys")
     assert 2 <= attempts["min"] <= attempts["mean"] <= attempts["max"] <= 32
 
