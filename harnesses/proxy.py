@@ -145,38 +145,54 @@ class StreamAssembler:
         }
 
 
-def _record(
-    recorder: CallRecorder,
-    request: Request,
-    body: dict[str, Any],
-    raw: bytes,
-    started: float,
-    *,
-    status: int,
-    response: dict[str, Any] | None,
-    error: str = "",
-) -> None:
-    rollout = rollout_of(request.headers)
-    choices = (response or {}).get("choices") or []
-    usage = (response or {}).get("usage") or {}
-    recorder.add(
-        ProxyCall(
-            call_id=content_id(rollout, hashlib.sha256(raw).hexdigest()),
-            rollout_id=rollout,
-            started_at=utcnow(),
-            model=str((response or {}).get("model") or body.get("model", "")),
-            messages=json.dumps(body.get("messages", []), ensure_ascii=False),
-            params=json.dumps({k: body[k] for k in SAMPLING_KEYS if k in body}, sort_keys=True),
-            response=json.dumps(choices, ensure_ascii=False),
-            finish_reason=str(choices[0].get("finish_reason") or "") if choices else "",
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            latency_s=time.monotonic() - started,
-            status=status,
-            error=error[:500],
-            stream=bool(body.get("stream")),
-            retry=int(request.headers.get(RETRY_HEADER, "0") or 0),
+@dataclass
+class _Exchange:
+    """One client request on its way through the proxy, and how it gets recorded."""
+
+    recorder: CallRecorder
+    request: Request
+    body: dict[str, Any]
+    raw: bytes
+    started: float
+
+    def record(self, status: int, response: dict[str, Any] | None = None, error: str = "") -> None:
+        rollout = rollout_of(self.request.headers)
+        choices = (response or {}).get("choices") or []
+        usage = (response or {}).get("usage") or {}
+        body = self.body
+        self.recorder.add(
+            ProxyCall(
+                call_id=content_id(rollout, hashlib.sha256(self.raw).hexdigest()),
+                rollout_id=rollout,
+                started_at=utcnow(),
+                model=str((response or {}).get("model") or body.get("model", "")),
+                messages=json.dumps(body.get("messages", []), ensure_ascii=False),
+                params=json.dumps({k: body[k] for k in SAMPLING_KEYS if k in body}, sort_keys=True),
+                response=json.dumps(choices, ensure_ascii=False),
+                finish_reason=str(choices[0].get("finish_reason") or "") if choices else "",
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                latency_s=time.monotonic() - self.started,
+                status=status,
+                error=error[:500],
+                stream=bool(body.get("stream")),
+                retry=int(self.request.headers.get(RETRY_HEADER, "0") or 0),
+            )
         )
+
+    def unreachable(self, exc: Exception) -> JSONResponse:
+        error = f"upstream unreachable: {type(exc).__name__}: {exc}"
+        self.record(502, error=error)
+        return _error(502, error, "upstream_error")
+
+
+def _relayed(reply: httpx.Response, content: bytes) -> Response:
+    """The upstream's answer as the client gets it: status, body, rate-limit headers."""
+    return Response(
+        content,
+        reply.status_code,
+        headers=_passed(reply.headers),
+        media_type=reply.headers.get("content-type", "application/json"),
     )
 
 
@@ -227,17 +243,16 @@ def create_app(
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
         except ValueError as exc:
-            _record(recorder, request, {}, raw, started, status=400, response=None, error=str(exc))
+            _Exchange(recorder, request, {}, raw, started).record(400, error=str(exc))
             return _error(400, f"invalid JSON body: {exc}", "invalid_request_error")
+        exchange = _Exchange(recorder, request, body, raw, started)
         url, headers = f"{base}/chat/completions", upstream_headers(request)
         if body.get("stream"):
-            return await _stream(request, body, raw, started, url, headers)
+            return await _stream(exchange, url, headers)
         try:
             reply = await client["http"].post(url, content=raw, headers=headers)
         except httpx.HTTPError as exc:
-            error = f"upstream unreachable: {type(exc).__name__}: {exc}"
-            _record(recorder, request, body, raw, started, status=502, response=None, error=error)
-            return _error(502, error, "upstream_error")
+            return exchange.unreachable(exc)
         try:
             parsed = reply.json() if reply.status_code == 200 else None
         except ValueError:
@@ -245,59 +260,21 @@ def create_app(
         error = "" if reply.status_code == 200 else reply.text[:500]
         if reply.status_code == 200 and parsed is None:
             error = "upstream answered 200 with a body that is not JSON"
-        _record(
-            recorder,
-            request,
-            body,
-            raw,
-            started,
-            status=reply.status_code,
-            response=parsed,
-            error=error,
-        )
-        return Response(
-            reply.content,
-            reply.status_code,
-            headers=_passed(reply.headers),
-            media_type=reply.headers.get("content-type", "application/json"),
-        )
+        exchange.record(reply.status_code, parsed, error)
+        return _relayed(reply, reply.content)
 
-    async def _stream(
-        request: Request,
-        body: dict[str, Any],
-        raw: bytes,
-        started: float,
-        url: str,
-        headers: dict[str, str],
-    ) -> Response:
+    async def _stream(exchange: _Exchange, url: str, headers: dict[str, str]) -> Response:
         http = client["http"]
+        request = http.build_request("POST", url, content=exchange.raw, headers=headers)
         try:
-            reply = await http.send(
-                http.build_request("POST", url, content=raw, headers=headers), stream=True
-            )
+            reply = await http.send(request, stream=True)
         except httpx.HTTPError as exc:
-            error = f"upstream unreachable: {type(exc).__name__}: {exc}"
-            _record(recorder, request, body, raw, started, status=502, response=None, error=error)
-            return _error(502, error, "upstream_error")
+            return exchange.unreachable(exc)
         if reply.status_code != 200:
             content = await reply.aread()
             await reply.aclose()
-            _record(
-                recorder,
-                request,
-                body,
-                raw,
-                started,
-                status=reply.status_code,
-                response=None,
-                error=content.decode("utf-8", "replace"),
-            )
-            return Response(
-                content,
-                reply.status_code,
-                headers=_passed(reply.headers),
-                media_type=reply.headers.get("content-type", "application/json"),
-            )
+            exchange.record(reply.status_code, error=content.decode("utf-8", "replace"))
+            return _relayed(reply, content)
         assembled = StreamAssembler()
 
         async def relay() -> AsyncIterator[bytes]:
@@ -313,16 +290,7 @@ def create_app(
                 error = f"unreadable stream chunk: {exc}"
             finally:
                 await reply.aclose()
-                _record(
-                    recorder,
-                    request,
-                    body,
-                    raw,
-                    started,
-                    status=200,
-                    response=assembled.response(),
-                    error=error,
-                )
+                exchange.record(200, assembled.response(), error)
 
         return StreamingResponse(
             relay(), status_code=200, headers=_passed(reply.headers), media_type="text/event-stream"
