@@ -32,7 +32,16 @@ from data.endpoints import Endpoint  # noqa: E402
 from data.funnel import run_usage  # noqa: E402
 from data.lake import Lake  # noqa: E402
 from data.llm import LLMClient, LLMError  # noqa: E402
-from flows.stages import LLM_STAGES, StageContext, batches, ingest_docs, run_llm_batch  # noqa: E402
+from flows.stages import (  # noqa: E402
+    LLM_STAGES,
+    LLMStage,
+    StageContext,
+    batches,
+    ingest_docs,
+    run_llm_batch,
+    solver_through_proxy,
+)
+from harnesses.proxy import running_proxy  # noqa: E402
 from tests.fakes import openai_server  # noqa: E402
 from tests.fakes.oracle import Oracle  # noqa: E402
 from tests.fakes.scripted_llm import fake_endpoints  # noqa: E402
@@ -102,29 +111,42 @@ def warm_up(endpoints: dict[str, Endpoint], concurrency: int) -> None:
 def run_pipeline(
     ctx: StageContext, endpoints: dict[str, Endpoint], server: openai_server.FakeOpenAIServer
 ) -> tuple[Phase, list[Phase], Counter]:
-    """Run the LLM stages batch by batch, exactly as the flows do (minus Prefect)."""
+    """Run the LLM stages batch by batch, exactly as the flows do (minus Prefect): the solver
+    behind the recording proxy."""
     outcomes: Counter = Counter()
     stages: list[Phase] = []
     first = len(server.requests)
     started = time.monotonic()
-    for stage in LLM_STAGES:
-        stage_start, stage_first = time.monotonic(), len(server.requests)
-        items = stage.pending(ctx)
-        groups = batches(items, ctx.config.batch_size)
-        for group in groups:
-            outcomes.update(run_llm_batch(stage, group, ctx, endpoints))
-        name, detail = f"  {stage.name}", f"{len(items)} items, {len(groups)} batches"
-        requests = len(server.requests) - stage_first
-        stages.append(Phase(name, requests, stage_start, time.monotonic(), detail))
+    with solver_through_proxy(ctx, endpoints) as proxied:
+        for stage in LLM_STAGES:
+            stages.append(run_stage(stage, ctx, proxied, server, outcomes))
     requests = len(server.requests) - first
     total = Phase("pipeline", requests, started, time.monotonic(), "LLM stages, plain functions")
     return total, stages, outcomes
+
+
+def run_stage(
+    stage: LLMStage,
+    ctx: StageContext,
+    endpoints: dict[str, Endpoint],
+    server: openai_server.FakeOpenAIServer,
+    outcomes: Counter,
+) -> Phase:
+    stage_start, stage_first = time.monotonic(), len(server.requests)
+    items = stage.pending(ctx)
+    groups = batches(items, ctx.config.batch_size)
+    for group in groups:
+        outcomes.update(run_llm_batch(stage, group, ctx, endpoints))
+    name, detail = f"  {stage.name}", f"{len(items)} items, {len(groups)} batches"
+    requests = len(server.requests) - stage_first
+    return Phase(name, requests, stage_start, time.monotonic(), detail)
 
 
 def replay(
     bodies: list[dict[str, Any]],
     endpoints: dict[str, Endpoint],
     server: openai_server.FakeOpenAIServer,
+    name: str = "raw",
 ) -> tuple[Phase, int]:
     """Send `bodies` again through one LLMClient (no cache), all gathered at once."""
 
@@ -152,9 +174,8 @@ def replay(
     first = len(server.requests)
     started = time.monotonic()
     results = asyncio.run(go())
-    phase = Phase(
-        "raw", len(server.requests) - first, started, time.monotonic(), "LLMClient.chat, one gather"
-    )
+    detail = "LLMClient.chat, one gather" + (", through the proxy" if name != "raw" else "")
+    phase = Phase(name, len(server.requests) - first, started, time.monotonic(), detail)
     return phase, results.count(False)
 
 
@@ -215,13 +236,17 @@ def main(argv: list[str] | None = None) -> int:
         usage = run_usage(lake, run_id)
         lake.finish_run(run_id, "completed", usage)
         raw, raw_failed = replay(bodies, endpoints, server)
+        with running_proxy(server.base_url, lake, run_id) as url:
+            via, via_failed = replay(
+                bodies, endpoints_for(url, args.concurrency), server, "proxied"
+            )
         times = list(server.request_times)
 
-    for phase in (raw, pipeline, *stages):
+    for phase in (raw, via, pipeline, *stages):
         arrivals = [t for t in times if phase.start <= t <= phase.end]
         occupancy(phase, arrivals, args.latency, args.concurrency)
     print()
-    print_table([raw, pipeline, *stages], ideal)
+    print_table([raw, via, pipeline, *stages], ideal)
     print(
         "  idle: share of the time with no request at the server (client work, lake I/O and"
         " batch set-up); full: share with all slots busy."
@@ -230,14 +255,19 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "meets" if ratio >= TARGET_RATIO else "BELOW"
     print()
     print(f"pipeline/raw = {ratio:.2f} (target >= {TARGET_RATIO}: {verdict} target)")
+    proxy_ratio = via.rate / raw.rate if raw.rate else 0.0
+    print(f"proxied/raw = {proxy_ratio:.2f} (what the recording proxy costs at this latency)")
     failed = {k: v for k, v in outcomes.items() if k.startswith("failed:")}
     print(f"pipeline outcomes: {dict(sorted(outcomes.items()))}")
     print(
         f"pipeline LLM calls recorded: {usage['calls']} live, {usage['cache_hits']} from cache,"
         f" {usage['errors']} errors; server received {pipeline.requests}"
     )
-    if failed or raw_failed or usage["errors"]:
-        print(f"WARNING: failures (pipeline {failed}, raw {raw_failed}) make the figures suspect")
+    if failed or raw_failed or via_failed or usage["errors"]:
+        print(
+            f"WARNING: failures (pipeline {failed}, raw {raw_failed}, proxied {via_failed})"
+            " make the figures suspect"
+        )
     print(
         f"note: each stage batch (<= {batch_size} items) finishes before the next starts and an"
         " item's own requests are often sequential (generate: answer then question; verify:"
