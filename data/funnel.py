@@ -9,8 +9,8 @@ from data.lake import Lake
 # The difficulty row a calibrate-stage status measured: its detail names `solver|harness`
 # (statuses written before it did have an empty detail and stand for the task's only row).
 MEASURED_BY = """(s.detail = d.solver_model || '|' || d.harness OR (s.detail = '' AND NOT EXISTS (
-    SELECT 1 FROM status o WHERE o.stage = 'calibrate:' || d.solver_model
-    AND o.item_id = d.task_id)))"""
+    SELECT 1 FROM status o WHERE o.item_id = d.task_id AND o.stage LIKE 'calibrate%'
+    AND o.detail = d.solver_model || '|' || d.harness)))"""
 
 STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate", "review")
 
@@ -48,7 +48,8 @@ def funnel(lake: Lake) -> dict[str, Any]:
         f"SELECT s.stage, d.band, count(*) AS n {calibrated} GROUP BY ALL ORDER BY ALL"
     )
     attempts = lake.rows(
-        "SELECT s.stage, d.solver_model AS solver, d.harness, d.method, d.prior,"
+        "SELECT s.stage, d.solver_model AS solver, d.harness,"
+        " coalesce(d.method, 'fixed') AS method, coalesce(d.prior, '') AS prior,"
         " count(*) AS tasks, avg(d.n) AS mean, min(d.n) AS min, max(d.n) AS max"
         f"{calibrated} GROUP BY ALL ORDER BY ALL"
     )

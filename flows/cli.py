@@ -164,7 +164,7 @@ def _proxy(args: argparse.Namespace) -> int:
         serve(args.upstream, lake, run_id, api_key=args.api_key, host=args.host, port=args.port)
         state = "completed"
     finally:
-        lake.finish_run(run_id, state, {"proxy_calls": len(lake.shards("proxy_calls"))})
+        lake.finish_run(run_id, state, {"upstream": args.upstream})
     return 0
 
 

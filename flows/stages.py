@@ -102,7 +102,9 @@ def solver_through_proxy(
     """The endpoints with the solver behind the interception proxy, which records every
     rollout's calls in the lake (`proxy_calls`, grouped by the attempt's rollout id)."""
     solver = endpoints["solver"]
-    with running_proxy(solver.base_url, ctx.lake, ctx.run_id, api_key=solver.api_key) as url:
+    with running_proxy(
+        solver.base_url, ctx.lake, ctx.run_id, api_key=solver.api_key, timeout_s=solver.timeout_s
+    ) as url:
         yield {**endpoints, "solver": replace(solver, base_url=url)}
 
 

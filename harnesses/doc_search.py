@@ -44,12 +44,14 @@ class CorpusIndex:
         self.texts = dict(chunks)
         self.retriever = bm25s.BM25()
         tokens = bm25s.tokenize([text for _, text in chunks], stopwords="en", show_progress=False)
-        self.retriever.index(tokens, show_progress=False)
+        self.searchable = bool(tokens.vocab)  # a corpus of stopwords alone has nothing to index
+        if self.searchable:
+            self.retriever.index(tokens, show_progress=False)
 
     def search(self, query: str, k: int = RESULTS) -> list[tuple[str, str]]:
         """(chunk id, snippet) of the best matches, best first; [] when nothing matches."""
         tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
-        if not tokens.vocab:
+        if not tokens.vocab or not self.searchable:
             return []
         found, scores = self.retriever.retrieve(
             tokens, k=min(k, len(self.ids)), show_progress=False
@@ -61,7 +63,8 @@ class CorpusIndex:
         ]
 
     def read(self, chunk_id: str) -> str | None:
-        return self.texts.get(chunk_id.strip())
+        """A passage by id ("c1" or "[c1]", as the results show it)."""
+        return self.texts.get(chunk_id.strip().strip("[]").strip())
 
 
 @dataclass(frozen=True)

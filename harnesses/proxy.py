@@ -17,9 +17,11 @@ import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -34,6 +36,7 @@ from data.records import ProxyCall, content_id, utcnow
 
 ROLLOUT_HEADER = "x-rollout-id"
 RETRY_HEADER = "x-stainless-retry-count"  # set by the openai SDKs on every attempt
+REMEMBERED_CALLS = 100_000  # recent calls whose retries are still matched up
 PASSED_HEADERS = ("retry-after", "x-request-id")
 SAMPLING_KEYS = (
     "temperature",
@@ -58,6 +61,8 @@ class CallRecorder:
         self.run_id = run_id
         self.flush_every_s = flush_every_s
         self._buffer: dict[str, ProxyCall] = {}
+        self._occurrences: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._latest_retry: OrderedDict[str, int] = OrderedDict()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="proxy-recorder", daemon=True)
@@ -65,8 +70,30 @@ class CallRecorder:
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, call: ProxyCall) -> None:
+    def call_id(self, rollout: str, body_hash: str, retry: int) -> str:
+        """The record id of a request: an SDK retry (retry count > 0) of a body already seen in
+        this rollout shares the latest such request's id; any other request is a new call,
+        even with an identical body (sampling the same prompt twice is two calls)."""
+        key = (rollout, body_hash)
         with self._lock:
+            seen = self._occurrences.get(key, 0)
+            occurrence = seen if retry > 0 and seen else seen + 1
+            self._occurrences[key] = occurrence
+            self._occurrences.move_to_end(key)
+            if len(self._occurrences) > REMEMBERED_CALLS:
+                self._occurrences.popitem(last=False)
+        return content_id(self.run_id, rollout, body_hash, occurrence)
+
+    def add(self, call: ProxyCall) -> None:
+        """Buffer `call`, unless a later retry of the same call was already recorded (an
+        abandoned attempt that the upstream answered late never replaces the retry)."""
+        with self._lock:
+            if self._latest_retry.get(call.call_id, -1) > call.retry:
+                return
+            self._latest_retry[call.call_id] = call.retry
+            self._latest_retry.move_to_end(call.call_id)
+            if len(self._latest_retry) > REMEMBERED_CALLS:
+                self._latest_retry.popitem(last=False)
             self._buffer[call.call_id] = call
 
     def flush(self) -> int:
@@ -102,15 +129,33 @@ class StreamAssembler:
     model: str = ""
     choices: dict[int, dict[str, Any]] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # events that could not be read
     _pending: bytes = b""
 
     def feed(self, data: bytes) -> None:
-        self._pending += data
+        self._pending += data.replace(b"\r\n", b"\n")
         *events, self._pending = self._pending.split(b"\n\n")
         for event in events:
-            for line in event.decode("utf-8", "replace").splitlines():
-                if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
-                    self._chunk(json.loads(line[5:]))
+            self._event(event)
+
+    def finish(self) -> None:
+        """Read what is left when the stream ends without a closing blank line."""
+        if self._pending.strip():
+            self._event(self._pending)
+        self._pending = b""
+
+    def _event(self, event: bytes) -> None:
+        for line in event.decode("utf-8", "replace").splitlines():
+            payload = line[5:].strip() if line.startswith("data:") else ""
+            if payload in ("", "[DONE]"):
+                continue
+            try:
+                chunk = json.loads(payload)
+                if not isinstance(chunk, dict):
+                    raise ValueError("not a JSON object")
+                self._chunk(chunk)
+            except (ValueError, TypeError, AttributeError) as exc:
+                self.problems.append(f"unreadable stream event ({exc}): {payload[:80]}")
 
     def _chunk(self, chunk: dict[str, Any]) -> None:
         self.model = chunk.get("model") or self.model
@@ -153,18 +198,30 @@ class _Exchange:
     request: Request
     body: dict[str, Any]
     raw: bytes
-    started: float
+    started: float = field(default_factory=time.monotonic)
+    started_at: datetime = field(default_factory=utcnow)
+    rollout: str = ""
+    retry: int = 0
+    call_id: str = ""
+
+    def __post_init__(self) -> None:
+        self.rollout = rollout_of(self.request.headers)
+        try:
+            self.retry = int(self.request.headers.get(RETRY_HEADER, "0"))
+        except ValueError:
+            self.retry = 0
+        body_hash = hashlib.sha256(self.raw).hexdigest()
+        self.call_id = self.recorder.call_id(self.rollout, body_hash, self.retry)
 
     def record(self, status: int, response: dict[str, Any] | None = None, error: str = "") -> None:
-        rollout = rollout_of(self.request.headers)
         choices = (response or {}).get("choices") or []
         usage = (response or {}).get("usage") or {}
         body = self.body
         self.recorder.add(
             ProxyCall(
-                call_id=content_id(rollout, hashlib.sha256(self.raw).hexdigest()),
-                rollout_id=rollout,
-                started_at=utcnow(),
+                call_id=self.call_id,
+                rollout_id=self.rollout,
+                started_at=self.started_at,
                 model=str((response or {}).get("model") or body.get("model", "")),
                 messages=json.dumps(body.get("messages", []), ensure_ascii=False),
                 params=json.dumps({k: body[k] for k in SAMPLING_KEYS if k in body}, sort_keys=True),
@@ -176,7 +233,7 @@ class _Exchange:
                 status=status,
                 error=error[:500],
                 stream=bool(body.get("stream")),
-                retry=int(self.request.headers.get(RETRY_HEADER, "0") or 0),
+                retry=self.retry,
             )
         )
 
@@ -221,7 +278,8 @@ def create_app(
             await client["http"].aclose()
 
     def upstream_headers(request: Request) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
+        # identity: the stream is relayed byte for byte, so it must not come compressed
+        headers = {"content-type": "application/json", "accept-encoding": "identity"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         elif "authorization" in request.headers:
@@ -283,11 +341,10 @@ def create_app(
                 async for data in reply.aiter_raw():
                     assembled.feed(data)
                     yield data
-                error = ""
+                assembled.finish()
+                error = "; ".join(assembled.problems)[:500]
             except httpx.HTTPError as exc:
                 error = f"upstream stream broke: {type(exc).__name__}: {exc}"
-            except ValueError as exc:
-                error = f"unreadable stream chunk: {exc}"
             finally:
                 await reply.aclose()
                 exchange.record(200, assembled.response(), error)
@@ -315,13 +372,14 @@ def running_proxy(
     host: str = "127.0.0.1",
     port: int = 0,
     flush_every_s: float = 1.0,
+    timeout_s: float = 600.0,
 ) -> Iterator[str]:
     """Run the proxy on a background thread; yields its base URL (`http://host:port/v1`).
     Every recorded call is in the lake when the block exits."""
     recorder = CallRecorder(lake, run_id, flush_every_s)
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(upstream, recorder, api_key),
+            create_app(upstream, recorder, api_key, timeout_s),
             host=host,
             port=port,
             log_level="warning",

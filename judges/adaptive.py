@@ -52,8 +52,12 @@ class Prior:
         return cls(density / density.sum())
 
     @classmethod
-    def fit(cls, outcomes: Sequence[tuple[int, int]], iterations: int = 300) -> Prior:
-        """The nonparametric maximum-likelihood prior of (attempts, passes) pairs."""
+    def fit(
+        cls, outcomes: Sequence[tuple[int, int]], iterations: int = 300, floor: float = 0.1
+    ) -> Prior:
+        """The nonparametric maximum-likelihood prior of (attempts, passes) pairs, mixed with
+        `floor` of Jeffreys' prior: the NPMLE puts zero mass on whole ranges of pass rate, and
+        no evidence could then move a task there."""
         if not outcomes:
             return cls.jeffreys()
         counts = np.array(outcomes, dtype=float)
@@ -64,7 +68,7 @@ class Prior:
             joint = likelihood * weights[None, :]
             joint /= joint.sum(axis=1, keepdims=True)
             weights = joint.mean(axis=0)
-        return cls(weights)
+        return cls((1 - floor) * weights + floor * cls.jeffreys().weights)
 
     def mean(self) -> float:
         return float(GRID @ self.weights)

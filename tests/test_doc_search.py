@@ -99,3 +99,8 @@ def test_pipeline_calibrates_through_the_doc_search_harness(tmp_path, oracle_ser
     assert {a["rollout_id"] for a in attempts} <= {r["rollout_id"] for r in per_rollout}
     assert max(r["turns"] for r in per_rollout) == 3  # search, read, answer
     assert export_taskset(ctx.lake, "docqa", home / "tasksets").n_tasks > 0
+
+
+def test_a_corpus_of_stopwords_searches_to_nothing_and_ids_read_with_brackets():
+    assert CorpusIndex([("c1", "the and of"), ("c2", "it is")]).search("anything") == []
+    assert CorpusIndex(CHUNKS).read("[c-mill]") == CHUNKS[0][1]

@@ -11,9 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from data.funnel import funnel
 from data.lake import TABLES, Lake
 from data.records import (
     Attempt,
+    Difficulty,
     Evidence,
     Lineage,
     Message,
@@ -270,3 +272,24 @@ def test_shards_written_before_a_column_existed_read_with_its_default(lake: Lake
             (None,),
             ("exact match",),
         ]
+
+
+def test_old_calibrate_statuses_still_pick_their_row_beside_a_recalibration(lake: Lake) -> None:
+    def measured(harness: str, band: str) -> Difficulty:
+        return Difficulty(
+            task_id="t1", solver_model="A", harness=harness, n=8, passes=4, pass_rate=0.5,
+            pass_at_k=1.0, ci_low=0.2, ci_high=0.8, confidence=0.9, band=band,
+            pool="normal", learnability=1.0,
+        )  # fmt: skip
+
+    lake.write(
+        "difficulty", [measured("closed_book", "in_band"), measured("doc_search", "too_easy")]
+    )
+    old = make_status("t1", "done", stage="calibrate")  # written before details named the row
+    recal = make_status("t1", "done", stage="calibrate:A").model_copy(
+        update={"detail": "A|doc_search"}
+    )
+    lake.write("status", [old, recal])
+    summary = funnel(lake)
+    assert summary["bands"] == {"in_band": 1}
+    assert summary["recalibrated_bands"] == {"calibrate:A": {"too_easy": 1}}

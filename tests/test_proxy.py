@@ -16,7 +16,8 @@ import openai
 import pytest
 
 from data.lake import Lake
-from harnesses.proxy import running_proxy
+from data.records import ProxyCall, utcnow
+from harnesses.proxy import CallRecorder, StreamAssembler, running_proxy
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,3 +169,40 @@ def test_foundry_proxy_records_until_interrupted(tmp_path):
     (call,) = calls(Lake(home))
     assert call["rollout_id"] == "rollout-1" and call["status"] == 200
     assert [r["state"] for r in Lake(home).runs()] == ["completed"]
+
+
+def test_identical_requests_are_separate_calls_unless_the_sdk_says_retry(lake):
+    recorder = CallRecorder(lake, "run-1")
+    first, second = (recorder.call_id("r", "body", retry=0) for _ in range(2))
+    retry_of_second = recorder.call_id("r", "body", retry=1)
+    assert first != second == retry_of_second
+
+
+def test_a_late_answer_to_an_abandoned_attempt_does_not_replace_the_retry(lake):
+    recorder = CallRecorder(lake, "run-1")
+    call_id = recorder.call_id("r", "body", retry=0)
+    base = {
+        "call_id": call_id, "rollout_id": "r", "started_at": utcnow(), "model": "m",
+        "messages": "[]", "params": "{}", "response": "[]", "finish_reason": "stop",
+        "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 0.1, "status": 200,
+        "error": "", "stream": False,
+    }  # fmt: skip
+    recorder.add(ProxyCall(**base, retry=1))
+    recorder.flush()
+    recorder.add(ProxyCall(**base, retry=0))  # the timed-out first attempt, answered late
+    recorder.flush()
+    (call,) = calls(lake)
+    assert call["retry"] == 1
+
+
+def test_the_stream_assembler_reads_crlf_events_a_tail_and_survives_garbage():
+    assembler = StreamAssembler()
+    delta = {"choices": [{"index": 0, "delta": {"content": "Kelm"}, "finish_reason": None}]}
+    assembler.feed(f"data: {json.dumps(delta)}\r\n\r\ndata: [1, 2]\r\n\r\ndata: {{bad".encode())
+    assembler.feed(b"\r\n\r\n")
+    done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    assembler.feed(f"data: {json.dumps(done)}".encode())  # no closing blank line
+    assembler.finish()
+    (choice,) = assembler.response()["choices"]
+    assert choice["message"]["content"] == "Kelm" and choice["finish_reason"] == "stop"
+    assert len(assembler.problems) == 2  # the list and the broken JSON
