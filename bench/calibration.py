@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from judges.adaptive import LABELS, SAMPLE, BandRule, Policy, Prior, matching_policy  # noqa: E402
+from judges.adaptive import LABELS, BandRule, Policy, Prior, matching_policy  # noqa: E402
 
 LOW, HIGH, ZONE, REFERENCE_K = 0.2, 0.8, 0.05, 16
 
@@ -38,15 +38,7 @@ def population(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def walk(policy: Policy, outcomes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(attempts used, passes, label index) per task, reading each task's outcomes in order."""
-    used, passes, labels = [], [], []
-    for row in outcomes:
-        n = s = 0
-        while (label := policy.decide(n, s)) == SAMPLE:
-            s += int(row[n : n + policy.round_size].sum())
-            n += policy.round_size
-        used.append(n)
-        passes.append(s)
-        labels.append(label)
+    used, passes, labels = zip(*(policy.walk(row) for row in outcomes), strict=True)
     return np.array(used), np.array(passes), np.array(labels)
 
 

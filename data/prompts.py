@@ -23,6 +23,14 @@ class Prompt:
         return Template(self.template).substitute(values)
 
 
+def chat_messages(system: Prompt, user: str) -> list[dict[str, str]]:
+    """A judge's conversation: `system`'s instructions, then the rendered `user` turn."""
+    return [
+        {"role": "system", "content": system.template.strip()},
+        {"role": "user", "content": user},
+    ]
+
+
 def load_prompt(module_file: str, name: str) -> Prompt:
     """Load `<name>.md` from the folder of `module_file` (pass `__file__`)."""
     path = Path(module_file).with_name(f"{name}.md")

@@ -110,6 +110,15 @@ class Policy:
     expected_error: float  # under the prior it was solved for
     expected_attempts: float
 
+    def walk(self, outcomes: Sequence[int]) -> tuple[int, int, int]:
+        """(attempts used, passes, label index) reading pass (1) / fail (0) outcomes in order:
+        what calibration would do if the solver gave exactly these answers."""
+        n = s = 0
+        while (label := self.decide(n, s)) == SAMPLE:
+            s += int(sum(outcomes[n : n + self.round_size]))
+            n += self.round_size
+        return n, s, label
+
     def decide(self, attempts: int, passes: int) -> int:
         """SAMPLE, or the label index once the evidence settles it (or the cap is reached)."""
         if attempts == 0:

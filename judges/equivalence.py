@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.llm import LLMClient, LLMError
-from data.prompts import load_prompt
+from data.prompts import chat_messages, load_prompt
 from data.records import Task
 from judges.consensus import decide, majority
 from judges.rewards import Score, score
@@ -56,10 +56,7 @@ def messages_for(
         rubric=RUBRIC.render(items=items) if rubric else "",
         attempt=escape(attempt),
     )
-    return [
-        {"role": "system", "content": SYSTEM.template.strip()},
-        {"role": "user", "content": user},
-    ]
+    return chat_messages(SYSTEM, user)
 
 
 async def _vote(role: str, messages: list[dict[str, str]], llm: LLMClient) -> JudgeVote:

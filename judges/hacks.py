@@ -21,12 +21,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.llm import LLMClient, LLMError, settle
-from data.prompts import load_prompt
+from data.prompts import chat_messages, load_prompt
 from data.records import Attempt, HackPattern, HackVerdict, Remedy, Task, VerifierSpec, content_id
 from judges import rubrics
 from judges.consensus import decide, majority
 from judges.equivalence import escape, grade
-from judges.rewards import final_answer, normalize_answer, score
+from judges.rewards import distinct_attempts, score
 
 SYSTEM = load_prompt(__file__, "hack_system")
 USER = load_prompt(__file__, "hack_user")
@@ -59,22 +59,20 @@ class Finding:
 
 def suspicious(task: Task, attempts: list[Attempt]) -> list[Attempt]:
     """Rewarded attempts whose answer is not the gold itself, distinct, in attempt order."""
-    chosen: dict[str, Attempt] = {}
-    for attempt in sorted(attempts, key=lambda a: a.index):
-        if attempt.reward < 1.0 or score(task.verifier, attempt.response, task.answer).exact:
-            continue
-        chosen.setdefault(normalize_answer(final_answer(attempt.response)), attempt)
-    return list(chosen.values())[:MAX_ATTEMPTS]
+
+    def rewarded_but_not_gold(attempt: Attempt) -> bool:
+        return (
+            attempt.reward >= 1.0 and not score(task.verifier, attempt.response, task.answer).exact
+        )
+
+    return distinct_attempts(attempts, rewarded_but_not_gold, MAX_ATTEMPTS)
 
 
 def messages_for(task: Task, attempt: str) -> list[dict[str, str]]:
     user = USER.render(
         question=escape(task.question), gold=escape(task.answer), attempt=escape(attempt)
     )
-    return [
-        {"role": "system", "content": SYSTEM.template.strip()},
-        {"role": "user", "content": user},
-    ]
+    return chat_messages(SYSTEM, user)
 
 
 async def _vote(task: Task, attempt: Attempt, role: str, llm: LLMClient) -> HackVerdict:

@@ -9,9 +9,10 @@ import re
 import string
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from data.records import VerifierSpec
+from data.records import Attempt, VerifierSpec
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014")
@@ -51,6 +52,19 @@ class Score:
     reward: float
     why: str
     exact: bool = False  # the answer is the gold answer itself (after normalisation)
+
+
+def distinct_attempts(
+    attempts: list[Attempt], keep: Callable[[Attempt], bool], limit: int
+) -> list[Attempt]:
+    """Up to `limit` attempts that `keep` accepts, one per distinct non-empty answer, in attempt
+    order (an answer given several times is shown to a judge once)."""
+    chosen: dict[str, Attempt] = {}
+    for attempt in sorted(attempts, key=lambda a: a.index):
+        answer = normalize_answer(final_answer(attempt.response))
+        if answer and answer not in chosen and keep(attempt):
+            chosen[answer] = attempt
+    return list(chosen.values())[:limit]
 
 
 def fill_of(answer: str, context: list[str]) -> str:

@@ -17,10 +17,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from data.llm import LLMClient
-from data.prompts import load_prompt
+from data.prompts import chat_messages, load_prompt
 from data.records import Attempt, RubricItem, Task, content_id
 from judges.equivalence import escape
-from judges.rewards import final_answer, normalize_answer
+from judges.rewards import distinct_attempts, normalize_answer
 
 SYSTEM = load_prompt(__file__, "rubric_system")
 USER = load_prompt(__file__, "rubric_user")
@@ -58,12 +58,7 @@ def rubric_item(category: str, task: Task) -> str:
 
 def failed_examples(attempts: list[Attempt]) -> list[Attempt]:
     """Up to MAX_ATTEMPTS failed attempts with distinct, non-empty answers, in attempt order."""
-    chosen: dict[str, Attempt] = {}
-    for attempt in sorted(attempts, key=lambda a: a.index):
-        answer = normalize_answer(final_answer(attempt.response))
-        if attempt.reward < 1.0 and answer and answer not in chosen:
-            chosen[answer] = attempt
-    return list(chosen.values())[:MAX_ATTEMPTS]
+    return distinct_attempts(attempts, lambda a: a.reward < 1.0, MAX_ATTEMPTS)
 
 
 def messages_for(task: Task, failed: list[Attempt]) -> list[dict[str, str]]:
@@ -72,10 +67,7 @@ def messages_for(task: Task, failed: list[Attempt]) -> list[dict[str, str]]:
         for i, a in enumerate(failed, start=1)
     )
     user = USER.render(question=escape(task.question), gold=escape(task.answer), attempts=blocks)
-    return [
-        {"role": "system", "content": SYSTEM.template.strip()},
-        {"role": "user", "content": user},
-    ]
+    return chat_messages(SYSTEM, user)
 
 
 def _schema(n_attempts: int) -> type[BaseModel]:

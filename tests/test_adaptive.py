@@ -12,7 +12,6 @@ from harnesses.closed_book import ClosedBook
 from judges import calibration
 from judges.adaptive import (
     LABELS,
-    SAMPLE,
     BandRule,
     Prior,
     fixed_error,
@@ -27,10 +26,7 @@ RULE = BandRule(0.2, 0.8, 0.05)
 
 def walk(policy, outcomes):
     """(attempts used, label) reading a fixed sequence of pass/fail outcomes."""
-    n = s = 0
-    while (label := policy.decide(n, s)) == SAMPLE:
-        s += sum(outcomes[n : n + policy.round_size])
-        n += policy.round_size
+    n, _, label = policy.walk(outcomes)
     return n, LABELS[label]
 
 
