@@ -8,6 +8,7 @@ from difflib import SequenceMatcher
 
 BLANK = "___"
 NEAR_MISS_RATIO = 0.85
+STEM_CHARS = 5
 STOPWORDS = frozenset(
     ["a", "an", "the", "of", "and", "or", "in", "on", "at", "to", "for", "by", "with", "from"]
 )
@@ -28,7 +29,7 @@ def loose(text: str) -> str:
     return " ".join(text.split())
 
 
-def _contains(haystack: str, needle: str) -> bool:
+def contains(haystack: str, needle: str) -> bool:
     """`needle` occurs in `haystack` on word boundaries (after `loose`)."""
     pattern = r"(?<!\w)" + re.escape(loose(needle).rstrip(".")) + r"(?!\w)"
     return re.search(pattern, loose(haystack)) is not None
@@ -40,9 +41,9 @@ def check_answer(chunk_text: str, evidence: str, answer: str, max_answer_words: 
         raise CheckFailure("empty")
     if len(answer.split()) > max_answer_words:
         raise CheckFailure("answer_too_long")
-    if not _contains(chunk_text, evidence):
+    if not contains(chunk_text, evidence):
         raise CheckFailure("evidence_not_in_chunk")
-    if not _contains(evidence, answer):
+    if not contains(evidence, answer):
         raise CheckFailure("answer_not_in_evidence")
     if loose(answer).rstrip(".") == loose(evidence).rstrip("."):
         raise CheckFailure("answer_is_whole_evidence")
@@ -56,7 +57,7 @@ def check_question(question: str, answer: str, max_question_chars: int) -> None:
         raise CheckFailure("question_too_long")
     if BLANK not in question and not question.rstrip().endswith("?"):
         raise CheckFailure("not_a_question")
-    if _contains(question, answer):
+    if contains(question, answer):
         raise CheckFailure("question_contains_answer")
     if _near_miss(question, answer):
         raise CheckFailure("question_implies_answer")
@@ -77,3 +78,17 @@ def _near_miss(question: str, answer: str) -> bool:
     content = [w for w in answer_words if w not in STOPWORDS]
     shared = sum(w in question_words for w in content)
     return len(content) >= 2 and shared * 2 >= len(content) + 1
+
+
+def lexical_overlap(question: str, evidence: str, answer: str) -> float:
+    """The share of the evidence's content words that the question repeats, the answer's words
+    aside (words compared by their first STEM_CHARS letters, a crude stem): near 1.0 for a
+    fill-in-the-blank of the evidence, low for a reworded question. Words the question adds do
+    not lower it; only leaving the evidence's own words out does."""
+
+    def stems(text: str) -> set[str]:
+        words = re.findall(r"\w+", loose(text))
+        return {w[:STEM_CHARS] for w in words if len(w) > 2 and w not in STOPWORDS}
+
+    evident = stems(evidence) - stems(answer)
+    return len(evident & stems(question)) / len(evident) if evident else 0.0

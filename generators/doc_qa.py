@@ -37,6 +37,7 @@ from data.records import (
 )
 from data.spans import answer_candidates
 from generators.checks import BLANK, CheckFailure, check_answer, check_question
+from generators.knobs import Ladder, Level
 
 GENERATOR = "doc_qa"
 VERSION = "2"
@@ -45,6 +46,20 @@ QUESTION_PROMPT = load_prompt(__file__, "doc_qa_question")
 SYSTEM_PROMPT = load_prompt(__file__, "doc_qa_system")
 MIN_SENTENCE_CHARS = 25
 MAX_SENTENCE_CHARS = 300
+
+# Difficulty knobs, easiest level first (variants are made by `generators.doc_qa_variants`):
+# a hint naming the source document (and the answer's shape), the question as generated, the
+# question reworded to share fewer words with the evidence, a question that needs a second fact.
+LADDER = Ladder(
+    levels=(
+        Level("hinted", {"hint": "source+shape", "overlap": "source", "hops": 1}),
+        Level("pointed", {"hint": "source", "overlap": "source", "hops": 1}),
+        Level("base", {"hint": "none", "overlap": "source", "hops": 1}),
+        Level("paraphrased", {"hint": "none", "overlap": "paraphrase", "hops": 1}),
+        Level("two_hop", {"hint": "none", "overlap": "paraphrase", "hops": 2}),
+    ),
+    base="base",
+)
 
 
 class QuestionDraft(BaseModel):
@@ -137,7 +152,12 @@ async def _candidate(
             prompt_hash=f"{ANSWER_PROMPT.version}+{QUESTION_PROMPT.version}",
             model=llm.model("generator"),
             seed=seed_text,
-            knobs={"focus_sentence": focus, "question_style": style, "hops": 1},
+            knobs={
+                "focus_sentence": focus,
+                "question_style": style,
+                "level": LADDER.base,
+                **LADDER.level(LADDER.base).knobs,
+            },
         ),
     )
     return Candidate(name, task)

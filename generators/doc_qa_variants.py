@@ -1,0 +1,226 @@
+"""Document QA variants for the repair loop: the same answer and evidence, asked easier or harder.
+
+Each level of `doc_qa.LADDER` is made from the task's question (without any hint) and its first
+evidence quote:
+- `pointed` / `hinted` append a hint: the source document's title, and for `hinted` also the
+  answer's shape (a year's decade, a number's first digit and length, a name's first letter and
+  word count);
+- `paraphrased`: the generator model rewords the question; kept only if its lexical overlap with
+  the evidence drops by at least MIN_OVERLAP_DROP;
+- `two_hop`: a bridge entity of the evidence that a neighbouring chunk (by embedding) also names
+  in a fact without the answer; the model writes a question that describes the bridge by that
+  second fact instead of naming it, and both facts become the evidence.
+
+A level that cannot be made raises `CheckFailure` with a stable reason, so the repair loop can
+try the next level and record why this one failed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from data.config import GenerateConfig
+from data.llm import LLMClient, LLMError
+from data.prompts import load_prompt
+from data.records import Chunk, Evidence, Message, SourceRef, Task, seed_for
+from data.spans import MONTHS, answer_candidates
+from generators.checks import CheckFailure, check_question, contains, lexical_overlap
+from generators.doc_qa import GENERATOR, LADDER, VERSION, QuestionDraft, focus_sentences
+from generators.knobs import Direction, Level
+
+PARAPHRASE_PROMPT = load_prompt(__file__, "doc_qa_paraphrase")
+TWO_HOP_PROMPT = load_prompt(__file__, "doc_qa_two_hop")
+HINT_MARK = "\n\nHint: "
+MAX_HINT_CHARS = 200
+MIN_OVERLAP_DROP = 0.1
+# Knobs that describe one derivation step (a rewrite's measurements, a remedy of the parent):
+# a variant records its own and leaves its parent's to the parent's lineage.
+STEP_KNOBS = ("overlap_pct", "parent_overlap_pct", "bridge", "remedy", "remedy_of")
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    chunk: Chunk
+    source_path: str
+
+
+@dataclass(frozen=True)
+class Material:
+    """What variants draw on besides the task: its source document's title and the chunks
+    nearest its evidence chunk by embedding, nearest first."""
+
+    title: str
+    neighbours: list[Neighbour]
+
+
+@dataclass(frozen=True)
+class Bridge:
+    entity: str  # named by the evidence and by `fact`
+    fact: str  # a sentence of the neighbour's chunk
+    neighbour: Neighbour
+
+
+def level_of(task: Task) -> str:
+    return str(task.lineage.knobs.get("level", LADDER.base))
+
+
+def bare_question(task: Task) -> str:
+    """The task's question without the hint a variant may have appended."""
+    return task.question.split(HINT_MARK, 1)[0]
+
+
+def answer_shape(answer: str) -> str:
+    """A hint at the answer's form that does not give it away."""
+    if re.fullmatch(r"\d{4}", answer):
+        return f"is a year in the {answer[:3]}0s"
+    if re.fullmatch(r"\d[\d,]*(?:\.\d+)?", answer):
+        digits = sum(c.isdigit() for c in answer.split(".")[0])
+        return f"is a number of {digits} digits that starts with {answer[0]}"
+    if re.fullmatch(rf"(?:{MONTHS}) \d{{4}}", answer):
+        return "is a month and a year"
+    words = len(answer.split())
+    return f'has {words} word{"s" if words > 1 else ""} and starts with "{answer[0]}"'
+
+
+def hint_text(kind: str, title: str, answer: str) -> str:
+    if kind == "none":
+        return ""
+    parts = [f'The fact is from the document "{title}".']
+    if kind == "source+shape":
+        parts.append(f"The answer {answer_shape(answer)}.")
+    return " ".join(parts)
+
+
+def find_bridge(evidence: str, answer: str, neighbours: list[Neighbour]) -> Bridge | None:
+    """The first name in `evidence` (other than the answer) that a fact sentence of a
+    neighbour also names, where that fact does not contain the answer."""
+    names = [
+        span
+        for span in answer_candidates(evidence)
+        if not span[0].isdigit() and not contains(span, answer) and not contains(answer, span)
+    ]
+    for neighbour in neighbours:
+        for sentence in focus_sentences(neighbour.chunk.text):
+            if contains(sentence, answer) or contains(evidence, sentence):
+                continue
+            for name in names:
+                if contains(sentence, name):
+                    return Bridge(name, sentence, neighbour)
+    return None
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A level's new question, the prompt that wrote it, and what it records in the lineage."""
+
+    question: str
+    prompt_version: str
+    knobs: dict[str, int | str]
+    bridge: Bridge | None = None
+
+
+async def make_variant(
+    task: Task,
+    level: Level,
+    direction: Direction,
+    material: Material,
+    llm: LLMClient,
+    config: GenerateConfig,
+) -> Task:
+    """`task` asked at `level`: a new task whose lineage names its parent and the path taken."""
+    seed_text, seed = seed_for(GENERATOR, VERSION, task.task_id, level.name)
+    try:
+        rewrite = await _rewrite(task, level, material, llm, config, seed)
+    except LLMError as error:
+        if error.reason != "invalid_structured_output":
+            raise
+        raise CheckFailure("invalid_structured_output") from error
+    question = rewrite.question if rewrite else bare_question(task)
+    hint = hint_text(str(level.knobs["hint"]), material.title, task.answer)
+    text = question + (HINT_MARK + hint if hint else "")
+    check_question(text, task.answer, config.max_question_chars + MAX_HINT_CHARS)
+
+    prompt = [*task.prompt[:-1], Message(role="user", content=text)]
+    # a new question has no cloze context to strip from replies
+    verifier = task.verifier.model_copy(update={"context": []}) if rewrite else task.verifier
+    evidence, sources = list(task.evidence), list(task.source)
+    if rewrite and rewrite.bridge:
+        chunk, path = rewrite.bridge.neighbour.chunk, rewrite.bridge.neighbour.source_path
+        evidence.append(Evidence(chunk_id=chunk.chunk_id, quote=rewrite.bridge.fact))
+        sources.append(SourceRef(source_id=chunk.source_id, path=path, chunk_id=chunk.chunk_id))
+    knobs = {k: v for k, v in task.lineage.knobs.items() if k not in STEP_KNOBS}
+    lineage = task.lineage.model_copy(
+        update={
+            "prompt_hash": task.lineage.prompt_hash
+            + (f"+{rewrite.prompt_version}" if rewrite else ""),
+            "model": llm.model("generator") if rewrite else task.lineage.model,
+            "seed": seed_text,
+            "knobs": {
+                **knobs,
+                **level.knobs,
+                **(rewrite.knobs if rewrite else {}),
+                "level": level.name,
+                "repair_of": task.task_id,
+                "repair_root": knobs.get("repair_root", task.task_id),
+                "repair_step": int(knobs.get("repair_step", 0)) + 1,
+                "repair_path": f"{knobs.get('repair_path', level_of(task))}>{level.name}",
+                "repair_direction": direction,
+            },
+        }
+    )
+    return task.model_copy(
+        update={
+            "task_id": Task.make_id(task.kind, prompt, task.answer, verifier),
+            "prompt": prompt,
+            "verifier": verifier,
+            "evidence": evidence,
+            "source": sources,
+            "lineage": lineage,
+        }
+    )
+
+
+async def _rewrite(
+    task: Task, level: Level, material: Material, llm: LLMClient, config: GenerateConfig, seed: int
+) -> Rewrite | None:
+    """The level's new question, or None where the level only adds a hint."""
+    evidence = task.evidence[0].quote
+    if level.knobs["hops"] == 2:
+        bridge = find_bridge(evidence, task.answer, material.neighbours)
+        if bridge is None:
+            raise CheckFailure("no_bridge_in_neighbours")
+        prompt = TWO_HOP_PROMPT.render(
+            evidence=evidence, bridge_fact=bridge.fact, answer=task.answer, bridge=bridge.entity
+        )
+        question = await _draft(prompt, task.answer, llm, config, seed)
+        if contains(question, bridge.entity):
+            raise CheckFailure("question_names_bridge")
+        return Rewrite(question, TWO_HOP_PROMPT.version, {"bridge": bridge.entity}, bridge)
+    if level.knobs["overlap"] == "paraphrase":
+        original = bare_question(task)
+        prompt = PARAPHRASE_PROMPT.render(evidence=evidence, question=original, answer=task.answer)
+        question = await _draft(prompt, task.answer, llm, config, seed)
+        before = lexical_overlap(original, evidence, task.answer)
+        after = lexical_overlap(question, evidence, task.answer)
+        if after > before - MIN_OVERLAP_DROP:
+            raise CheckFailure("overlap_not_lower")
+        knobs = {"overlap_pct": round(100 * after), "parent_overlap_pct": round(100 * before)}
+        return Rewrite(question, PARAPHRASE_PROMPT.version, knobs)
+    return None
+
+
+async def _draft(
+    prompt: str, answer: str, llm: LLMClient, config: GenerateConfig, seed: int
+) -> str:
+    written = await llm.structured(
+        "generator",
+        [{"role": "user", "content": prompt}],
+        QuestionDraft,
+        max_tokens=120,
+        temperature=config.temperature,
+        seed=seed,
+    )
+    question = written.question.strip()
+    check_question(question, answer, config.max_question_chars)
+    return question
