@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	touch $(STAMP)
 
 run: install
-	$(VENV)/bin/foundry run
+	$(VENV)/bin/foundry run --config data/samples/demo.toml
 
 test: install
 	$(PY) -m pytest -q

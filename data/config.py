@@ -97,6 +97,12 @@ class CalibrateConfig(Settings):
         return self
 
 
+class RepairConfig(Settings):
+    # moves along the generator's difficulty ladder per original task (0 turns repair off)
+    max_steps: int = Field(default=2, ge=0)
+    neighbours: int = Field(default=5, ge=1)  # chunks by embedding a two-hop question may use
+
+
 class ExportConfig(Settings):
     name: str = "docqa"
     rows_per_part: int = Field(default=50_000, ge=1)
@@ -111,6 +117,7 @@ class FoundryConfig(Settings):
     generate: GenerateConfig = GenerateConfig()
     verify: VerifyConfig = VerifyConfig()
     calibrate: CalibrateConfig = CalibrateConfig()
+    repair: RepairConfig = RepairConfig()
     export: ExportConfig = ExportConfig()
 
 

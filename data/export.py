@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,18 +53,28 @@ TASKSET_SCHEMA = pa.schema(
     ]
 )
 
+# One task per repair family (an original and the variants the repair loop made of it, which
+# share its answer and evidence): the member in the band, else the one the repair moved
+# furthest, so a trainer never sees one fact at several difficulties.
 _TASKS_SQL = """
-SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
-       d.pass_rate, d.n AS pass_n, d.ci_low AS pass_ci_low, d.ci_high AS pass_ci_high,
-       d.band, d.pool, d.learnability, d.solver_model, r.hackable, t.lineage, t.schema_version
-FROM tasks t
-JOIN difficulty d USING (task_id)
-JOIN reviews r USING (task_id)
-JOIN status s ON s.item_id = t.task_id AND s.stage = ? AND s.status = 'done' AND {measured}
-WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
-  AND t.task_id IN (SELECT item_id FROM status WHERE stage = 'review' AND status = 'done')
-  AND d.pass_rate BETWEEN ? AND ?
-ORDER BY t.task_id
+SELECT * EXCLUDE (family, step) FROM (
+    SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
+           d.pass_rate, d.n AS pass_n, d.ci_low AS pass_ci_low, d.ci_high AS pass_ci_high,
+           d.band, d.pool, d.learnability, d.solver_model, r.hackable, t.lineage,
+           t.schema_version,
+           coalesce(json_extract_string(t.lineage, '$.knobs.repair_root'), t.task_id) AS family,
+           coalesce(json_extract(t.lineage, '$.knobs.repair_step')::INTEGER, 0) AS step
+    FROM tasks t
+    JOIN difficulty d USING (task_id)
+    JOIN reviews r USING (task_id)
+    JOIN status s ON s.item_id = t.task_id AND s.stage = ? AND s.status = 'done' AND {measured}
+    WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
+      AND t.task_id IN (SELECT item_id FROM status WHERE stage = 'review' AND status = 'done')
+    QUALIFY row_number() OVER (
+        PARTITION BY family ORDER BY band = 'in_band' DESC, step DESC, task_id) = 1
+)
+WHERE pass_rate BETWEEN ? AND ?
+ORDER BY task_id
 """
 
 
@@ -179,10 +191,11 @@ def _point_latest(root: Path, version: str) -> None:
 
 
 def _count(rows: list[dict[str, Any]], key: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row[key]] = counts.get(row[key], 0) + 1
-    return dict(sorted(counts.items()))
+    return _count_values(row[key] for row in rows)
+
+
+def _count_values(values: Iterable[str]) -> dict[str, int]:
+    return dict(sorted(Counter(values).items()))
 
 
 def _build_manifest(lake, name, version, rows, band, fingerprint, parts) -> dict[str, Any]:
@@ -198,6 +211,8 @@ def _build_manifest(lake, name, version, rows, band, fingerprint, parts) -> dict
         "by_band": {b: _count(rows, "band").get(b, 0) for b in ("too_easy", "in_band", "too_hard")},
         "by_pool": _count(rows, "pool"),
         "hackable": sum(bool(r["hackable"]) for r in rows),
+        "by_level": _count_values(lin["knobs"].get("level", "base") for lin in lineages),
+        "repaired": sum("repair_of" in lin["knobs"] for lin in lineages),
         "band_filter": list(band) if band else None,
         "models": {
             "generator": sorted({lin["model"] for lin in lineages}),
@@ -227,6 +242,7 @@ def _git_sha() -> str:
 
 def _dataset_card(manifest: dict[str, Any]) -> str:
     bands = ", ".join(f"{k}: {v}" for k, v in manifest["by_band"].items())
+    levels = ", ".join(f"{k}: {v}" for k, v in manifest["by_level"].items()) or "-"
     models = manifest["models"]
     return f"""# {manifest["name"]} {manifest["version"]}
 
@@ -235,6 +251,7 @@ answer and an evidence quote in a source document, checked by a judge panel (ans
 source, not without it) and calibrated by the solver's pass rate.
 
 - tasks: {manifest["n_tasks"]} ({bands}); flagged hackable: {manifest["hackable"]}
+- difficulty levels: {levels}; moved by the repair loop: {manifest["repaired"]}
 - band filter: {manifest["band_filter"] or "none (every verified task, labelled)"}
 - generator: {", ".join(models["generator"]) or "-"}; judges: {", ".join(models["judges"]) or "-"};
   solver: {", ".join(models["solver"]) or "-"}
@@ -252,8 +269,11 @@ decision per check with its rule, vote counts and agreement, JSON), `rubric` (ch
 distilled from failed solver attempts, each with the attempt it came from, JSON; grader-side
 only, never show it to the policy), `hackable` (a judge panel found a rewarded attempt that games
 the verifier and no tighter verifier closed it: filter these out or grade them with care),
-`lineage` (JSON; a task whose verifier was tightened after a reward hack names the remedy and its
-parent task in `knobs`), `schema_version`.
+`lineage` (JSON; `knobs` hold the difficulty level: `hinted` < `pointed` < `base` < `paraphrased`
+< `two_hop`; a variant made by the repair loop names its parent `repair_of`, its original
+`repair_root` and the levels it went through `repair_path`; a task whose verifier was tightened
+after a reward hack names the remedy and its parent), `schema_version`. A taskset holds one task
+per original: the variant in the band if the repair loop found one.
 
 ## Load
 

@@ -12,7 +12,21 @@ MEASURED_BY = """(s.detail = d.solver_model || '|' || d.harness OR (s.detail = '
     SELECT 1 FROM status o WHERE o.item_id = d.task_id AND o.stage LIKE 'calibrate%'
     AND o.detail = d.solver_model || '|' || d.harness)))"""
 
-STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate", "review")
+STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate", "review", "repair")
+
+# Variants the repair loop made (a remedy of a variant keeps its knobs but names `remedy_of`),
+# with what became of them.
+_VARIANTS_SQL = """
+SELECT json_extract_string(t.lineage, '$.knobs.repair_direction') AS direction,
+       json_extract_string(t.lineage, '$.knobs.level') AS level,
+       v.status AS verified, c.reason AS band, count(*) AS n
+FROM tasks t
+LEFT JOIN status v ON v.item_id = t.task_id AND v.stage = 'verify'
+LEFT JOIN status c ON c.item_id = t.task_id AND c.stage = 'calibrate' AND c.status = 'done'
+WHERE json_extract(t.lineage, '$.knobs.repair_of') IS NOT NULL
+  AND json_extract(t.lineage, '$.knobs.remedy_of') IS NULL
+GROUP BY ALL ORDER BY ALL
+"""
 
 
 def funnel(lake: Lake) -> dict[str, Any]:
@@ -60,11 +74,34 @@ def funnel(lake: Lake) -> dict[str, Any]:
     )[0]
     return {
         "stages": stages,
+        "repair": _repair_summary(lake, stages["repair"]),
         "llm": {row.pop("role"): row for row in usage},
         "bands": {r["band"]: r["n"] for r in bands if r["stage"] == "calibrate"},
         "recalibrated_bands": _nested(r for r in bands if r["stage"] != "calibrate"),
         "attempts": attempts,
         "proxy": proxy,
+    }
+
+
+def _repair_summary(lake: Lake, stage: dict[str, Any]) -> dict[str, Any]:
+    """What the repair loop did: outcomes per out-of-band task, and its variants by direction,
+    level, verification and band."""
+    variants = lake.rows(_VARIANTS_SQL)
+
+    def count(key: str, where=lambda row: True) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in variants:
+            if where(row) and row[key] is not None:
+                counts[row[key]] = counts.get(row[key], 0) + row["n"]
+        return dict(sorted(counts.items()))
+
+    return {
+        "outcomes": {k.removeprefix("done:"): n for k, n in stage["reasons"].items()},
+        "variants": sum(row["n"] for row in variants),
+        "by_direction": count("direction"),
+        "by_level": count("level"),
+        "verified": sum(row["n"] for row in variants if row["verified"] == "done"),
+        "bands": count("band"),
     }
 
 
@@ -96,6 +133,14 @@ def format_funnel(summary: dict[str, Any]) -> str:
             f"attempts per task, {a['solver']} via {a['harness']} ({a['method']}{prior}):"
             f" mean {a['mean']:.1f}, min {a['min']}, max {a['max']} over {a['tasks']} tasks"
         )
+    r = summary["repair"]
+    if r["outcomes"]:
+        lines.append("repair outcomes: " + _pairs(r["outcomes"]))
+        lines.append(
+            f"repaired tasks: {r['variants']} variants ({_pairs(r['by_direction'])};"
+            f" {_pairs(r['by_level'])}): {r['verified']} verified;"
+            f" bands {_pairs(r['bands']) or '-'}"
+        )
     p = summary["proxy"]
     lines.append(
         f"solver rollouts through the proxy: {p['calls']} calls in {p['rollouts']} rollouts"
@@ -109,6 +154,10 @@ def format_funnel(summary: dict[str, Any]) -> str:
             f" {u['prompt_tokens']:>11} {u['completion_tokens']:>15} {u['cost_usd']:>9.4f}"
         )
     return "\n".join(lines)
+
+
+def _pairs(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
 def run_usage(lake: Lake, run_id: str) -> dict[str, int]:

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("generate", "write candidate tasks from chunks"),
         ("verify", "judge candidates: answerable with source, not without"),
         ("review", "rubrics from failed attempts; mine and remedy reward hacks"),
+        ("repair", "move out-of-band tasks one difficulty level toward the band"),
     ):
         sub.add_parser(name, parents=[common], help=text)
     calibrate = sub.add_parser(
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         _print_export(summary["export"])
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
-    elif args.command in ("generate", "verify", "review"):
+    elif args.command in ("generate", "verify", "review", "repair"):
         flow = getattr(pipeline, f"{args.command}_flow")
         print(json.dumps(flow(**common), indent=2))
     elif args.command == "calibrate":

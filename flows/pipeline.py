@@ -129,6 +129,7 @@ def _llm_stage_flow(name: str):
 generate_flow = _llm_stage_flow("generate")
 verify_flow = _llm_stage_flow("verify")
 review_flow = _llm_stage_flow("review")
+repair_flow = _llm_stage_flow("repair")
 
 
 @flow(name="calibrate")

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from data.config import FoundryConfig
@@ -34,7 +35,10 @@ from data.records import (
     Task,
     VerdictRerun,
 )
+from flows.repair import Stop, next_move
 from generators import doc_qa
+from generators.checks import CheckFailure
+from generators.doc_qa_variants import Material, Neighbour, make_variant
 from harnesses.base import Harness
 from harnesses.closed_book import ClosedBook
 from harnesses.doc_search import CorpusIndex, DocSearch
@@ -46,7 +50,9 @@ from judges.variance import reask
 
 PROGRESS_EVERY_S = 15.0
 REMEDIED = "hackable_remedied"  # review reason: a tighter verifier made a new task
-MAX_ROUNDS = 3  # a remedied task can be remedied once more: the ladder has two steps
+REPAIRED = "repaired"  # repair reason: a variant one difficulty level away made a new task
+DERIVED = (f"rejected:{REMEDIED}", f"done:{REPAIRED}")
+REMEDY_ROUNDS = 2  # a remedied task can be remedied once more: the remedy ladder has two steps
 
 
 @dataclass
@@ -365,32 +371,125 @@ async def review_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     return Outcome(status, records)
 
 
+# repair: out-of-band task -> a variant one difficulty level harder or easier
+
+
+def pending_repair(ctx: StageContext) -> list[str]:
+    """Reviewed tasks whose calibration put them out of the band."""
+    if ctx.config.repair.max_steps == 0:
+        return []
+    return _pending(
+        ctx,
+        "repair",
+        "SELECT c.item_id AS id FROM status c JOIN status r ON r.item_id = c.item_id"
+        " AND r.stage = 'review' AND r.status = 'done'"
+        " WHERE c.stage = 'calibrate' AND c.status = 'done' AND c.reason <> 'in_band'"
+        " ORDER BY id",
+    )
+
+
+_NEIGHBOURS_SQL = """
+SELECT e.chunk_id AS of, n.*, s.path AS source_path
+FROM chunks e JOIN chunks n ON n.chunk_id <> e.chunk_id
+LEFT JOIN sources s ON s.source_id = n.source_id
+WHERE list_contains(?, e.chunk_id)
+QUALIFY row_number() OVER (
+    PARTITION BY e.chunk_id
+    ORDER BY list_cosine_similarity(e.embedding, n.embedding) DESC, n.chunk_id) <= ?
+ORDER BY of, list_cosine_similarity(e.embedding, n.embedding) DESC, n.chunk_id
+"""
+
+
+def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
+    """Each task with its band and what its variants draw on: its source's title and the
+    chunks nearest its evidence chunk by embedding."""
+    tasks = load_tasks(ctx, task_ids)
+    bands = {
+        r["item_id"]: r["reason"]
+        for r in ctx.lake.rows(
+            "SELECT item_id, reason FROM status WHERE stage = 'calibrate'"
+            " AND list_contains(?, item_id)",
+            [task_ids],
+        )
+    }
+    source_ids = sorted({t.source[0].source_id for t in tasks.values()})
+    titles = {
+        r["source_id"]: r["title"] or Path(r["path"]).stem
+        for r in ctx.lake.rows(
+            "SELECT source_id, title, path FROM sources WHERE list_contains(?, source_id)",
+            [source_ids],
+        )
+    }
+    chunk_ids = sorted({t.evidence[0].chunk_id for t in tasks.values()})
+    neighbours: dict[str, list[Neighbour]] = {}
+    for row in ctx.lake.rows(_NEIGHBOURS_SQL, [chunk_ids, ctx.config.repair.neighbours]):
+        near = Neighbour(Chunk.from_row(row), row["source_path"] or "")
+        neighbours.setdefault(row["of"], []).append(near)
+    return {
+        task_id: (
+            task,
+            bands.get(task_id, ""),
+            Material(
+                title=titles.get(task.source[0].source_id, ""),
+                neighbours=neighbours.get(task.evidence[0].chunk_id, []),
+            ),
+        )
+        for task_id, task in tasks.items()
+    }
+
+
+async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
+    task, band, material = loaded
+    move = next_move(band, task.lineage.knobs, doc_qa.LADDER, ctx.config.repair.max_steps)
+    if isinstance(move, Stop):
+        return Outcome(ctx.status("repair", task_id, "done", move.reason))
+    failures: list[str] = []
+    for level in move.levels:
+        try:
+            variant = await make_variant(
+                task, level, move.direction, material, client, ctx.config.generate
+            )
+        except CheckFailure as failure:
+            failures.append(f"{level.name}: {failure.reason}")
+            continue
+        detail = "; ".join([*failures, f"{level.name}: {variant.task_id}"])
+        status = ctx.status("repair", task_id, "done", REPAIRED, detail)
+        return Outcome(status, {"tasks": [variant]})
+    reason = f"no_{move.direction}_variant"
+    return Outcome(ctx.status("repair", task_id, "done", reason, "; ".join(failures)))
+
+
 LLM_STAGES = [
     LLMStage("generate", pending_generate, load_chunks, generate_one),
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),
+    LLMStage("repair", pending_repair, load_repair_material, repair_one),
 ]
 
 BatchRunner = Callable[[LLMStage, int, list[str]], Counter]
 
 
 def run_stages(stages: Sequence[LLMStage], ctx: StageContext, run_batch: BatchRunner) -> dict:
-    """Run `stages` in order over their pending items, batch by batch; go round again while
-    the review remedies tasks, so a remedied task is verified and calibrated in the same run."""
+    """Run `stages` in order over their pending items, batch by batch; go round again while a
+    stage derives new tasks (a remedy of the review, a variant of the repair), so they are
+    verified and calibrated in the same run. A round takes only items no earlier round took, so
+    an item that failed waits for the next run, as does what the last round leaves."""
     summary: dict[str, Counter] = {stage.name: Counter() for stage in stages}
-    for _ in range(MAX_ROUNDS):
-        remedied = 0
+    taken: dict[str, set[str]] = {stage.name: set() for stage in stages}
+    for _ in range(1 + REMEDY_ROUNDS + ctx.config.repair.max_steps):
+        derived = 0
         for stage in stages:
-            items = stage.pending(ctx)
+            items = [item for item in stage.pending(ctx) if item not in taken[stage.name]]
+            taken[stage.name].update(items)
             groups = batches(items, ctx.config.batch_size)
             for index, group in enumerate(groups):
                 counts = run_batch(stage, index, group)
                 summary[stage.name].update(counts)
-                remedied += counts.get(f"rejected:{REMEDIED}", 0)
+                derived += sum(counts.get(key, 0) for key in DERIVED)
                 done = min((index + 1) * ctx.config.batch_size, len(items))
                 ctx.progress(f"{stage.name}: batch {index + 1}/{len(groups)} ({done}/{len(items)})")
-        if not remedied:
+        if not derived:
             break
     return summary
 

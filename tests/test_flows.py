@@ -59,7 +59,11 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert {a["solver"] for a in stats["attempts"]} == {"fake-model", "other-model"}
     assert stats["runs"] == 6
     assert stats["stages"]["ingest"]["done"] == 4
-    assert stats["stages"]["verify"]["items"] == stats["stages"]["candidate"]["done"]
+    made = stats["repair"]["variants"]  # out-of-band tasks moved one level toward the band
+    assert (
+        made > 0
+        and stats["stages"]["verify"]["items"] == stats["stages"]["candidate"]["done"] + made
+    )
     assert stats["llm"]["generator"]["calls"] > 0
     assert stats["judges"]["judges"]["judge:0"]["agreement_with_consensus"] == 1.0
     assert stats["review"]["reviewed"] == stats["stages"]["review"]["done"] > 0
@@ -71,6 +75,7 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert main(["stats", "--home", str(home)]) == 0
     text = capsys.readouterr().out
     assert "verify" in text and "hackable tasks: 0" in text and "attempts per task" in text
+    assert "repaired tasks: " in text
 
 
 def test_band_must_be_ordered(capsys):

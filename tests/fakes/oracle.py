@@ -1,10 +1,11 @@
 """A deterministic "model" that understands taskfoundry's own prompts, for pipeline tests.
 
-It picks the last offered answer span, writes a fill-in-the-blank question and remembers its
-answer, answers open-book questions from that memory, never knows closed-book answers, and as
-the solver is right on a share of seeds that depends on the question (so calibration sees every
-band). Its wrong answers are "something else", or with `hedge=True` the right answer hedged with
-another ("Dunmere, something"), which a token-F1 verifier rewards. As a reviewer it writes one
+It picks the last offered answer span, writes a fill-in-the-blank question (and, for the repair
+loop, a shortened or two-fact one) and remembers its answer, answers open-book questions from
+that memory, never knows closed-book answers, and as the solver is right on a share of seeds that
+depends on the question, more often with a hint (so calibration sees every band). Its wrong
+answers are "something else", or with `hedge=True` the right answer hedged with another
+("Dunmere, something"), which a token-F1 verifier rewards. As a reviewer it writes one
 rubric entry per failed attempt, calls a hedged answer a hack, and as an equivalence judge holds
 a hedge to a rubric that asks for one answer.
 """
@@ -15,6 +16,8 @@ import hashlib
 import json
 import re
 from typing import Any
+
+HINT = "\n\nHint: "  # how a variant appends its hint to the question
 
 
 def _line(text: str, label: str) -> str:
@@ -47,9 +50,26 @@ class Oracle:
             return json.dumps({"answer": options[-1]})
         if prompt.startswith("Write one quiz question."):
             fact, answer = _line(prompt, "Fact"), _line(prompt, "Answer")
-            question = "Fill the blank: " + fact.replace(answer, "___", 1).rstrip(".") + "?"
-            self.answers[question] = answer
-            return json.dumps({"question": question})
+            return self._remember(
+                "Fill the blank: " + fact.replace(answer, "___", 1).rstrip(".") + "?", answer
+            )
+        if prompt.startswith("Reword a quiz question."):
+            fact, answer = _line(prompt, "Fact"), _line(prompt, "Answer")
+            words = fact.replace(answer, "___", 1).rstrip(".").split()
+            return self._remember(
+                "What completes this: " + " ".join(words[: len(words) // 2]) + "?", answer
+            )
+        if prompt.startswith("Write one quiz question that needs two facts."):
+            fact, answer = _line(prompt, "Fact 1"), _line(prompt, "Answer")
+            other, bridge = _line(prompt, "Fact 2"), _line(prompt, "Link")
+            described = "the one of which " + re.sub(re.escape(bridge), "it", other, flags=re.I)
+            blanked = fact.replace(answer, "___", 1).rstrip(".")
+            return self._remember(
+                "Fill the blank: "
+                + re.sub(re.escape(bridge), described, blanked, flags=re.I)
+                + "?",
+                answer,
+            )
         if prompt.startswith("Read the passage"):
             return self.answers.get(_line(prompt, "Question"), "unknown")
         if '<attempt number="' in prompt:
@@ -66,12 +86,17 @@ class Oracle:
         if "If you do not know" in prompt:
             return "unknown"
         question = messages[-1]["content"]
-        answer = self.answers.get(question, "unknown")
+        answer = self.answers.get(question.split(HINT)[0], "unknown")
         skill = int(hashlib.sha256(question.encode()).hexdigest(), 16) % 3  # 0, 1 or 2 of 2
+        skill += HINT in question
         seed = params.get("seed", 0) + params.get("_choice", 0)
         if seed % 2 < skill:
             return answer
         return f"{answer}, something" if self.hedge else "something else"
+
+    def _remember(self, question: str, answer: str) -> str:
+        self.answers[question] = answer
+        return json.dumps({"question": question})
 
     def _search_turn(self, messages: list[dict[str, str]]) -> str:
         """The doc-search harness's solver: search the question's words, read the first hit,

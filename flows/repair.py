@@ -1,0 +1,44 @@
+"""The repair loop's control: which way an out-of-band task moves along its generator's ladder.
+
+A task the solver finds too easy moves to the next harder level, one it finds too hard to the
+next easier one; the levels beyond are the fallbacks when a level cannot be made for this task.
+Moves keep the direction of the first: a variant that overshoots (its parent was too easy, it is
+too hard) has the band between two adjacent levels, and moving back would only undo the step.
+An original task moves at most `max_steps` times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from generators.knobs import Direction, KnobValue, Ladder, Level
+
+
+@dataclass(frozen=True)
+class Move:
+    direction: Direction
+    levels: list[Level]  # to try in order, nearest first
+
+
+@dataclass(frozen=True)
+class Stop:
+    reason: str  # in_band, straddles_band, step_limit, no_harder_level, no_easier_level
+
+
+def next_move(
+    band: str, knobs: Mapping[str, KnobValue], ladder: Ladder, max_steps: int
+) -> Move | Stop:
+    """Where a task measured in `band` goes next, given its lineage knobs."""
+    if band not in ("too_easy", "too_hard"):
+        return Stop("in_band")
+    direction: Direction = "harder" if band == "too_easy" else "easier"
+    previous = knobs.get("repair_direction")
+    if previous is not None and previous != direction:
+        return Stop("straddles_band")
+    if int(knobs.get("repair_step", 0)) >= max_steps:
+        return Stop("step_limit")
+    levels = ladder.beyond(str(knobs.get("level", ladder.base)), direction)
+    if not levels:
+        return Stop(f"no_{direction}_level")
+    return Move(direction, levels)

@@ -1,0 +1,259 @@
+"""The repair loop: difficulty ladders, the doc-QA variant makers, and the stage end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from data.config import GenerateConfig
+from data.export import export_taskset
+from data.funnel import funnel
+from data.records import Chunk, Evidence, Lineage, Message, SourceRef, Task, VerifierSpec
+from flows.repair import Move, Stop, next_move
+from flows.stages import ingest_docs
+from generators.checks import CheckFailure, lexical_overlap
+from generators.doc_qa import LADDER
+from generators.doc_qa_variants import (
+    HINT_MARK,
+    Material,
+    Neighbour,
+    answer_shape,
+    bare_question,
+    make_variant,
+)
+from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.fakes.scripted_llm import ScriptedLLM
+from tests.test_pipeline import small_corpus
+
+EVIDENCE = "The Orvanne Bridge crosses the River Kelm at Tessaly Port."
+NEIGHBOUR_TEXT = (
+    "The River Kelm rises in the Dunmere Hills and floods every spring. "
+    "Boats carried slate down the river until the railway came."
+)
+CONFIG = GenerateConfig()
+
+
+def original(
+    question: str = "Fill in the blank: The Orvanne Bridge crosses the River Kelm at ___.",
+) -> Task:
+    prompt = [
+        Message(role="system", content="Answer briefly."),
+        Message(role="user", content=question),
+    ]
+    verifier = VerifierSpec(type="exact_or_f1", context=["The Orvanne Bridge crosses", "."])
+    return Task(
+        task_id=Task.make_id("doc_qa", prompt, "Tessaly Port", verifier),
+        kind="doc_qa",
+        prompt=prompt,
+        answer="Tessaly Port",
+        verifier=verifier,
+        evidence=[Evidence(chunk_id="c1", quote=EVIDENCE)],
+        source=[SourceRef(source_id="s1", path="docs/bridge.md", chunk_id="c1")],
+        lineage=Lineage(
+            generator="doc_qa",
+            generator_version="2",
+            prompt_hash="p",
+            model="gen",
+            seed="s",
+            knobs={"focus_sentence": 0, "question_style": "cloze", "level": "base"},
+        ),
+    )
+
+
+def neighbour(text: str = NEIGHBOUR_TEXT) -> Neighbour:
+    chunk = Chunk(
+        chunk_id="c2",
+        source_id="s2",
+        index=0,
+        text=text,
+        char_start=0,
+        char_end=len(text),
+        embedding=[0.0],
+    )
+    return Neighbour(chunk, "docs/river.md")
+
+
+MATERIAL = Material(title="The Orvanne Bridge", neighbours=[neighbour()])
+
+
+def vary(task, level, llm=None, material=MATERIAL, direction=None):
+    llm = llm or ScriptedLLM(lambda *_: pytest.fail("this level needs no model"))
+    chosen = LADDER.level(level)
+    names = [lv.name for lv in LADDER.levels]
+    guess = "harder" if names.index(level) > names.index("base") else "easier"
+    return asyncio.run(make_variant(task, chosen, direction or guess, material, llm, CONFIG))
+
+
+def replying(question):
+    return ScriptedLLM(lambda role, messages, params: json.dumps({"question": question}))
+
+
+# --- control ------------------------------------------------------------------------------
+
+
+def test_a_task_moves_one_level_toward_the_band_and_never_back():
+    harder = next_move("too_easy", {"level": "base"}, LADDER, max_steps=2)
+    assert isinstance(harder, Move) and harder.direction == "harder"
+    assert [lv.name for lv in harder.levels] == ["paraphrased", "two_hop"]
+    easier = next_move("too_hard", {}, LADDER, max_steps=2)  # no level knob: a base task
+    assert [lv.name for lv in easier.levels] == ["pointed", "hinted"]
+
+    assert next_move("in_band", {}, LADDER, 2) == Stop("in_band")
+    step_one = {"level": "pointed", "repair_step": 1, "repair_direction": "easier"}
+    assert next_move("too_easy", step_one, LADDER, 2) == Stop("straddles_band")
+    assert next_move("too_hard", step_one, LADDER, 1) == Stop("step_limit")
+    assert next_move("too_hard", {"level": "hinted"}, LADDER, 2) == Stop("no_easier_level")
+    assert next_move("too_easy", {"level": "two_hop"}, LADDER, 2) == Stop("no_harder_level")
+
+
+# --- variants -----------------------------------------------------------------------------
+
+
+def test_hints_make_easier_variants_that_record_their_path():
+    task = original()
+    pointed = vary(task, "pointed")
+    assert pointed.task_id != task.task_id
+    assert pointed.answer == task.answer and pointed.evidence == task.evidence
+    assert pointed.verifier == task.verifier  # same question: the cloze context still applies
+    assert pointed.question == task.question + HINT_MARK + (
+        'The fact is from the document "The Orvanne Bridge".'
+    )
+    knobs = pointed.lineage.knobs
+    assert knobs["level"] == "pointed" and knobs["hint"] == "source"
+    assert (knobs["repair_of"], knobs["repair_root"]) == (task.task_id, task.task_id)
+    assert (knobs["repair_step"], knobs["repair_path"]) == (1, "base>pointed")
+    assert knobs["repair_direction"] == "easier" and knobs["question_style"] == "cloze"
+
+    hinted = vary(pointed, "hinted")
+    assert hinted.question.count("Hint:") == 1 and bare_question(hinted) == task.question
+    assert hinted.question.endswith('The answer has 2 words and starts with "T".')
+    knobs = hinted.lineage.knobs
+    assert (knobs["repair_of"], knobs["repair_root"]) == (pointed.task_id, task.task_id)
+    assert (knobs["repair_step"], knobs["repair_path"]) == (2, "base>pointed>hinted")
+
+
+def test_a_hint_that_names_the_answer_is_refused():
+    leaky = Material(title="Tessaly Port guide", neighbours=[])
+    with pytest.raises(CheckFailure, match="question_contains_answer"):
+        vary(original(), "pointed", material=leaky)
+
+
+def test_answer_shape_gives_the_form_not_the_answer():
+    assert answer_shape("1961") == "is a year in the 1960s"
+    assert answer_shape("1,400") == "is a number of 4 digits that starts with 1"
+    assert answer_shape("March 1902") == "is a month and a year"
+    assert answer_shape("Ansel Varrow") == 'has 2 words and starts with "A"'
+
+
+def test_a_paraphrase_is_kept_only_if_it_shares_fewer_words_with_the_evidence():
+    task = original()
+    reworded = "Where does the span over the Kelm reach land?"
+    variant = vary(task, "paraphrased", replying(reworded))
+    assert variant.question == reworded and variant.verifier.context == []
+    knobs = variant.lineage.knobs
+    assert knobs["overlap"] == "paraphrase" and knobs["overlap_pct"] < knobs["parent_overlap_pct"]
+    assert knobs["overlap_pct"] == round(100 * lexical_overlap(reworded, EVIDENCE, task.answer))
+    assert variant.lineage.model == "scripted" and variant.lineage.prompt_hash.startswith("p+")
+
+    copied = "Which place does the Orvanne Bridge cross the River Kelm at?"
+    with pytest.raises(CheckFailure, match="overlap_not_lower"):
+        vary(task, "paraphrased", replying(copied))
+    with pytest.raises(CheckFailure, match="question_contains_answer"):
+        vary(task, "paraphrased", replying("Is it Tessaly Port?"))
+
+
+def test_garbage_from_the_generator_fails_the_level_not_the_run():
+    with pytest.raises(CheckFailure, match="invalid_structured_output"):
+        vary(original(), "paraphrased", ScriptedLLM(lambda *_: "no json here"))
+
+
+def test_two_hop_reaches_the_answer_through_a_neighbouring_fact():
+    task = original()
+    question = "Where does the bridge over the river that rises in the Dunmere Hills stand?"
+    variant = vary(task, "two_hop", replying(question))
+    assert variant.question == question
+    assert [e.chunk_id for e in variant.evidence] == ["c1", "c2"]
+    assert variant.evidence[1].quote.startswith("The River Kelm rises")
+    assert [s.path for s in variant.source] == ["docs/bridge.md", "docs/river.md"]
+    knobs = variant.lineage.knobs
+    assert (knobs["hops"], knobs["bridge"], knobs["level"]) == (2, "River Kelm", "two_hop")
+
+    with pytest.raises(CheckFailure, match="question_names_bridge"):
+        vary(task, "two_hop", replying("Where does the bridge over the River Kelm stand?"))
+    unrelated = Material(
+        title="x", neighbours=[neighbour("The Dunmere Hills are grazed by sheep.")]
+    )
+    with pytest.raises(CheckFailure, match="no_bridge_in_neighbours"):
+        vary(task, "two_hop", replying(question), material=unrelated)
+    holds_answer = Material(
+        title="x", neighbours=[neighbour("The River Kelm meets the sea at Tessaly Port each day.")]
+    )
+    with pytest.raises(CheckFailure, match="no_bridge_in_neighbours"):  # would be a shortcut
+        vary(task, "two_hop", replying(question), material=holds_answer)
+
+
+# --- the stage ----------------------------------------------------------------------------
+
+
+def lineage_of(row):
+    return json.loads(row["lineage"])["knobs"]
+
+
+def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
+    tmp_path, oracle_server
+):
+    home = tmp_path / "home"
+    ctx = make_context(home)
+    ingest_docs([str(small_corpus(tmp_path))], ctx)
+    run_llm_stages(ctx, endpoints_for(oracle_server))
+
+    tasks = {r["task_id"]: r for r in ctx.lake.rows("SELECT task_id, lineage FROM tasks")}
+    bands = {
+        r["item_id"]: r["reason"]
+        for r in ctx.lake.rows("SELECT item_id, reason FROM status WHERE stage = 'calibrate'")
+    }
+    repairs = ctx.lake.rows("SELECT item_id, reason, detail FROM status WHERE stage = 'repair'")
+    assert {r["item_id"] for r in repairs} == {t for t, b in bands.items() if b != "in_band"}
+    variants = {t: lineage_of(r) for t, r in tasks.items() if "repair_of" in lineage_of(r)}
+    assert variants and len(variants) == sum(r["reason"] == "repaired" for r in repairs)
+    for task_id, knobs in variants.items():
+        parent = knobs["repair_of"]
+        expected = "harder" if bands[parent] == "too_easy" else "easier"
+        assert knobs["repair_direction"] == expected
+        assert 1 <= knobs["repair_step"] <= ctx.config.repair.max_steps
+        assert "repair_of" not in lineage_of(tasks[knobs["repair_root"]])
+        assert knobs["repair_path"].split(">")[-1] == knobs["level"]
+        assert task_id in bands  # verified and calibrated in the same run
+    easier = [k for k in variants.values() if k["repair_direction"] == "easier"]
+    assert easier and all(k["hint"] != "none" for k in easier)
+    rescued = [t for t in variants if bands[t] == "in_band"]
+    assert rescued  # the oracle answers hinted questions more often
+
+    summary = funnel(ctx.lake)["repair"]
+    assert summary["variants"] == len(variants) and summary["outcomes"]["repaired"] > 0
+
+    rerun = make_context(home, run_id="run-2")
+    requests = len(oracle_server.requests)
+    assert not run_llm_stages(rerun, endpoints_for(oracle_server))  # nothing left to do
+    assert len(oracle_server.requests) == requests
+    assert len(ctx.lake.rows("SELECT task_id FROM tasks")) == len(tasks)
+
+    result = export_taskset(ctx.lake, "docqa", home / "tasksets")
+    exported = ctx.lake.rows(
+        f"SELECT task_id, band, lineage FROM read_parquet('{result.path}/part-*.parquet')"
+    )
+    families = [lineage_of(r).get("repair_root", r["task_id"]) for r in exported]
+    assert len(families) == len(set(families))  # one task per original
+    exported_ids = {r["task_id"] for r in exported}
+    assert set(rescued) <= exported_ids
+    assert not {variants[t]["repair_root"] for t in rescued} & exported_ids
+
+
+def test_repair_can_be_switched_off(tmp_path, oracle_server):
+    ctx = make_context(tmp_path / "home", repair={"max_steps": 0})
+    ingest_docs([str(small_corpus(tmp_path))], ctx)
+    counts = run_llm_stages(ctx, endpoints_for(oracle_server))
+    assert not any(key.startswith("done:repaired") for key in counts)
+    assert not ctx.lake.rows("SELECT * FROM status WHERE stage = 'repair'")
