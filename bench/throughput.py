@@ -3,8 +3,9 @@
 One fake OpenAI server (the deterministic `Oracle`, with a fixed latency per request) serves two
 phases, side by side in one process:
 
-- pipeline: the LLM stages (`generate`, `verify`, `calibrate`) run through the plain stage
-  functions over a lake that `ingest_docs` filled beforehand (ingest is not timed);
+- pipeline: each LLM stage (`generate`, `verify`, `calibrate`, `review`, `repair`) runs once,
+  in order, through the plain stage functions over a lake that `ingest_docs` filled beforehand
+  (ingest is not timed; the variants `repair` makes are not taken round again);
 - raw: the very requests the pipeline sent, replayed through one `LLMClient` (no cache) with
   the same concurrency limit, all at once.
 

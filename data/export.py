@@ -54,8 +54,8 @@ TASKSET_SCHEMA = pa.schema(
 )
 
 # One task per repair family (an original and the variants the repair loop made of it, which
-# share its answer and evidence): the member in the band, else the one the repair moved
-# furthest, so a trainer never sees one fact at several difficulties.
+# share its answer and evidence) among those within the pass-rate filter: the member in the
+# band, else the one the repair moved furthest, so a trainer never sees one fact twice.
 _TASKS_SQL = """
 SELECT * EXCLUDE (family, step) FROM (
     SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
@@ -70,10 +70,10 @@ SELECT * EXCLUDE (family, step) FROM (
     JOIN status s ON s.item_id = t.task_id AND s.stage = ? AND s.status = 'done' AND {measured}
     WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
       AND t.task_id IN (SELECT item_id FROM status WHERE stage = 'review' AND status = 'done')
+      AND d.pass_rate BETWEEN ? AND ?
     QUALIFY row_number() OVER (
         PARTITION BY family ORDER BY band = 'in_band' DESC, step DESC, task_id) = 1
 )
-WHERE pass_rate BETWEEN ? AND ?
 ORDER BY task_id
 """
 

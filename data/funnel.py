@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from data.lake import Lake
@@ -88,11 +89,11 @@ def _repair_summary(lake: Lake, stage: dict[str, Any]) -> dict[str, Any]:
     level, verification and band."""
     variants = lake.rows(_VARIANTS_SQL)
 
-    def count(key: str, where=lambda row: True) -> dict[str, int]:
-        counts: dict[str, int] = {}
+    def count(key: str) -> dict[str, int]:
+        counts: Counter[str] = Counter()
         for row in variants:
-            if where(row) and row[key] is not None:
-                counts[row[key]] = counts.get(row[key], 0) + row["n"]
+            if row[key] is not None:
+                counts[row[key]] += row["n"]
         return dict(sorted(counts.items()))
 
     return {

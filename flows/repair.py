@@ -4,7 +4,7 @@ A task the solver finds too easy moves to the next harder level, one it finds to
 next easier one; the levels beyond are the fallbacks when a level cannot be made for this task.
 Moves keep the direction of the first: a variant that overshoots (its parent was too easy, it is
 too hard) has the band between two adjacent levels, and moving back would only undo the step.
-An original task moves at most `max_steps` times.
+An original task moves at most `max_steps` times (raise it and the next run moves it on).
 """
 
 from __future__ import annotations
@@ -23,21 +23,24 @@ class Move:
 
 @dataclass(frozen=True)
 class Stop:
-    reason: str  # in_band, straddles_band, step_limit, no_harder_level, no_easier_level
+    reason: str  # in_band, no_band, straddles_band, step_limit, no_harder_level, ...
+    detail: str = ""  # step_limit: the max_steps it was reached under
 
 
 def next_move(
     band: str, knobs: Mapping[str, KnobValue], ladder: Ladder, max_steps: int
 ) -> Move | Stop:
     """Where a task measured in `band` goes next, given its lineage knobs."""
-    if band not in ("too_easy", "too_hard"):
+    if band == "in_band":
         return Stop("in_band")
+    if band not in ("too_easy", "too_hard"):
+        return Stop("no_band", band)
     direction: Direction = "harder" if band == "too_easy" else "easier"
     previous = knobs.get("repair_direction")
     if previous is not None and previous != direction:
         return Stop("straddles_band")
     if int(knobs.get("repair_step", 0)) >= max_steps:
-        return Stop("step_limit")
+        return Stop("step_limit", str(max_steps))
     levels = ladder.beyond(str(knobs.get("level", ladder.base)), direction)
     if not levels:
         return Stop(f"no_{direction}_level")

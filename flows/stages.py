@@ -375,28 +375,42 @@ async def review_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
 
 
 def pending_repair(ctx: StageContext) -> list[str]:
-    """Reviewed tasks whose calibration put them out of the band."""
-    if ctx.config.repair.max_steps == 0:
+    """Tasks out of the band whose review found the verifier sound (hackable ones would pass
+    their verifier on to the variant) and which the repair loop has not settled; a task that
+    stopped at the step limit is taken again once `repair.max_steps` is raised."""
+    max_steps = ctx.config.repair.max_steps
+    if max_steps == 0:
         return []
-    return _pending(
-        ctx,
-        "repair",
-        "SELECT c.item_id AS id FROM status c JOIN status r ON r.item_id = c.item_id"
-        " AND r.stage = 'review' AND r.status = 'done'"
+    rows = ctx.lake.rows(
+        "SELECT c.item_id AS id FROM status c"
+        " JOIN status r ON r.item_id = c.item_id AND r.stage = 'review' AND r.status = 'done'"
+        " AND r.reason = 'reviewed'"
+        " LEFT JOIN status p ON p.item_id = c.item_id AND p.stage = 'repair'"
         " WHERE c.stage = 'calibrate' AND c.status = 'done' AND c.reason <> 'in_band'"
+        " AND (p.status IS NULL OR p.status = 'failed'"
+        " OR (p.reason = 'step_limit' AND TRY_CAST(p.detail AS INTEGER) < ?))"
         " ORDER BY id",
+        [max_steps],
     )
+    return [row["id"] for row in rows]
 
 
+# The `neighbours` chunks nearest each given chunk by embedding cosine (ranked on ids alone,
+# then joined to their text); vectors of another width or of zero length are never neighbours.
 _NEIGHBOURS_SQL = """
-SELECT e.chunk_id AS of, n.*, s.path AS source_path
-FROM chunks e JOIN chunks n ON n.chunk_id <> e.chunk_id
-LEFT JOIN sources s ON s.source_id = n.source_id
-WHERE list_contains(?, e.chunk_id)
-QUALIFY row_number() OVER (
-    PARTITION BY e.chunk_id
-    ORDER BY list_cosine_similarity(e.embedding, n.embedding) DESC, n.chunk_id) <= ?
-ORDER BY of, list_cosine_similarity(e.embedding, n.embedding) DESC, n.chunk_id
+WITH cosines AS (
+    SELECT e.chunk_id AS of, n.chunk_id,
+           list_cosine_similarity(e.embedding, n.embedding) AS similarity
+    FROM chunks e JOIN chunks n
+      ON n.chunk_id <> e.chunk_id AND len(n.embedding) = len(e.embedding)
+    WHERE list_contains(?, e.chunk_id)
+), ranked AS (
+    SELECT * FROM cosines WHERE NOT isnan(similarity)
+    QUALIFY row_number() OVER (PARTITION BY of ORDER BY similarity DESC, chunk_id) <= ?
+)
+SELECT r.of, n.*, s.path AS source_path
+FROM ranked r JOIN chunks n USING (chunk_id) LEFT JOIN sources s ON s.source_id = n.source_id
+ORDER BY r.of, r.similarity DESC, r.chunk_id
 """
 
 
@@ -412,7 +426,7 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
             [task_ids],
         )
     }
-    source_ids = sorted({t.source[0].source_id for t in tasks.values()})
+    source_ids = sorted({s.source_id for t in tasks.values() for s in t.source[:1]})
     titles = {
         r["source_id"]: r["title"] or Path(r["path"]).stem
         for r in ctx.lake.rows(
@@ -420,7 +434,7 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
             [source_ids],
         )
     }
-    chunk_ids = sorted({t.evidence[0].chunk_id for t in tasks.values()})
+    chunk_ids = sorted({e.chunk_id for t in tasks.values() for e in t.evidence[:1]})
     neighbours: dict[str, list[Neighbour]] = {}
     for row in ctx.lake.rows(_NEIGHBOURS_SQL, [chunk_ids, ctx.config.repair.neighbours]):
         near = Neighbour(Chunk.from_row(row), row["source_path"] or "")
@@ -430,8 +444,8 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
             task,
             bands.get(task_id, ""),
             Material(
-                title=titles.get(task.source[0].source_id, ""),
-                neighbours=neighbours.get(task.evidence[0].chunk_id, []),
+                title=next((titles.get(s.source_id, "") for s in task.source[:1]), ""),
+                neighbours=[n for e in task.evidence[:1] for n in neighbours.get(e.chunk_id, [])],
             ),
         )
         for task_id, task in tasks.items()
@@ -442,7 +456,7 @@ async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     task, band, material = loaded
     move = next_move(band, task.lineage.knobs, doc_qa.LADDER, ctx.config.repair.max_steps)
     if isinstance(move, Stop):
-        return Outcome(ctx.status("repair", task_id, "done", move.reason))
+        return Outcome(ctx.status("repair", task_id, "done", move.reason, move.detail))
     failures: list[str] = []
     for level in move.levels:
         try:

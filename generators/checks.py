@@ -63,6 +63,12 @@ def check_question(question: str, answer: str, max_question_chars: int) -> None:
         raise CheckFailure("question_implies_answer")
 
 
+def check_hint(hint: str, answer: str) -> None:
+    """A hint may narrow the answer down but never state it, not even nearly."""
+    if contains(hint, answer) or _near_miss(hint, answer):
+        raise CheckFailure("hint_contains_answer")
+
+
 def _near_miss(question: str, answer: str) -> bool:
     """The question holds a near copy of the answer: a run of as many words that is
     >= NEAR_MISS_RATIO similar ("Varrow's" for "Varrow", "1,887" for "1887"), or most of the

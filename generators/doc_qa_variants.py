@@ -3,13 +3,16 @@
 Each level of `doc_qa.LADDER` is made from the task's question (without any hint) and its first
 evidence quote:
 - `pointed` / `hinted` append a hint: the source document's title, and for `hinted` also the
-  answer's shape (a year's decade, a number's first digit and length, a name's first letter and
-  word count);
+  answer's shape (a four-digit number's decade, a number's length and first digit, a name's
+  word count and first letter); a hint that states the answer is refused;
 - `paraphrased`: the generator model rewords the question; kept only if its lexical overlap with
   the evidence drops by at least MIN_OVERLAP_DROP;
 - `two_hop`: a bridge entity of the evidence that a neighbouring chunk (by embedding) also names
   in a fact without the answer; the model writes a question that describes the bridge by that
-  second fact instead of naming it, and both facts become the evidence.
+  second fact instead of naming it (neither whole nor by a capitalised word of it), and both
+  facts become the evidence. Nothing checks that the first fact alone cannot answer it: with
+  the passage in hand a reader may guess the link, so `hops=2` says how the question was
+  written, and matters most to a solver that has to search the corpus.
 
 A level that cannot be made raises `CheckFailure` with a stable reason, so the repair loop can
 try the next level and record why this one failed.
@@ -25,18 +28,24 @@ from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import Chunk, Evidence, Message, SourceRef, Task, seed_for
 from data.spans import MONTHS, answer_candidates
-from generators.checks import CheckFailure, check_question, contains, lexical_overlap
+from generators.checks import (
+    CheckFailure,
+    check_hint,
+    check_question,
+    contains,
+    lexical_overlap,
+)
 from generators.doc_qa import GENERATOR, LADDER, VERSION, QuestionDraft, focus_sentences
 from generators.knobs import Direction, Level
 
 PARAPHRASE_PROMPT = load_prompt(__file__, "doc_qa_paraphrase")
 TWO_HOP_PROMPT = load_prompt(__file__, "doc_qa_two_hop")
 HINT_MARK = "\n\nHint: "
-MAX_HINT_CHARS = 200
 MIN_OVERLAP_DROP = 0.1
-# Knobs that describe one derivation step (a rewrite's measurements, a remedy of the parent):
-# a variant records its own and leaves its parent's to the parent's lineage.
-STEP_KNOBS = ("overlap_pct", "parent_overlap_pct", "bridge", "remedy", "remedy_of")
+# Knobs that describe one derivation step (a rewrite's measurements, the parent a remedy came
+# from): a variant records its own and leaves its parent's to the parent's lineage. `remedy`
+# stays: the variant keeps the remedied verifier.
+STEP_KNOBS = ("overlap_pct", "parent_overlap_pct", "bridge", "remedy_of")
 
 
 @dataclass(frozen=True)
@@ -71,25 +80,44 @@ def bare_question(task: Task) -> str:
 
 
 def answer_shape(answer: str) -> str:
-    """A hint at the answer's form that does not give it away."""
-    if re.fullmatch(r"\d{4}", answer):
-        return f"is a year in the {answer[:3]}0s"
-    if re.fullmatch(r"\d[\d,]*(?:\.\d+)?", answer):
-        digits = sum(c.isdigit() for c in answer.split(".")[0])
-        return f"is a number of {digits} digits that starts with {answer[0]}"
+    """A hint at the answer's form that narrows it down without giving it away."""
     if re.fullmatch(rf"(?:{MONTHS}) \d{{4}}", answer):
         return "is a month and a year"
+    if re.fullmatch(r"\d{4}", answer):
+        decade = int(answer[:3]) * 10
+        return f"is a number from {decade} to {decade + 9}"
+    if re.fullmatch(r"\d[\d,]*", answer):
+        digits = sum(c.isdigit() for c in answer)
+        if digits == 1:
+            return "is a number below ten"
+        return f"is a {digits}-digit number that starts with {answer[0]}"
+    if re.fullmatch(r"\d[\d,]*\.\d+", answer):
+        return "is a number with a decimal point"
     words = len(answer.split())
     return f'has {words} word{"s" if words > 1 else ""} and starts with "{answer[0]}"'
 
 
 def hint_text(kind: str, title: str, answer: str) -> str:
+    """The hint a level appends ("" for none); it must not state the answer."""
     if kind == "none":
         return ""
+    if not title.strip():
+        raise CheckFailure("no_source_title")
     parts = [f'The fact is from the document "{title}".']
     if kind == "source+shape":
         parts.append(f"The answer {answer_shape(answer)}.")
-    return " ".join(parts)
+    hint = " ".join(parts)
+    check_hint(hint, answer)
+    return hint
+
+
+def names_bridge(question: str, bridge: str) -> bool:
+    """The question names the bridge entity, whole or by one of its capitalised words ("the
+    Kelm" for "River Kelm"); a lower-case description ("the river that ...") is fine."""
+    words = [w for w in bridge.split() if len(w) > 2 and w[0].isupper()]
+    return contains(question, bridge) or any(
+        re.search(rf"(?<!\w){re.escape(w)}(?!\w)", question) for w in words
+    )
 
 
 def find_bridge(evidence: str, answer: str, neighbours: list[Neighbour]) -> Bridge | None:
@@ -98,7 +126,7 @@ def find_bridge(evidence: str, answer: str, neighbours: list[Neighbour]) -> Brid
     names = [
         span
         for span in answer_candidates(evidence)
-        if not span[0].isdigit() and not contains(span, answer) and not contains(answer, span)
+        if not re.search(r"\d", span) and not contains(span, answer) and not contains(answer, span)
     ]
     for neighbour in neighbours:
         for sentence in focus_sentences(neighbour.chunk.text):
@@ -129,6 +157,8 @@ async def make_variant(
     config: GenerateConfig,
 ) -> Task:
     """`task` asked at `level`: a new task whose lineage names its parent and the path taken."""
+    if not task.evidence or not task.source:
+        raise CheckFailure("no_evidence")
     seed_text, seed = seed_for(GENERATOR, VERSION, task.task_id, level.name)
     try:
         rewrite = await _rewrite(task, level, material, llm, config, seed)
@@ -137,9 +167,9 @@ async def make_variant(
             raise
         raise CheckFailure("invalid_structured_output") from error
     question = rewrite.question if rewrite else bare_question(task)
+    check_question(question, task.answer, config.max_question_chars)
     hint = hint_text(str(level.knobs["hint"]), material.title, task.answer)
     text = question + (HINT_MARK + hint if hint else "")
-    check_question(text, task.answer, config.max_question_chars + MAX_HINT_CHARS)
 
     prompt = [*task.prompt[:-1], Message(role="user", content=text)]
     # a new question has no cloze context to strip from replies
@@ -193,25 +223,30 @@ async def _rewrite(
         prompt = TWO_HOP_PROMPT.render(
             evidence=evidence, bridge_fact=bridge.fact, answer=task.answer, bridge=bridge.entity
         )
-        question = await _draft(prompt, task.answer, llm, config, seed)
-        if contains(question, bridge.entity):
+        question = await _draft(prompt, bare_question(task), task.answer, llm, config, seed)
+        if names_bridge(question, bridge.entity):
             raise CheckFailure("question_names_bridge")
-        return Rewrite(question, TWO_HOP_PROMPT.version, {"bridge": bridge.entity}, bridge)
+        knobs = {"bridge": bridge.entity, "question_style": "question"}
+        return Rewrite(question, TWO_HOP_PROMPT.version, knobs, bridge)
     if level.knobs["overlap"] == "paraphrase":
         original = bare_question(task)
         prompt = PARAPHRASE_PROMPT.render(evidence=evidence, question=original, answer=task.answer)
-        question = await _draft(prompt, task.answer, llm, config, seed)
+        question = await _draft(prompt, original, task.answer, llm, config, seed)
         before = lexical_overlap(original, evidence, task.answer)
         after = lexical_overlap(question, evidence, task.answer)
         if after > before - MIN_OVERLAP_DROP:
             raise CheckFailure("overlap_not_lower")
-        knobs = {"overlap_pct": round(100 * after), "parent_overlap_pct": round(100 * before)}
+        knobs = {
+            "overlap_pct": round(100 * after),
+            "parent_overlap_pct": round(100 * before),
+            "question_style": "question",
+        }
         return Rewrite(question, PARAPHRASE_PROMPT.version, knobs)
     return None
 
 
 async def _draft(
-    prompt: str, answer: str, llm: LLMClient, config: GenerateConfig, seed: int
+    prompt: str, original: str, answer: str, llm: LLMClient, config: GenerateConfig, seed: int
 ) -> str:
     written = await llm.structured(
         "generator",
@@ -223,4 +258,6 @@ async def _draft(
     )
     question = written.question.strip()
     check_question(question, answer, config.max_question_chars)
+    if question == original:
+        raise CheckFailure("question_unchanged")
     return question

@@ -24,6 +24,8 @@ from generators.doc_qa_variants import (
     make_variant,
 )
 from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_pipeline import small_corpus
 
@@ -103,7 +105,8 @@ def test_a_task_moves_one_level_toward_the_band_and_never_back():
     assert next_move("in_band", {}, LADDER, 2) == Stop("in_band")
     step_one = {"level": "pointed", "repair_step": 1, "repair_direction": "easier"}
     assert next_move("too_easy", step_one, LADDER, 2) == Stop("straddles_band")
-    assert next_move("too_hard", step_one, LADDER, 1) == Stop("step_limit")
+    assert next_move("too_hard", step_one, LADDER, 1) == Stop("step_limit", "1")
+    assert next_move("", {}, LADDER, 2) == Stop("no_band")
     assert next_move("too_hard", {"level": "hinted"}, LADDER, 2) == Stop("no_easier_level")
     assert next_move("too_easy", {"level": "two_hop"}, LADDER, 2) == Stop("no_harder_level")
 
@@ -134,15 +137,28 @@ def test_hints_make_easier_variants_that_record_their_path():
     assert (knobs["repair_step"], knobs["repair_path"]) == (2, "base>pointed>hinted")
 
 
-def test_a_hint_that_names_the_answer_is_refused():
+def test_a_question_takes_a_hint_too():
+    task = original("Where does the Orvanne Bridge cross the River Kelm?")
+    hinted = vary(task, "hinted")
+    assert hinted.question.startswith(task.question + HINT_MARK)
+    assert bare_question(hinted) == task.question
+
+
+def test_hints_that_state_the_answer_or_name_nothing_are_refused():
     leaky = Material(title="Tessaly Port guide", neighbours=[])
-    with pytest.raises(CheckFailure, match="question_contains_answer"):
+    with pytest.raises(CheckFailure, match="hint_contains_answer"):
         vary(original(), "pointed", material=leaky)
+    with pytest.raises(CheckFailure, match="no_source_title"):
+        vary(original(), "pointed", material=Material(title=" ", neighbours=[]))
+    with pytest.raises(CheckFailure, match="no_evidence"):
+        vary(original().model_copy(update={"evidence": []}), "pointed")
 
 
 def test_answer_shape_gives_the_form_not_the_answer():
-    assert answer_shape("1961") == "is a year in the 1960s"
-    assert answer_shape("1,400") == "is a number of 4 digits that starts with 1"
+    assert answer_shape("1961") == "is a number from 1960 to 1969"
+    assert answer_shape("1,400") == "is a 4-digit number that starts with 1"
+    assert answer_shape("7") == "is a number below ten"
+    assert answer_shape("3.5") == "is a number with a decimal point"
     assert answer_shape("March 1902") == "is a month and a year"
     assert answer_shape("Ansel Varrow") == 'has 2 words and starts with "A"'
 
@@ -154,6 +170,7 @@ def test_a_paraphrase_is_kept_only_if_it_shares_fewer_words_with_the_evidence():
     assert variant.question == reworded and variant.verifier.context == []
     knobs = variant.lineage.knobs
     assert knobs["overlap"] == "paraphrase" and knobs["overlap_pct"] < knobs["parent_overlap_pct"]
+    assert knobs["question_style"] == "question"  # no longer a cloze
     assert knobs["overlap_pct"] == round(100 * lexical_overlap(reworded, EVIDENCE, task.answer))
     assert variant.lineage.model == "scripted" and variant.lineage.prompt_hash.startswith("p+")
 
@@ -162,6 +179,8 @@ def test_a_paraphrase_is_kept_only_if_it_shares_fewer_words_with_the_evidence():
         vary(task, "paraphrased", replying(copied))
     with pytest.raises(CheckFailure, match="question_contains_answer"):
         vary(task, "paraphrased", replying("Is it Tessaly Port?"))
+    with pytest.raises(CheckFailure, match="question_unchanged"):
+        vary(task, "paraphrased", replying(task.question))
 
 
 def test_garbage_from_the_generator_fails_the_level_not_the_run():
@@ -180,8 +199,9 @@ def test_two_hop_reaches_the_answer_through_a_neighbouring_fact():
     knobs = variant.lineage.knobs
     assert (knobs["hops"], knobs["bridge"], knobs["level"]) == (2, "River Kelm", "two_hop")
 
-    with pytest.raises(CheckFailure, match="question_names_bridge"):
-        vary(task, "two_hop", replying("Where does the bridge over the River Kelm stand?"))
+    for naming in ("the River Kelm", "the Kelm"):
+        with pytest.raises(CheckFailure, match="question_names_bridge"):
+            vary(task, "two_hop", replying(f"Where does the bridge over {naming} stand?"))
     unrelated = Material(
         title="x", neighbours=[neighbour("The Dunmere Hills are grazed by sheep.")]
     )
@@ -241,19 +261,82 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
     assert len(ctx.lake.rows("SELECT task_id FROM tasks")) == len(tasks)
 
     result = export_taskset(ctx.lake, "docqa", home / "tasksets")
-    exported = ctx.lake.rows(
-        f"SELECT task_id, band, lineage FROM read_parquet('{result.path}/part-*.parquet')"
-    )
+    exported = exported_rows(ctx, result)
     families = [lineage_of(r).get("repair_root", r["task_id"]) for r in exported]
     assert len(families) == len(set(families))  # one task per original
     exported_ids = {r["task_id"] for r in exported}
     assert set(rescued) <= exported_ids
     assert not {variants[t]["repair_root"] for t in rescued} & exported_ids
 
+    # asked for the hard ones only, a family is represented by its member in that range
+    hard = exported_rows(ctx, export_taskset(ctx.lake, "hard", home / "tasksets", (0.0, 0.1)))
+    roots = {variants[t]["repair_root"] for t in rescued}
+    hard_roots = {
+        r["item_id"]
+        for r in ctx.lake.rows("SELECT item_id FROM status WHERE stage = 'calibrate'")
+        if r["item_id"] in roots and bands[r["item_id"]] == "too_hard"
+    }
+    assert hard_roots and hard_roots <= {r["task_id"] for r in hard}
+    assert all(r["band"] != "in_band" for r in hard)
 
-def test_repair_can_be_switched_off(tmp_path, oracle_server):
-    ctx = make_context(tmp_path / "home", repair={"max_steps": 0})
+
+def exported_rows(ctx, result):
+    return ctx.lake.rows(
+        f"SELECT task_id, band, lineage FROM read_parquet('{result.path}/part-*.parquet')"
+    )
+
+
+def repair_reasons(ctx):
+    rows = ctx.lake.rows(
+        "SELECT reason, count(*) AS n FROM status WHERE stage = 'repair' GROUP BY 1"
+    )
+    return {r["reason"]: r["n"] for r in rows}
+
+
+def test_max_steps_bounds_the_moves_and_raising_it_moves_tasks_on(tmp_path, oracle_server):
+    home = tmp_path / "home"
+    ctx = make_context(home, repair={"max_steps": 0})
     ingest_docs([str(small_corpus(tmp_path))], ctx)
-    counts = run_llm_stages(ctx, endpoints_for(oracle_server))
-    assert not any(key.startswith("done:repaired") for key in counts)
-    assert not ctx.lake.rows("SELECT * FROM status WHERE stage = 'repair'")
+    run_llm_stages(ctx, endpoints_for(oracle_server))
+    bands = ctx.lake.rows("SELECT reason FROM status WHERE stage = 'calibrate'")
+    assert any(b["reason"] != "in_band" for b in bands)
+    assert repair_reasons(ctx) == {}  # switched off: nothing recorded, nothing settled
+
+    run_llm_stages(
+        make_context(home, run_id="run-2", repair={"max_steps": 1}), endpoints_for(oracle_server)
+    )
+    first = repair_reasons(ctx)
+    assert first["repaired"] > 0 and first["step_limit"] > 0
+
+    run_llm_stages(
+        make_context(home, run_id="run-3", repair={"max_steps": 2}), endpoints_for(oracle_server)
+    )
+    steps = [
+        lineage_of(r)["repair_step"]
+        for r in ctx.lake.rows("SELECT lineage FROM tasks")
+        if "repair_step" in lineage_of(r)
+    ]
+    assert max(steps) == 2  # tasks stopped at the old limit moved on
+
+
+def test_hackable_tasks_are_not_repaired_and_variants_keep_their_remedy(tmp_path):
+    with FakeOpenAIServer(Oracle(hedge=True)) as server:
+        ctx = make_context(tmp_path / "home")
+        ingest_docs([str(small_corpus(tmp_path))], ctx)
+        run_llm_stages(ctx, endpoints_for(server))
+    reviews = {
+        r["item_id"]: r["reason"]
+        for r in ctx.lake.rows("SELECT item_id, reason FROM status WHERE stage = 'review'")
+    }
+    repaired = {
+        r["item_id"] for r in ctx.lake.rows("SELECT item_id FROM status WHERE stage = 'repair'")
+    }
+    assert repaired and all(reviews[t] == "reviewed" for t in repaired)
+    knobs = [lineage_of(r) for r in ctx.lake.rows("SELECT lineage FROM tasks")]
+    remedied_variants = [
+        k for k in knobs if "repair_of" in k and "remedy" in k and "remedy_of" not in k
+    ]
+    assert remedied_variants  # a variant of a remedied task still says its verifier's remedy
+    assert funnel(ctx.lake)["repair"]["variants"] == sum(
+        "repair_of" in k and "remedy_of" not in k for k in knobs
+    )

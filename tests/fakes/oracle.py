@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-HINT = "\n\nHint: "  # how a variant appends its hint to the question
+from generators.doc_qa_variants import HINT_MARK as HINT
 
 
 def _line(text: str, label: str) -> str:
