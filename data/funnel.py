@@ -73,8 +73,13 @@ def funnel(lake: Lake) -> dict[str, Any]:
         " count(*) FILTER (WHERE error <> '') AS errors,"
         " count(*) FILTER (WHERE stream) AS streamed FROM proxy_calls"
     )[0]
+    commits = lake.rows("SELECT kind, count(*) AS n FROM commits GROUP BY 1 ORDER BY 1")
     return {
         "stages": stages,
+        "repos": {
+            "repos": lake.rows("SELECT count(*) AS n FROM repos")[0]["n"],
+            "commits": {row["kind"]: row["n"] for row in commits},
+        },
         "repair": _repair_summary(lake, stages["repair"]),
         "llm": {row.pop("role"): row for row in usage},
         "bands": {r["band"]: r["n"] for r in bands if r["stage"] == "calibrate"},
@@ -125,6 +130,9 @@ def format_funnel(summary: dict[str, Any]) -> str:
             if not reason.startswith("done:"):
                 lines.append(f"    {reason:<40} {n:>6}")
     lines.append("")
+    if summary["repos"]["repos"]:
+        repos = summary["repos"]
+        lines.append(f"repositories: {repos['repos']}; commits: {_pairs(repos['commits'])}")
     lines.append("bands: " + (", ".join(f"{k}={v}" for k, v in summary["bands"].items()) or "-"))
     for stage, counts in summary["recalibrated_bands"].items():
         lines.append(f"bands ({stage}): " + ", ".join(f"{k}={v}" for k, v in counts.items()))

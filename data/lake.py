@@ -27,12 +27,14 @@ import pyarrow.parquet as pq
 from data.records import (
     Attempt,
     Chunk,
+    Commit,
     Consensus,
     Difficulty,
     HackVerdict,
     LLMCall,
     ProxyCall,
     Record,
+    Repo,
     Review,
     RubricItem,
     Source,
@@ -56,6 +58,8 @@ class TableSpec:
 TABLES: dict[str, TableSpec] = {
     "sources": TableSpec(Source, ("source_id",), "_shard"),
     "chunks": TableSpec(Chunk, ("chunk_id",), "_shard"),
+    "repos": TableSpec(Repo, ("repo_id",), "_shard"),
+    "commits": TableSpec(Commit, ("repo_id", "sha"), "_shard"),
     "tasks": TableSpec(Task, ("task_id",), "_shard"),
     "verdicts": TableSpec(Verdict, ("verdict_id",), "_shard"),
     "consensus": TableSpec(Consensus, ("task_id", "check"), "_shard"),

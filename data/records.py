@@ -229,6 +229,48 @@ class Source(Record):
     ingested_at: datetime
 
 
+class ChangedFile(BaseModel):
+    """One file a commit changed; line counts are None for a binary file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str
+    additions: int | None
+    deletions: int | None
+    is_test: bool
+
+
+CommitKind = Literal["source_and_tests", "source_only", "tests_only", "other"]
+
+
+class Repo(Record):
+    """One ingested repository: where it came from and the local mirror its history is read
+    from (under FOUNDRY_HOME/repos)."""
+
+    repo_id: str
+    origin: str
+    mirror: str
+    language: str
+    head: str
+    n_commits: int
+    n_test_files: int
+    ingested_at: datetime
+
+
+class Commit(Record):
+    """One commit of an ingested repository and its change against its first parent."""
+
+    repo_id: str
+    sha: str
+    parent: str  # "" for a root commit
+    author: str
+    authored_at: str  # ISO 8601, as git records it
+    message: str
+    files: list[ChangedFile]
+    kind: CommitKind
+    diff: str
+    diff_truncated: bool
+
+
 class Chunk(Record):
     chunk_id: str
     source_id: str

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = ingest.add_subparsers(dest="kind", required=True)
     docs = kinds.add_parser("docs", parents=[common], help=".md/.txt/.html files or folders")
     docs.add_argument("paths", nargs="+")
+    repo = kinds.add_parser("repo", parents=[common], help="a git repository: path or URL")
+    repo.add_argument("origin", help="a local repository or a git URL")
+    repo.add_argument("--rev", help="a git rev-list range, e.g. v1.0..main (default: HEAD)")
 
     for name, text in (
         ("generate", "write candidate tasks from chunks"),
@@ -121,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             f" {usage['errors']} errors, {usage['tokens']} tokens"
         )
         _print_export(summary["export"])
+    elif args.command == "ingest" and args.kind == "repo":
+        counts = pipeline.ingest_repo_flow(origin=args.origin, rev=args.rev, **common)
+        print(json.dumps(counts, indent=2))
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
     elif args.command in ("generate", "verify", "review", "repair"):

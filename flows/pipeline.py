@@ -28,6 +28,7 @@ from flows.stages import (
     LLMStage,
     StageContext,
     ingest_docs,
+    ingest_repository,
     measure_variance,
     run_llm_batch,
     run_stages,
@@ -68,6 +69,11 @@ def stage_context(command: str, home: str | None, config: str | None) -> Iterato
 @task(name="ingest-docs", cache_policy=NO_CACHE)
 def ingest_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
     return dict(ingest_docs(paths, ctx))
+
+
+@task(name="ingest-repo", cache_policy=NO_CACHE)
+def ingest_repo_task(origin: str, rev: str | None, ctx: StageContext) -> dict[str, int]:
+    return dict(ingest_repository(origin, rev, ctx))
 
 
 @task(name="llm-batch", cache_policy=NO_CACHE, task_run_name="{stage}-batch-{index}")
@@ -115,6 +121,16 @@ def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, 
 def ingest_flow(paths: list[str], home: str | None = None, config: str | None = None) -> dict:
     with stage_context("ingest", home, config) as ctx:
         return ingest_task(paths, ctx)
+
+
+@flow(name="ingest-repo", log_prints=False)
+def ingest_repo_flow(
+    origin: str, rev: str | None = None, home: str | None = None, config: str | None = None
+) -> dict:
+    """Mirror the git repository at `origin` (a path or URL) and record the commits of `rev`
+    (a `git rev-list` range; default the history of HEAD)."""
+    with stage_context("ingest-repo", home, config) as ctx:
+        return ingest_repo_task(origin, rev, ctx)
 
 
 def _llm_stage_flow(name: str):

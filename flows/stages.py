@@ -35,6 +35,7 @@ from data.records import (
     Task,
     VerdictRerun,
 )
+from data.repos import ingest_repo
 from flows.repair import Stop, next_move
 from generators import doc_qa
 from generators.checks import CheckFailure
@@ -96,6 +97,11 @@ def batches(items: Sequence[str], size: int) -> list[list[str]]:
 def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
     """Read, normalise, chunk and deduplicate documents; record every file's outcome."""
     return ingest_documents(paths, ctx.lake, ctx.config.ingest, ctx.run_id, ctx.progress)
+
+
+def ingest_repository(origin: str, rev: str | None, ctx: StageContext) -> Counter:
+    """Mirror a git repository and record its commits (`data.repos`)."""
+    return ingest_repo(origin, ctx.lake, ctx.config.home, ctx.run_id, rev, ctx.progress)
 
 
 # --- LLM stages ----------------------------------------------------------------------------

@@ -1,0 +1,41 @@
+"""The git command line, run with no user or system configuration (no hooks, aliases, signing
+or prompts from the machine it runs on) and a clear error when it fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree
+TIMEOUT_S = 600
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message carries git's own last line."""
+
+
+def git(repo: Path | None, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run `git -C repo args…` and return its stdout."""
+    clean = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/"),
+        "LANG": "C.UTF-8",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+        **(env or {}),
+    }
+    where = ["-C", str(repo)] if repo is not None else []
+    # a repository owned by another user is read, not refused (nothing of it is executed)
+    command = ["git", "-c", "safe.directory=*", *where, *args]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, env=clean, timeout=TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise GitError(f"git {args[0]}: {error}") from error
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"git {args[0]}: {message[-1] if message else f'exit {done.returncode}'}")
+    return done.stdout.decode("utf-8", "replace")

@@ -1,0 +1,51 @@
+"""What taskfoundry needs to know about a repository's language: which files are tests, which
+are source, and whether a tree is a project of that language. Python with pytest comes first;
+another language is another class with the same three methods."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Protocol
+
+
+class Language(Protocol):
+    name: str
+
+    def is_test_file(self, path: str) -> bool: ...
+
+    def is_source_file(self, path: str) -> bool: ...
+
+    def detect(self, files: list[str]) -> bool:
+        """Whether a tree with these files (paths relative to its root) is such a project."""
+        ...
+
+
+class Python:
+    """Tests as pytest discovers them: `test_*.py`, `*_test.py`, `conftest.py`, and Python
+    files under a `tests/` or `test/` folder."""
+
+    name = "python"
+    markers = ("pyproject.toml", "setup.py", "setup.cfg")
+
+    def is_test_file(self, path: str) -> bool:
+        parts = PurePosixPath(path).parts
+        name = parts[-1]
+        if not name.endswith(".py"):
+            return False
+        in_tests = any(part in ("tests", "test") for part in parts[:-1])
+        named = name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+        return in_tests or named
+
+    def is_source_file(self, path: str) -> bool:
+        return path.endswith(".py") and not self.is_test_file(path)
+
+    def detect(self, files: list[str]) -> bool:
+        at_root = {f for f in files if "/" not in f}
+        return bool(at_root & set(self.markers)) or any(self.is_source_file(f) for f in files)
+
+
+LANGUAGES: tuple[Language, ...] = (Python(),)
+
+
+def detect_language(files: list[str]) -> Language | None:
+    return next((language for language in LANGUAGES if language.detect(files)), None)
