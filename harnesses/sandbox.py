@@ -118,6 +118,14 @@ class Sandbox:
         if self._lock is not None:
             os.close(self._lock)
 
+    def write(self, name: str, data: str | bytes) -> Path:
+        """A file in the sandbox's own tmp folder (outside the tree), owned by its uid."""
+        path = self.root / "tmp" / name
+        path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        if self.uid is not None:
+            os.chown(path, self.uid, self.uid)
+        return path
+
     def run(
         self,
         argv: list[str],

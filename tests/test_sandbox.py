@@ -27,10 +27,8 @@ def project(tmp_path):
 
 
 def python(sandbox: Sandbox, code: str, **kwargs):
-    (sandbox.tree / "script.py").write_text(textwrap.dedent(code))
-    if sandbox.uid is not None:
-        os.chown(sandbox.tree / "script.py", sandbox.uid, sandbox.uid)
-    return sandbox.run([PYTHON, "script.py"], **kwargs)
+    script = sandbox.write("script.py", textwrap.dedent(code))
+    return sandbox.run([PYTHON, str(script)], **kwargs)
 
 
 def test_a_command_runs_in_its_copy(project):

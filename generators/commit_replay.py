@@ -1,0 +1,122 @@
+"""Commit replay, working backwards from a real commit: the parent state is the start, the
+commit is a known-reachable end state, and the commit's own tests tell the two apart.
+
+For a commit that changes source and tests, the tests are run twice in the sandbox: at the
+parent with the commit's test files applied (the task's start), and at the commit itself.
+Fail-to-pass tests (F2P) pass only at the commit; pass-to-pass tests (P2P) pass at both. The
+reference patch is the commit's change to non-test files. Gold self-check: the reference patch
+applied to the start makes every F2P and P2P test pass, while the start itself (the empty
+patch) fails every F2P test; a commit that does not hold up is rejected with the reason.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from data.git import git, git_bytes
+from data.records import Commit
+from harnesses.pytest_runner import TestRun, run_pytest
+from harnesses.python_env import EnvError, ensure_env, requirements_of
+from harnesses.sandbox import Limits, Sandbox
+
+
+@dataclass(frozen=True)
+class Replay:
+    f2p: list[str]
+    p2p: list[str]
+    reference_patch: str  # the commit's change to non-test files
+    test_patch: str  # the commit's change to test files (already part of the start)
+    tests_before: int  # tests that ran at the start
+    tests_after: int
+
+
+@dataclass(frozen=True)
+class Unusable:
+    reason: str
+    detail: str = ""
+
+
+def checkout(mirror: Path, rev: str, dest: Path) -> Path:
+    """The tree of `rev` written to `dest` (no .git: nothing of the history comes along)."""
+    archive = git_bytes(mirror, "archive", "--format=tar", rev)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def start_state(mirror: Path, commit: Commit, dest: Path) -> Path:
+    """The parent's tree with the commit's test files as the commit has them."""
+    checkout(mirror, commit.parent, dest)
+    for changed in commit.files:
+        if not changed.is_test:
+            continue
+        target = dest / changed.path
+        if _exists_at(mirror, commit.sha, changed.path):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(git_bytes(mirror, "show", f"{commit.sha}:{changed.path}"))
+        else:
+            target.unlink(missing_ok=True)
+    return dest
+
+
+def analyse(commit: Commit, mirror: Path, limits: Limits) -> Replay | Unusable:
+    """Run the commit's tests before and after it in the sandbox and check the gold patch;
+    the environment is the one the commit's own tree asks for (`requirements_of`)."""
+    if commit.kind != "source_and_tests":
+        return Unusable("not_source_and_tests", commit.kind)
+    if not commit.parent:
+        return Unusable("root_commit")
+    tests = [f.path for f in commit.files if f.is_test]
+    sources = [f.path for f in commit.files if not f.is_test]
+    reference, test_patch = _diff(mirror, commit, sources), _diff(mirror, commit, tests)
+    with tempfile.TemporaryDirectory(prefix="foundry-replay-") as scratch:
+        start = start_state(mirror, commit, Path(scratch) / "start")
+        end = checkout(mirror, commit.sha, Path(scratch) / "end")
+        try:
+            env = ensure_env(requirements_of(end))
+        except EnvError as error:
+            return Unusable("dependencies_unavailable", error.detail)
+        with Sandbox(start, limits) as sandbox:
+            before = run_pytest(sandbox, env)
+        with Sandbox(end, limits) as sandbox:
+            after = run_pytest(sandbox, env)
+        if not after.passed():
+            return Unusable("tests_do_not_run", _why(after))
+        f2p = sorted(after.passed() - before.passed())
+        p2p = sorted(after.passed() & before.passed())
+        if not f2p:
+            return Unusable("no_fail_to_pass", f"{len(p2p)} tests pass before and after")
+        with Sandbox(start, limits) as sandbox:
+            gold = apply_and_test(sandbox, reference, env, f2p + p2p)
+        broken = sorted(set(f2p + p2p) - gold.passed())
+        if broken:
+            return Unusable("gold_patch_fails", ", ".join(broken[:5]))
+    return Replay(f2p, p2p, reference, test_patch, len(before.outcomes), len(after.outcomes))
+
+
+def apply_and_test(sandbox: Sandbox, patch: str, env: Path, tests: list[str]) -> TestRun:
+    """Apply `patch` to the sandbox's tree (inside the sandbox), then run `tests`."""
+    if patch.strip():
+        patch_file = sandbox.write("change.patch", patch)
+        applied = sandbox.run(["git", "apply", "--whitespace=nowarn", str(patch_file)])
+        if not applied.ok:
+            return TestRun({}, applied)
+    return run_pytest(sandbox, env, tests)
+
+
+def _diff(mirror: Path, commit: Commit, paths: list[str]) -> str:
+    return git(mirror, "diff", "--no-color", "--binary", commit.parent, commit.sha, "--", *paths)
+
+
+def _exists_at(mirror: Path, rev: str, path: str) -> bool:
+    return bool(git(mirror, "ls-tree", "--name-only", rev, "--", path).strip())
+
+
+def _why(run: TestRun) -> str:
+    last = (run.completed.stderr or run.completed.stdout).strip().splitlines()
+    reason = "timed out" if run.completed.timed_out else f"exit {run.completed.exit_code}"
+    return f"{reason}: {last[-1] if last else 'no output'}"

@@ -1,0 +1,107 @@
+"""Commit replay on the bundled sample repository: F2P / P2P tests from real sandbox runs, the
+gold self-check, and the commits that cannot be replayed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data.git import git
+from data.lake import Lake
+from data.repos import ingest_repo
+from data.sample_repo import build_sample_repo
+from generators.commit_replay import Replay, Unusable, analyse
+from harnesses.pytest_runner import read_report
+from harnesses.python_env import requirements_of
+from harnesses.sandbox import Limits
+from tests.test_repos import IDENTITY
+
+LIMITS = Limits(wall_s=120)
+
+
+@pytest.fixture(scope="module")
+def sample_lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("replay")
+    repo = build_sample_repo(root / "ledgerline")
+    (repo / "tests" / "test_wishful.py").write_text("def test_not_yet():\n    assert 1 == 2\n")
+    (repo / "src" / "ledgerline" / "parse.py").write_text(
+        (repo / "src" / "ledgerline" / "parse.py").read_text() + "\n# a test that fails\n"
+    )
+    git(repo, "add", ".")
+    git(repo, "commit", "--quiet", "--message", "Add a test that cannot pass", env=IDENTITY)
+    lake = Lake(root / "home")
+    ingest_repo(str(repo), lake, root / "home", "run-1")
+    mirror = Path(lake.rows("SELECT mirror FROM repos")[0]["mirror"])
+    commits = {c.message.splitlines()[0]: c for c in lake.records("commits")}
+    return mirror, commits
+
+
+def replay(sample_lake, subject):
+    mirror, commits = sample_lake
+    return analyse(commits[subject], mirror, LIMITS)
+
+
+def test_a_bug_fix_has_its_new_test_as_fail_to_pass(sample_lake):
+    result = replay(sample_lake, "Count refunds in category totals")
+    assert isinstance(result, Replay)
+    assert result.f2p == ["tests/test_summary.py::test_refunds_reduce_their_category"]
+    assert len(result.p2p) == 14 and "tests/test_parse.py::test_thousands_separators" in result.p2p
+    assert "src/ledgerline/summary.py" in result.reference_patch
+    assert "tests/" not in result.reference_patch  # the tests are part of the start, not the fix
+    assert "+def test_refunds_reduce_their_category" in result.test_patch
+
+
+def test_a_feature_with_a_new_module_keeps_the_old_tests_as_pass_to_pass(sample_lake):
+    result = replay(sample_lake, "Add currency conversion at given rates")
+    assert isinstance(result, Replay)
+    assert {t.split("::")[0] for t in result.f2p} == {"tests/test_convert.py"}
+    assert len(result.f2p) == 4 and len(result.p2p) == 15
+    assert result.tests_before == 16  # 15 old tests plus the new module that cannot import
+
+
+@pytest.mark.parametrize(
+    ("subject", "reason"),
+    [
+        ("Parse ledger lines into entries", "root_commit"),
+        ("Document totals and the monthly report", "not_source_and_tests"),
+        ("Add a test that cannot pass", "no_fail_to_pass"),
+    ],
+)
+def test_commits_that_cannot_be_replayed_say_why(sample_lake, subject, reason):
+    result = replay(sample_lake, subject)
+    assert isinstance(result, Unusable) and result.reason == reason
+
+
+def test_requirements_come_from_pyproject_and_requirement_files(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["attrs>=22"]\n'
+        '[project.optional-dependencies]\ntest = ["hypothesis"]\ndocs = ["sphinx"]\n'
+    )
+    (tmp_path / "requirements-dev.txt").write_text(
+        "# tools\nrequests==2.32.3  # pinned\n-e .\ngit+https://example.org/x.git\n-r other.txt\n"
+    )
+    assert requirements_of(tmp_path) == ["attrs>=22", "hypothesis", "requests==2.32.3", "pytest"]
+    assert requirements_of(tmp_path / "missing") == ["pytest"]
+
+
+def test_report_ids_are_pytest_node_ids(tmp_path):
+    report = tmp_path / "report.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_a" name="test_plain" file="tests/test_a.py" />'
+        '<testcase classname="tests.test_a.TestGroup" name="test_in_class[1-2]"'
+        ' file="tests/test_a.py"><failure message="boom" /></testcase>'
+        '<testcase classname="tests.test_b" name="tests.test_b" file="tests/test_b.py">'
+        "<error /></testcase>"
+        '<testcase classname="tests.test_a" name="test_skip" file="tests/test_a.py">'
+        "<skipped /></testcase>"
+        "</testsuite></testsuites>"
+    )
+    assert read_report(report) == {
+        "tests/test_a.py::test_plain": "passed",
+        "tests/test_a.py::TestGroup::test_in_class[1-2]": "failed",
+        "tests/test_b.py::tests.test_b": "error",
+        "tests/test_a.py::test_skip": "skipped",
+    }
+    assert read_report(tmp_path / "missing.xml") == {}
