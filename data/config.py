@@ -103,6 +103,15 @@ class RepairConfig(Settings):
     neighbours: int = Field(default=5, ge=1)  # chunks by embedding a two-hop question may use
 
 
+class SandboxConfig(Settings):
+    """Limits for code from ingested repositories (harnesses/sandbox.py), per command."""
+
+    wall_s: float = Field(default=300.0, gt=0)
+    memory_mb: int = Field(default=2048, ge=64)
+    processes: int = Field(default=64, ge=4)
+    file_mb: int = Field(default=512, ge=1)
+
+
 class ExportConfig(Settings):
     name: str = "docqa"
     rows_per_part: int = Field(default=50_000, ge=1)
@@ -118,6 +127,7 @@ class FoundryConfig(Settings):
     verify: VerifyConfig = VerifyConfig()
     calibrate: CalibrateConfig = CalibrateConfig()
     repair: RepairConfig = RepairConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     export: ExportConfig = ExportConfig()
 
 

@@ -79,6 +79,7 @@ def funnel(lake: Lake) -> dict[str, Any]:
         "repos": {
             "repos": lake.rows("SELECT count(*) AS n FROM repos")[0]["n"],
             "commits": {row["kind"]: row["n"] for row in commits},
+            "replayed": lake.rows("SELECT count(*) AS n FROM replays")[0]["n"],
         },
         "repair": _repair_summary(lake, stages["repair"]),
         "llm": {row.pop("role"): row for row in usage},
@@ -132,7 +133,10 @@ def format_funnel(summary: dict[str, Any]) -> str:
     lines.append("")
     if summary["repos"]["repos"]:
         repos = summary["repos"]
-        lines.append(f"repositories: {repos['repos']}; commits: {_pairs(repos['commits'])}")
+        lines.append(
+            f"repositories: {repos['repos']}; commits: {_pairs(repos['commits'])};"
+            f" replayed with fail-to-pass tests: {repos['replayed']}"
+        )
     lines.append("bands: " + (", ".join(f"{k}={v}" for k, v in summary["bands"].items()) or "-"))
     for stage, counts in summary["recalibrated_bands"].items():
         lines.append(f"bands ({stage}): " + ", ".join(f"{k}={v}" for k, v in counts.items()))

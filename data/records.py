@@ -271,6 +271,21 @@ class Commit(Record):
     diff_truncated: bool
 
 
+class CommitReplay(Record):
+    """What replaying a commit in the sandbox showed: the tests that fail at its start (the
+    parent with the commit's tests) and pass at the commit (F2P), those that pass at both (P2P),
+    and the reference patch, which passed all of them when applied to the start."""
+
+    repo_id: str
+    sha: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    reference_patch: str
+    test_patch: str
+    tests_before: int
+    tests_after: int
+
+
 class Chunk(Record):
     chunk_id: str
     source_id: str

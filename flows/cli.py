@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("verify", "judge candidates: answerable with source, not without"),
         ("review", "rubrics from failed attempts; mine and remedy reward hacks"),
         ("repair", "move out-of-band tasks one difficulty level toward the band"),
+        ("replay", "run ingested commits' tests in the sandbox: fail-to-pass, pass-to-pass"),
     ):
         sub.add_parser(name, parents=[common], help=text)
     calibrate = sub.add_parser(
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(counts, indent=2))
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
-    elif args.command in ("generate", "verify", "review", "repair"):
+    elif args.command in ("generate", "verify", "review", "repair", "replay"):
         flow = getattr(pipeline, f"{args.command}_flow")
         print(json.dumps(flow(**common), indent=2))
     elif args.command == "calibrate":

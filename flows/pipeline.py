@@ -30,6 +30,8 @@ from flows.stages import (
     ingest_docs,
     ingest_repository,
     measure_variance,
+    pending_replays,
+    replay_commits,
     run_llm_batch,
     run_stages,
     solver_through_proxy,
@@ -74,6 +76,11 @@ def ingest_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
 @task(name="ingest-repo", cache_policy=NO_CACHE)
 def ingest_repo_task(origin: str, rev: str | None, ctx: StageContext) -> dict[str, int]:
     return dict(ingest_repository(origin, rev, ctx))
+
+
+@task(name="replay-commits", cache_policy=NO_CACHE)
+def replay_task(ctx: StageContext) -> dict[str, int]:
+    return dict(replay_commits(ctx))
 
 
 @task(name="llm-batch", cache_policy=NO_CACHE, task_run_name="{stage}-batch-{index}")
@@ -131,6 +138,13 @@ def ingest_repo_flow(
     (a `git rev-list` range; default the history of HEAD)."""
     with stage_context("ingest-repo", home, config) as ctx:
         return ingest_repo_task(origin, rev, ctx)
+
+
+@flow(name="replay")
+def replay_flow(home: str | None = None, config: str | None = None) -> dict:
+    """Replay ingested commits in the sandbox: F2P / P2P tests and a checked reference patch."""
+    with stage_context("replay", home, config) as ctx:
+        return replay_task(ctx)
 
 
 def _llm_stage_flow(name: str):
@@ -216,6 +230,8 @@ def pipeline_flow(
             ctx.progress(f"no sources yet: ingesting the bundled samples in {SAMPLE_DOCS}")
         if paths:
             summary["ingest"] = ingest_task(paths, ctx)
+        if pending_replays(ctx):
+            summary["replay"] = replay_task(ctx)
         summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
         result = export_task(ctx, out, band)
         summary["export"] = {

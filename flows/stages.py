@@ -21,6 +21,7 @@ from typing import Any
 
 from data.config import FoundryConfig
 from data.endpoints import Endpoint
+from data.git import GitError
 from data.ingest import Progress, ingest_documents
 from data.lake import Lake
 from data.llm import LLMClient, LLMError
@@ -39,11 +40,13 @@ from data.repos import ingest_repo
 from flows.repair import Stop, next_move
 from generators import doc_qa
 from generators.checks import CheckFailure
+from generators.commit_replay import Unusable, analyse
 from generators.doc_qa_variants import Material, Neighbour, make_variant
 from harnesses.base import Harness
 from harnesses.closed_book import ClosedBook
 from harnesses.doc_search import CorpusIndex, DocSearch
 from harnesses.proxy import running_proxy
+from harnesses.sandbox import Limits
 from judges import answerability, calibration
 from judges.review import review
 from judges.selfcheck import self_check
@@ -102,6 +105,54 @@ def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
 def ingest_repository(origin: str, rev: str | None, ctx: StageContext) -> Counter:
     """Mirror a git repository and record its commits (`data.repos`)."""
     return ingest_repo(origin, ctx.lake, ctx.config.home, ctx.run_id, rev, ctx.progress)
+
+
+# --- replay: ingested commit -> F2P / P2P tests and a checked reference patch ------------
+
+REPLAY_BATCH = 8  # commits per shard of results
+RETRY_REPLAY = {"dependencies_unavailable"}  # the package index may be back next run
+
+
+def pending_replays(ctx: StageContext) -> list[str]:
+    """Ingested commits (`repo_id:sha`) without a final replay outcome, oldest first."""
+    finished = ctx.lake.finished_items("replay")
+    rows = ctx.lake.rows(
+        "SELECT repo_id || ':' || sha AS id FROM commits ORDER BY repo_id, authored_at, sha"
+    )
+    return [row["id"] for row in rows if row["id"] not in finished]
+
+
+def replay_commits(ctx: StageContext) -> Counter:
+    """Replay every pending commit in the sandbox (`generators.commit_replay`) and record the
+    F2P / P2P tests of those that hold up, and why the others do not."""
+    pending = pending_replays(ctx)
+    mirrors = {r["repo_id"]: Path(r["mirror"]) for r in ctx.lake.rows("SELECT * FROM repos")}
+    limits = Limits(**ctx.config.sandbox.model_dump())
+    counts: Counter = Counter()
+    for index, group in enumerate(batches(pending, REPLAY_BATCH)):
+        commits = ctx.lake.records("commits", "list_contains(?, repo_id || ':' || sha)", [group])
+        replays, statuses = [], []
+        for commit in commits:
+            item = f"{commit.repo_id}:{commit.sha}"
+            try:
+                result = analyse(commit, mirrors[commit.repo_id], limits)
+            except (GitError, OSError, KeyError) as error:
+                status = ctx.status("replay", item, "failed", "internal_error", str(error))
+            else:
+                if isinstance(result, Unusable):
+                    state = "failed" if result.reason in RETRY_REPLAY else "rejected"
+                    status = ctx.status("replay", item, state, result.reason, result.detail)
+                else:
+                    replays.append(result)
+                    detail = f"{len(result.fail_to_pass)} F2P, {len(result.pass_to_pass)} P2P"
+                    status = ctx.status("replay", item, "done", "replayed", detail)
+            statuses.append(status)
+            counts[f"{status.status}:{status.reason}"] += 1
+        ctx.lake.write("replays", replays, ctx.run_id)
+        ctx.lake.write("status", statuses, ctx.run_id)
+        done = min((index + 1) * REPLAY_BATCH, len(pending))
+        ctx.progress(f"replay: {done}/{len(pending)} commits")
+    return counts
 
 
 # --- LLM stages ----------------------------------------------------------------------------

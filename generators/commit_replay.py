@@ -18,20 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data.git import git, git_bytes
-from data.records import Commit
+from data.records import Commit, CommitReplay
 from harnesses.pytest_runner import TestRun, run_pytest
 from harnesses.python_env import EnvError, ensure_env, requirements_of
 from harnesses.sandbox import Limits, Sandbox
-
-
-@dataclass(frozen=True)
-class Replay:
-    f2p: list[str]
-    p2p: list[str]
-    reference_patch: str  # the commit's change to non-test files
-    test_patch: str  # the commit's change to test files (already part of the start)
-    tests_before: int  # tests that ran at the start
-    tests_after: int
 
 
 @dataclass(frozen=True)
@@ -63,7 +53,7 @@ def start_state(mirror: Path, commit: Commit, dest: Path) -> Path:
     return dest
 
 
-def analyse(commit: Commit, mirror: Path, limits: Limits) -> Replay | Unusable:
+def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unusable:
     """Run the commit's tests before and after it in the sandbox and check the gold patch;
     the environment is the one the commit's own tree asks for (`requirements_of`)."""
     if commit.kind != "source_and_tests":
@@ -95,7 +85,16 @@ def analyse(commit: Commit, mirror: Path, limits: Limits) -> Replay | Unusable:
         broken = sorted(set(f2p + p2p) - gold.passed())
         if broken:
             return Unusable("gold_patch_fails", ", ".join(broken[:5]))
-    return Replay(f2p, p2p, reference, test_patch, len(before.outcomes), len(after.outcomes))
+    return CommitReplay(
+        repo_id=commit.repo_id,
+        sha=commit.sha,
+        fail_to_pass=f2p,
+        pass_to_pass=p2p,
+        reference_patch=reference,
+        test_patch=test_patch,
+        tests_before=len(before.outcomes),
+        tests_after=len(after.outcomes),
+    )
 
 
 def apply_and_test(sandbox: Sandbox, patch: str, env: Path, tests: list[str]) -> TestRun:

@@ -7,14 +7,18 @@ from pathlib import Path
 
 import pytest
 
+from data.funnel import format_funnel, funnel
 from data.git import git
 from data.lake import Lake
+from data.records import CommitReplay
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
-from generators.commit_replay import Replay, Unusable, analyse
+from flows.stages import pending_replays, replay_commits
+from generators.commit_replay import Unusable, analyse
 from harnesses.pytest_runner import read_report
 from harnesses.python_env import requirements_of
 from harnesses.sandbox import Limits
+from tests.conftest import make_context
 from tests.test_repos import IDENTITY
 
 LIMITS = Limits(wall_s=120)
@@ -44,9 +48,10 @@ def replay(sample_lake, subject):
 
 def test_a_bug_fix_has_its_new_test_as_fail_to_pass(sample_lake):
     result = replay(sample_lake, "Count refunds in category totals")
-    assert isinstance(result, Replay)
-    assert result.f2p == ["tests/test_summary.py::test_refunds_reduce_their_category"]
-    assert len(result.p2p) == 14 and "tests/test_parse.py::test_thousands_separators" in result.p2p
+    assert isinstance(result, CommitReplay)
+    assert result.fail_to_pass == ["tests/test_summary.py::test_refunds_reduce_their_category"]
+    assert len(result.pass_to_pass) == 14
+    assert "tests/test_parse.py::test_thousands_separators" in result.pass_to_pass
     assert "src/ledgerline/summary.py" in result.reference_patch
     assert "tests/" not in result.reference_patch  # the tests are part of the start, not the fix
     assert "+def test_refunds_reduce_their_category" in result.test_patch
@@ -54,9 +59,9 @@ def test_a_bug_fix_has_its_new_test_as_fail_to_pass(sample_lake):
 
 def test_a_feature_with_a_new_module_keeps_the_old_tests_as_pass_to_pass(sample_lake):
     result = replay(sample_lake, "Add currency conversion at given rates")
-    assert isinstance(result, Replay)
-    assert {t.split("::")[0] for t in result.f2p} == {"tests/test_convert.py"}
-    assert len(result.f2p) == 4 and len(result.p2p) == 15
+    assert isinstance(result, CommitReplay)
+    assert {t.split("::")[0] for t in result.fail_to_pass} == {"tests/test_convert.py"}
+    assert len(result.fail_to_pass) == 4 and len(result.pass_to_pass) == 15
     assert result.tests_before == 16  # 15 old tests plus the new module that cannot import
 
 
@@ -105,3 +110,19 @@ def test_report_ids_are_pytest_node_ids(tmp_path):
         "tests/test_a.py::test_skip": "skipped",
     }
     assert read_report(tmp_path / "missing.xml") == {}
+
+
+def test_the_replay_stage_records_each_commit_once(tmp_path):
+    repo = build_sample_repo(tmp_path / "ledgerline")
+    ctx = make_context(tmp_path / "home")
+    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    counts = replay_commits(ctx)
+    assert counts == {
+        "done:replayed": 6,
+        "rejected:root_commit": 1,
+        "rejected:not_source_and_tests": 1,
+    }
+    replays = ctx.lake.records("replays")
+    assert len(replays) == 6 and all(r.fail_to_pass for r in replays)
+    assert not pending_replays(ctx) and replay_commits(ctx) == {}  # nothing runs twice
+    assert "replayed with fail-to-pass tests: 6" in format_funnel(funnel(ctx.lake))

@@ -86,7 +86,11 @@ def test_ingest_records_every_commit_once(tmp_path, sample):
     assert len(lake.rows("SELECT sha FROM commits")) == 9
 
     summary = funnel(lake)
-    assert summary["repos"] == {"repos": 1, "commits": {"other": 2, "source_and_tests": 7}}
+    assert summary["repos"] == {
+        "repos": 1,
+        "commits": {"other": 2, "source_and_tests": 7},
+        "replayed": 0,
+    }
     assert "repositories: 1" in format_funnel(summary)
 
 
@@ -115,8 +119,11 @@ def test_bad_origins_are_recorded_with_their_reason(tmp_path):
         git(not_git, "rev-parse", "HEAD")
 
 
-def test_ingest_repo_command(tmp_path, sample, capsys):
+def test_ingest_repo_and_replay_commands(tmp_path, sample, capsys):
     home = tmp_path / "home"
     assert main(["ingest", "repo", str(sample), "--home", str(home), "--rev", "HEAD~2..HEAD"]) == 0
     assert json.loads(capsys.readouterr().out)["done:ingested"] == 1
     assert len(Lake(home).rows("SELECT sha FROM commits")) == 2
+    assert main(["replay", "--home", str(home)]) == 0  # the report sort fix and a docs commit
+    counts = json.loads(capsys.readouterr().out)
+    assert counts == {"done:replayed": 1, "rejected:not_source_and_tests": 1}
