@@ -29,6 +29,8 @@ from data.llm_cache import ResponseCache
 from data.records import (
     Attempt,
     Chunk,
+    Commit,
+    CommitReplay,
     ItemStatus,
     LLMCall,
     Record,
@@ -40,7 +42,7 @@ from data.repos import ingest_repo
 from flows.repair import Stop, next_move
 from generators import doc_qa
 from generators.checks import CheckFailure
-from generators.commit_replay import Unusable, analyse
+from generators.commit_replay import Unusable, analyse, tests_at
 from generators.doc_qa_variants import Material, Neighbour, make_variant
 from harnesses.base import Harness
 from harnesses.closed_book import ClosedBook
@@ -124,28 +126,31 @@ def pending_replays(ctx: StageContext) -> list[str]:
 
 def replay_commits(ctx: StageContext) -> Counter:
     """Replay every pending commit in the sandbox (`generators.commit_replay`) and record the
-    F2P / P2P tests of those that hold up, and why the others do not."""
+    F2P / P2P tests of those that hold up, and why the others do not. A repository's suite is
+    first run once at its HEAD: if nothing passes there, its commits are not replayed."""
     pending = pending_replays(ctx)
     mirrors = {r["repo_id"]: Path(r["mirror"]) for r in ctx.lake.rows("SELECT * FROM repos")}
     limits = Limits(**ctx.config.sandbox.model_dump())
-    counts: Counter = Counter()
+    counts = check_repo_tests(ctx, sorted({item.split(":")[0] for item in pending}), limits)
+    broken = {
+        row["item_id"]
+        for row in ctx.lake.rows(
+            "SELECT item_id FROM status WHERE stage = 'repo_tests' AND status = 'rejected'"
+        )
+    }
+    runnable = ctx.lake.finished_items("repo_tests")
     for index, group in enumerate(batches(pending, REPLAY_BATCH)):
         commits = ctx.lake.records("commits", "list_contains(?, repo_id || ':' || sha)", [group])
         replays, statuses = [], []
         for commit in commits:
+            if commit.repo_id not in runnable:
+                continue  # its check failed for a reason that may pass next run
             item = f"{commit.repo_id}:{commit.sha}"
-            try:
-                result = analyse(commit, mirrors[commit.repo_id], limits)
-            except (GitError, OSError, KeyError) as error:
-                status = ctx.status("replay", item, "failed", "internal_error", str(error))
+            if commit.repo_id in broken:
+                status = ctx.status("replay", item, "rejected", "repo_tests_do_not_run")
             else:
-                if isinstance(result, Unusable):
-                    state = "failed" if result.reason in RETRY_REPLAY else "rejected"
-                    status = ctx.status("replay", item, state, result.reason, result.detail)
-                else:
-                    replays.append(result)
-                    detail = f"{len(result.fail_to_pass)} F2P, {len(result.pass_to_pass)} P2P"
-                    status = ctx.status("replay", item, "done", "replayed", detail)
+                status, replay = _replay_one(ctx, commit, mirrors[commit.repo_id], limits)
+                replays += [replay] if replay else []
             statuses.append(status)
             counts[f"{status.status}:{status.reason}"] += 1
         ctx.lake.write("replays", replays, ctx.run_id)
@@ -153,6 +158,41 @@ def replay_commits(ctx: StageContext) -> Counter:
         done = min((index + 1) * REPLAY_BATCH, len(pending))
         ctx.progress(f"replay: {done}/{len(pending)} commits")
     return counts
+
+
+def check_repo_tests(ctx: StageContext, repo_ids: list[str], limits: Limits) -> Counter:
+    """Run each repository's suite once at its HEAD (stage `repo_tests`) unless done before."""
+    checked = ctx.lake.finished_items("repo_tests")
+    repos = {r["repo_id"]: r for r in ctx.lake.rows("SELECT * FROM repos")}
+    statuses = []
+    for repo_id in repo_ids:
+        if repo_id in checked or repo_id not in repos:
+            continue
+        repo = repos[repo_id]
+        result = tests_at(Path(repo["mirror"]), repo["head"], limits)
+        if isinstance(result, Unusable):
+            state = "failed" if result.reason in RETRY_REPLAY else "rejected"
+            statuses.append(ctx.status("repo_tests", repo_id, state, result.reason, result.detail))
+        else:
+            detail = f"{len(result.passed())} of {len(result.outcomes)} pass at HEAD"
+            statuses.append(ctx.status("repo_tests", repo_id, "done", "tests_run", detail))
+    ctx.lake.write("status", statuses, ctx.run_id)
+    return Counter(f"repo_tests:{s.status}:{s.reason}" for s in statuses)
+
+
+def _replay_one(
+    ctx: StageContext, commit: Commit, mirror: Path, limits: Limits
+) -> tuple[Status, CommitReplay | None]:
+    item = f"{commit.repo_id}:{commit.sha}"
+    try:
+        result = analyse(commit, mirror, limits)
+    except (GitError, OSError) as error:
+        return ctx.status("replay", item, "failed", "internal_error", str(error)), None
+    if isinstance(result, Unusable):
+        state = "failed" if result.reason in RETRY_REPLAY else "rejected"
+        return ctx.status("replay", item, state, result.reason, result.detail), None
+    detail = f"{len(result.fail_to_pass)} F2P, {len(result.pass_to_pass)} P2P"
+    return ctx.status("replay", item, "done", "replayed", detail), result
 
 
 # --- LLM stages ----------------------------------------------------------------------------

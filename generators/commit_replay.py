@@ -97,6 +97,20 @@ def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unus
     )
 
 
+def tests_at(mirror: Path, rev: str, limits: Limits) -> TestRun | Unusable:
+    """The whole suite run at `rev` in the sandbox: the check that a repository's tests run
+    at all, before any of its commits is replayed."""
+    with tempfile.TemporaryDirectory(prefix="foundry-check-") as scratch:
+        tree = checkout(mirror, rev, Path(scratch) / "tree")
+        try:
+            env = ensure_env(requirements_of(tree))
+        except EnvError as error:
+            return Unusable("dependencies_unavailable", error.detail)
+        with Sandbox(tree, limits) as sandbox:
+            run = run_pytest(sandbox, env)
+    return run if run.passed() else Unusable("tests_do_not_run", _why(run))
+
+
 def apply_and_test(sandbox: Sandbox, patch: str, env: Path, tests: list[str]) -> TestRun:
     """Apply `patch` to the sandbox's tree (inside the sandbox), then run `tests`."""
     if patch.strip():

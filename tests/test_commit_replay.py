@@ -118,6 +118,7 @@ def test_the_replay_stage_records_each_commit_once(tmp_path):
     ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
     counts = replay_commits(ctx)
     assert counts == {
+        "repo_tests:done:tests_run": 1,
         "done:replayed": 6,
         "rejected:root_commit": 1,
         "rejected:not_source_and_tests": 1,
@@ -126,3 +127,20 @@ def test_the_replay_stage_records_each_commit_once(tmp_path):
     assert len(replays) == 6 and all(r.fail_to_pass for r in replays)
     assert not pending_replays(ctx) and replay_commits(ctx) == {}  # nothing runs twice
     assert "replayed with fail-to-pass tests: 6" in format_funnel(funnel(ctx.lake))
+
+
+def test_a_repository_whose_tests_do_not_run_is_not_replayed(tmp_path):
+    repo = build_sample_repo(tmp_path / "ledgerline")
+    (repo / "tests" / "conftest.py").write_text("raise RuntimeError('broken test setup')\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "--quiet", "--message", "Break the test setup", env=IDENTITY)
+    ctx = make_context(tmp_path / "home")
+    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    counts = replay_commits(ctx)
+    assert counts == {
+        "repo_tests:rejected:tests_do_not_run": 1,
+        "rejected:repo_tests_do_not_run": 9,
+    }
+    (check,) = ctx.lake.rows("SELECT detail FROM status WHERE stage = 'repo_tests'")
+    assert check["detail"].startswith("exit ")
+    assert not ctx.lake.records("replays")

@@ -126,4 +126,8 @@ def test_ingest_repo_and_replay_commands(tmp_path, sample, capsys):
     assert len(Lake(home).rows("SELECT sha FROM commits")) == 2
     assert main(["replay", "--home", str(home)]) == 0  # the report sort fix and a docs commit
     counts = json.loads(capsys.readouterr().out)
-    assert counts == {"done:replayed": 1, "rejected:not_source_and_tests": 1}
+    assert counts == {
+        "repo_tests:done:tests_run": 1,
+        "done:replayed": 1,
+        "rejected:not_source_and_tests": 1,
+    }
