@@ -128,6 +128,8 @@ def export_taskset(
     root = base / name
     latest = _latest_version(root)
     if latest is not None and _manifest(latest).get("fingerprint") == fingerprint:
+        if (root / "latest").resolve() != latest.resolve():
+            _point_latest(root, latest.name)  # a crash came between the rename and the link
         return ExportResult(latest, len(rows), written=False)
 
     version = f"v{(_version_number(latest) if latest else 0) + 1:04d}"

@@ -95,6 +95,11 @@ def test_rerun_makes_no_calls_and_duplicates_nothing(tmp_path, oracle_server):
     second = export_taskset(again.lake, "docqa", home / "tasksets")
     assert len(oracle_server.requests) == calls
     assert not second.written and second.path == first.path
+    link = home / "tasksets" / "docqa" / "latest"
+    link.unlink()
+    link.symlink_to("v0000")  # as if a crash came after the new version, before the link
+    export_taskset(again.lake, "docqa", home / "tasksets")
+    assert link.resolve() == first.path
     new_shards = set(shard_count(home)) - set(shards)
     assert all(str(p).startswith("lake/status") for p in new_shards)  # re-ingest statuses only
     for table in ("sources", "chunks", "tasks", "verdicts", "attempts", "difficulty"):
