@@ -43,6 +43,8 @@ def ingest_repo(
         lake.write("status", [Status.now(STAGE, repo_id, state, reason, detail, run_id)], run_id)
         return Counter({f"{state}:{reason}": 1})
 
+    if rev is not None and rev.startswith("-"):
+        return outcome("rejected", "bad_revision_range", rev)
     try:
         _mirror(origin, mirror)
         head = git(mirror, "rev-parse", "HEAD").strip()
@@ -91,7 +93,7 @@ def _mirror(origin: str, mirror: Path) -> None:
         mirror.parent.mkdir(parents=True, exist_ok=True)
         tmp = mirror.with_name(mirror.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)  # left by a clone that crashed
-        git(None, "clone", "--quiet", "--mirror", "--no-hardlinks", origin, str(tmp))
+        git(None, "clone", "--quiet", "--mirror", "--no-hardlinks", "--", origin, str(tmp))
         tmp.rename(mirror)
 
 

@@ -21,7 +21,6 @@ from typing import Any
 
 from data.config import FoundryConfig
 from data.endpoints import Endpoint
-from data.git import GitError
 from data.ingest import Progress, ingest_documents
 from data.lake import Lake
 from data.llm import LLMClient, LLMError
@@ -169,7 +168,12 @@ def check_repo_tests(ctx: StageContext, repo_ids: list[str], limits: Limits) -> 
         if repo_id in checked or repo_id not in repos:
             continue
         repo = repos[repo_id]
-        result = tests_at(Path(repo["mirror"]), repo["head"], limits)
+        try:
+            result = tests_at(Path(repo["mirror"]), repo["head"], limits)
+        except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
+            detail = traceback.format_exception_only(error)[-1].strip()
+            statuses.append(ctx.status("repo_tests", repo_id, "failed", "internal_error", detail))
+            continue
         if isinstance(result, Unusable):
             state = "failed" if result.reason in RETRY_REPLAY else "rejected"
             statuses.append(ctx.status("repo_tests", repo_id, state, result.reason, result.detail))
@@ -186,8 +190,9 @@ def _replay_one(
     item = f"{commit.repo_id}:{commit.sha}"
     try:
         result = analyse(commit, mirror, limits)
-    except (GitError, OSError) as error:
-        return ctx.status("replay", item, "failed", "internal_error", str(error)), None
+    except Exception as error:  # noqa: BLE001 - recorded; the other commits go on
+        detail = traceback.format_exception_only(error)[-1].strip()
+        return ctx.status("replay", item, "failed", "internal_error", detail), None
     if isinstance(result, Unusable):
         state = "failed" if result.reason in RETRY_REPLAY else "rejected"
         return ctx.status("replay", item, state, result.reason, result.detail), None

@@ -11,13 +11,11 @@ patch) fails every F2P test; a commit that does not hold up is rejected with the
 
 from __future__ import annotations
 
-import io
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.git import git, git_bytes
+from data.git import git
 from data.records import Commit, CommitReplay
 from harnesses.pytest_runner import TestRun, run_pytest
 from harnesses.python_env import EnvError, ensure_env, requirements_of
@@ -30,27 +28,34 @@ class Unusable:
     detail: str = ""
 
 
-def checkout(mirror: Path, rev: str, dest: Path) -> Path:
-    """The tree of `rev` written to `dest` (no .git: nothing of the history comes along)."""
-    archive = git_bytes(mirror, "archive", "--format=tar", rev)
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter="data")
+def checkout(mirror: Path, rev: str, dest: Path, tests_from: Commit | None = None) -> Path:
+    """The tree of `rev` written to `dest` by git itself, through a throwaway index (git never
+    writes through a symlinked folder, unlike archive extraction); with `tests_from`, the
+    commit's test files as that commit has them (added, changed or removed)."""
+    dest.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="foundry-index-") as scratch:
+        index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+
+        def in_tree(*args: str) -> str:
+            return git(mirror, f"--work-tree={dest}", *args, env=index)
+
+        in_tree("read-tree", rev)
+        for changed in tests_from.files if tests_from else []:
+            if not changed.is_test:
+                continue
+            entry = git(mirror, "ls-tree", tests_from.sha, "--", changed.path).split()
+            if entry:
+                mode, _, blob = entry[:3]
+                in_tree("update-index", "--add", "--cacheinfo", f"{mode},{blob},{changed.path}")
+            else:
+                in_tree("update-index", "--force-remove", "--", changed.path)
+        in_tree("checkout-index", "--all")
     return dest
 
 
 def start_state(mirror: Path, commit: Commit, dest: Path) -> Path:
     """The parent's tree with the commit's test files as the commit has them."""
-    checkout(mirror, commit.parent, dest)
-    for changed in commit.files:
-        if not changed.is_test:
-            continue
-        target = dest / changed.path
-        if _exists_at(mirror, commit.sha, changed.path):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(git_bytes(mirror, "show", f"{commit.sha}:{changed.path}"))
-        else:
-            target.unlink(missing_ok=True)
-    return dest
+    return checkout(mirror, commit.parent, dest, tests_from=commit)
 
 
 def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unusable:
@@ -123,10 +128,6 @@ def apply_and_test(sandbox: Sandbox, patch: str, env: Path, tests: list[str]) ->
 
 def _diff(mirror: Path, commit: Commit, paths: list[str]) -> str:
     return git(mirror, "diff", "--no-color", "--binary", commit.parent, commit.sha, "--", *paths)
-
-
-def _exists_at(mirror: Path, rev: str, path: str) -> bool:
-    return bool(git(mirror, "ls-tree", "--name-only", rev, "--", path).strip())
 
 
 def _why(run: TestRun) -> str:

@@ -6,6 +6,8 @@ own test ids (`tests/test_x.py::TestCase::test_name[param]`): passed, failed, er
 
 from __future__ import annotations
 
+import os
+import stat
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 from harnesses.sandbox import Completed, Sandbox
 
 Outcome = str  # passed | failed | error | skipped
+MAX_REPORT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ def run_pytest(
         "-p",
         "no:cacheprovider",
         "--continue-on-collection-errors",  # a test module that cannot import fails alone
+        f"--rootdir={sandbox.tree}",  # no config or conftest from above the copy
+        f"--confcutdir={sandbox.tree}",
         "-o",
         "junit_family=xunit1",
         f"--junitxml={report}",
@@ -51,11 +56,19 @@ def run_pytest(
 
 def read_report(report: Path) -> dict[str, Outcome]:
     """Each test case of a JUnit XML report (xunit1, with `file` attributes) and its outcome;
-    an unreadable or missing report has none."""
+    a missing, oversized or unreadable report, or anything but a plain file, has none."""
     try:
-        root = ElementTree.parse(report).getroot()
-    except (OSError, ElementTree.ParseError):
+        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return {}
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
+            return {}
+        try:
+            root = ElementTree.fromstring(handle.read())
+        except ElementTree.ParseError:
+            return {}
     outcomes: dict[str, Outcome] = {}
     for case in root.iter("testcase"):
         outcomes[_test_id(case)] = _outcome(case)
@@ -68,6 +81,7 @@ def _test_id(case: ElementTree.Element) -> str:
         return f"{classname}::{name}" if classname else name
     module = file.removesuffix(".py").replace("/", ".")
     inner = classname.removeprefix(module).lstrip(".") if classname.startswith(module) else ""
+    inner = inner.replace(".", "::")  # nested classes
     return "::".join(part for part in (file, inner, name) if part)
 
 

@@ -20,6 +20,7 @@ import tomllib
 from pathlib import Path
 
 from data.records import content_id
+from harnesses.sandbox import private_dir
 
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 REQUIREMENT_FILES = (
@@ -30,6 +31,11 @@ REQUIREMENT_FILES = (
     "requirements/test.txt",
 )
 BUILD_TIMEOUT_S = 900
+# name, optional [extras], optional version specifiers and a marker: no URL, path or option
+PLAIN_REQUIREMENT = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._, -]*\])?\s*([<>=!~]=?\s*[\w.*+!-]+\s*,?\s*)*"
+    r"(;[^@]*)?"
+)
 
 
 class EnvError(RuntimeError):
@@ -47,44 +53,53 @@ def sandbox_python() -> str:
 
 
 def env_cache() -> Path:
-    return Path(tempfile.gettempdir()) / f"foundry-envs-{os.geteuid()}"
+    return private_dir(Path(tempfile.gettempdir()) / f"foundry-envs-{os.geteuid()}", 0o755)
 
 
 def requirements_of(tree: Path) -> list[str]:
     """What the repository says it needs to run its tests, plus pytest: `[project]`
-    dependencies and test extras from pyproject.toml, and plain requirement files (editable,
-    URL and option lines are left out: they would build or fetch code)."""
-    found: list[str] = []
-    pyproject = tree / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            project = {}
-        found += project.get("dependencies", [])
-        extras = project.get("optional-dependencies", {})
+    dependencies and test extras from pyproject.toml, and plain requirement files. Only plain
+    `name[extras] specifier` requirements are kept: a URL, path or option would build or fetch
+    code outside the index. Symlinked files are not read (they could point anywhere)."""
+    found: list[object] = []
+    project = _toml(tree / "pyproject.toml").get("project", {})
+    if isinstance(project, dict):
+        found += _strings(project.get("dependencies"))
+        extras = project.get("optional-dependencies")
         for extra in TEST_EXTRAS:
-            found += extras.get(extra, [])
+            found += _strings(extras.get(extra)) if isinstance(extras, dict) else []
     for name in REQUIREMENT_FILES:
-        path = tree / name
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                line = line.split("#", 1)[0].strip()
-                if line and not line.startswith("-") and "://" not in line and " @ " not in line:
-                    found.append(line)
+        for line in _text(tree / name).splitlines():
+            found.append(line.split("#", 1)[0].strip())
     found.append("pytest")
-    return list(dict.fromkeys(r for r in found if _is_requirement(r)))
+    return list(dict.fromkeys(r for r in found if isinstance(r, str) and _is_plain(r)))
 
 
-def _is_requirement(text: str) -> bool:
-    return re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*", text) is not None
+def _is_plain(requirement: str) -> bool:
+    return PLAIN_REQUIREMENT.fullmatch(requirement) is not None
+
+
+def _strings(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _text(path: Path) -> str:
+    if path.is_symlink() or not path.is_file():
+        return ""
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(_text(path))
+    except tomllib.TOMLDecodeError:
+        return {}
 
 
 def ensure_env(requirements: list[str], python: str | None = None) -> Path:
     """The environment with `requirements` installed, built now if it does not exist yet."""
     python = python or sandbox_python()
     cache = env_cache()
-    cache.mkdir(mode=0o755, parents=True, exist_ok=True)
     env = cache / content_id("python-env", python, sorted(requirements))
     with open(cache / f"{env.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -22,10 +22,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import grp
 import logging
 import os
+import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -35,10 +38,34 @@ from types import TracebackType
 
 log = logging.getLogger(__name__)
 
-UID_BASE = 64000  # sandbox uids: UID_BASE .. UID_BASE + UID_SLOTS - 1
+UID_BASE = 64000  # sandbox uids: UID_BASE .. UID_BASE + UID_SLOTS - 1, minus real accounts
 UID_SLOTS = 64
-LOCK_DIR = Path(tempfile.gettempdir()) / "foundry-sandbox-uids"
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The tools that confine a command, by absolute path: a command's PATH (which may hold a
+# repository's environment) must never choose what root executes.
+TOOLS = {
+    name: shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin") or name
+    for name in ("prlimit", "unshare", "setpriv")
+}
+
+
+def private_dir(path: Path, mode: int) -> Path:
+    """`path` as a folder of this user's own (created with `mode`): never a symlink or a
+    folder another user made, which could redirect what root writes there."""
+    path.mkdir(mode=mode, exist_ok=True)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise RuntimeError(f"{path} is not a folder of uid {os.geteuid()}")
+    os.chmod(path, mode)
+    return path
+
+
+def _lock_dir() -> Path:
+    return private_dir(Path(tempfile.gettempdir()) / f"foundry-sandbox-uids-{os.geteuid()}", 0o700)
+
+
+def _base_dir() -> Path:
+    return private_dir(Path(tempfile.gettempdir()) / f"foundry-sandboxes-{os.geteuid()}", 0o711)
 
 
 @dataclass(frozen=True)
@@ -71,7 +98,7 @@ class Completed:
 def network_isolation() -> list[str]:
     """The prefix that gives a command a network namespace of its own, or [] if none can be
     made here (checked once per process)."""
-    for prefix in (["unshare", "-n"], ["unshare", "-rn"]):
+    for prefix in ([TOOLS["unshare"], "-n"], [TOOLS["unshare"], "-rn"]):
         try:
             probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
@@ -97,13 +124,20 @@ class Sandbox:
     def __enter__(self) -> Sandbox:
         if os.geteuid() == 0:
             self.uid, self._lock = _take_uid()
-        self.root = Path(tempfile.mkdtemp(prefix="foundry-sandbox-", dir=self.base))
-        self.tree = self.root / "tree"
-        shutil.copytree(self.source, self.tree, symlinks=True)
-        for folder in ("home", "tmp"):
-            (self.root / folder).mkdir()
-        if self.uid is not None:
-            _chown_tree(self.root, self.uid)
+        try:
+            # the root folder stays root's: the command cannot swap the files root reads there
+            self.root = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.base or _base_dir()))
+            os.chmod(self.root, 0o755)
+            self.tree = self.root / "tree"
+            shutil.copytree(self.source, self.tree, symlinks=True)
+            for folder in ("home", "tmp"):
+                (self.root / folder).mkdir()
+            if self.uid is not None:
+                for folder in ("tree", "home", "tmp"):
+                    _chown_tree(self.root / folder, self.uid)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(
@@ -114,16 +148,21 @@ class Sandbox:
     ) -> None:
         if self.uid is not None:
             _kill_uid(self.uid)
-        shutil.rmtree(self.root, ignore_errors=True)
+        if hasattr(self, "root"):
+            shutil.rmtree(self.root, ignore_errors=True)
         if self._lock is not None:
             os.close(self._lock)
+            self._lock = None
 
     def write(self, name: str, data: str | bytes) -> Path:
         """A file in the sandbox's own tmp folder (outside the tree), owned by its uid."""
         path = self.root / "tmp" / name
-        path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-        if self.uid is not None:
-            os.chown(path, self.uid, self.uid)
+        path.unlink(missing_ok=True)  # whatever the command left there, a symlink included
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if self.uid is not None:
+                os.fchown(handle.fileno(), self.uid, self.uid)
         return path
 
     def run(
@@ -173,7 +212,7 @@ class Sandbox:
     def _limits_prefix(self) -> list[str]:
         mb = 1024 * 1024
         return [
-            "prlimit",
+            TOOLS["prlimit"],
             f"--as={self.limits.memory_mb * mb}",
             f"--nproc={self.limits.processes}",
             f"--fsize={self.limits.file_mb * mb}",
@@ -185,7 +224,7 @@ class Sandbox:
         if self.uid is None:
             return []
         return [
-            "setpriv",
+            TOOLS["setpriv"],
             f"--reuid={self.uid}",
             f"--regid={self.uid}",
             "--clear-groups",
@@ -207,16 +246,20 @@ class Sandbox:
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
+            "GIT_CEILING_DIRECTORIES": str(self.root),  # no repository above the copy
         }
         return {**base, **extra}
 
 
 def _take_uid() -> tuple[int, int]:
-    """A uid no other open sandbox on this machine holds, and the lock that holds it."""
-    LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+    """A uid no other open sandbox on this machine holds and no account or group has, and
+    the lock that holds it."""
+    locks = _lock_dir()
     for slot in range(UID_SLOTS):
         uid = UID_BASE + slot
-        fd = os.open(LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+        if _has_account(uid):
+            continue
+        fd = os.open(locks / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -225,6 +268,16 @@ def _take_uid() -> tuple[int, int]:
         _kill_uid(uid)  # a crashed holder's leftovers
         return uid, fd
     raise RuntimeError(f"all {UID_SLOTS} sandbox uids are in use")
+
+
+def _has_account(uid: int) -> bool:
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+            return True
+        except KeyError:
+            pass
+    return False
 
 
 def _chown_tree(root: Path, uid: int) -> None:

@@ -80,14 +80,20 @@ def test_commits_that_cannot_be_replayed_say_why(sample_lake, subject, reason):
 
 def test_requirements_come_from_pyproject_and_requirement_files(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "x"\ndependencies = ["attrs>=22"]\n'
-        '[project.optional-dependencies]\ntest = ["hypothesis"]\ndocs = ["sphinx"]\n'
+        '[project]\nname = "x"\ndependencies = ["attrs>=22", "evil @ https://example.org/e.tgz"]\n'
+        '[project.optional-dependencies]\ntest = ["hypothesis", 7]\ndocs = ["sphinx"]\n'
     )
     (tmp_path / "requirements-dev.txt").write_text(
         "# tools\nrequests==2.32.3  # pinned\n-e .\ngit+https://example.org/x.git\n-r other.txt\n"
     )
     assert requirements_of(tmp_path) == ["attrs>=22", "hypothesis", "requests==2.32.3", "pytest"]
     assert requirements_of(tmp_path / "missing") == ["pytest"]
+    secret = tmp_path / "secret.txt"
+    secret.write_text("sk-planted-key\n")
+    (tmp_path / "requirements.txt").symlink_to(secret)  # never read: it could point anywhere
+    assert "sk-planted-key" not in requirements_of(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('project = "not a table"\n')
+    assert requirements_of(tmp_path) == ["requests==2.32.3", "pytest"]
 
 
 def test_report_ids_are_pytest_node_ids(tmp_path):
@@ -101,6 +107,8 @@ def test_report_ids_are_pytest_node_ids(tmp_path):
         "<error /></testcase>"
         '<testcase classname="tests.test_a" name="test_skip" file="tests/test_a.py">'
         "<skipped /></testcase>"
+        '<testcase classname="tests.test_a.TestOuter.TestInner" name="test_deep"'
+        ' file="tests/test_a.py" />'
         "</testsuite></testsuites>"
     )
     assert read_report(report) == {
@@ -108,6 +116,7 @@ def test_report_ids_are_pytest_node_ids(tmp_path):
         "tests/test_a.py::TestGroup::test_in_class[1-2]": "failed",
         "tests/test_b.py::tests.test_b": "error",
         "tests/test_a.py::test_skip": "skipped",
+        "tests/test_a.py::TestOuter::TestInner::test_deep": "passed",
     }
     assert read_report(tmp_path / "missing.xml") == {}
 

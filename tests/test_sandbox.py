@@ -121,3 +121,28 @@ def test_the_environment_is_scrubbed(project, monkeypatch):
         done = sandbox.run(["env"], env={"CI": "1"})
     assert done.ok and "CI=1" in done.stdout and "HOME=" in done.stdout
     assert "sk-planted-secret" not in done.stdout and "proxy.invalid" not in done.stdout
+
+
+@as_root
+def test_what_root_runs_is_never_found_on_the_commands_path(project, tmp_path):
+    planted = tmp_path / "bin"
+    planted.mkdir()
+    marker = tmp_path / "hijacked"
+    for tool in ("prlimit", "unshare", "setpriv"):
+        (planted / tool).write_text(f'#!/bin/sh\ntouch {marker}\nexec /usr/bin/{tool} "$@"\n')
+        (planted / tool).chmod(0o755)
+    with Sandbox(project) as sandbox:
+        done = sandbox.run(["id", "-u"], env={"PATH": f"{planted}:/usr/bin:/bin"})
+    assert done.ok and done.stdout.strip() == str(sandbox.uid) and not marker.exists()
+
+
+@as_root
+def test_files_root_writes_into_the_sandbox_do_not_follow_planted_links(project, tmp_path):
+    secret = tmp_path / "root-only.txt"
+    secret.write_text("keep\n")
+    with Sandbox(project) as sandbox:
+        sandbox.run(["ln", "-s", str(secret), str(sandbox.root / "tmp" / "change.patch")])
+        sandbox.write("change.patch", "patch text")
+        assert (sandbox.root / "tmp" / "change.patch").read_text() == "patch text"
+        assert os.stat(sandbox.root).st_uid == 0  # where root keeps the command's output
+    assert secret.read_text() == "keep\n"
