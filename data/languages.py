@@ -21,20 +21,20 @@ class Language(Protocol):
 
 
 class Python:
-    """Tests as pytest discovers them: `test_*.py`, `*_test.py`, `conftest.py`, and Python
-    files under a `tests/` or `test/` folder."""
+    """Tests as pytest discovers them: `test_*.py`, `*_test.py`, `conftest.py`, and every
+    file under a `tests/` or `test/` folder (fixtures and data belong with the tests: a
+    replayed commit's start has them, its reference patch does not)."""
 
     name = "python"
     markers = ("pyproject.toml", "setup.py", "setup.cfg")
 
     def is_test_file(self, path: str) -> bool:
         parts = PurePosixPath(path).parts
+        if any(part in ("tests", "test") for part in parts[:-1]):
+            return True  # test modules and their fixtures and data alike
         name = parts[-1]
-        if not name.endswith(".py"):
-            return False
-        in_tests = any(part in ("tests", "test") for part in parts[:-1])
-        named = name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-        return in_tests or named
+        named = name.startswith("test_") and name.endswith(".py")
+        return named or name.endswith("_test.py") or name == "conftest.py"
 
     def is_source_file(self, path: str) -> bool:
         return path.endswith(".py") and not self.is_test_file(path)

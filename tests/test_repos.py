@@ -50,7 +50,8 @@ def test_python_test_files_as_pytest_finds_them():
     python = Python()
     for path in ("tests/test_parse.py", "pkg/tests/helpers.py", "test_x.py", "a/b_test.py"):
         assert python.is_test_file(path), path
-    for path in ("src/pkg/testing.py", "tests/data.json", "README.md", "src/contest.py"):
+    assert python.is_test_file("tests/fixtures/ledger.txt")  # data travels with its tests
+    for path in ("src/pkg/testing.py", "README.md", "src/contest.py", "test_notes.txt"):
         assert not python.is_test_file(path), path
     assert python.is_source_file("src/pkg/core.py") and not python.is_source_file("README.md")
     assert detect_language(["README.md", "pyproject.toml"]) is not None
