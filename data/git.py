@@ -17,11 +17,6 @@ class GitError(RuntimeError):
 
 def git(repo: Path | None, *args: str, env: dict[str, str] | None = None) -> str:
     """Run `git -C repo args…` and return its stdout as text."""
-    return git_bytes(repo, *args, env=env).decode("utf-8", "replace")
-
-
-def git_bytes(repo: Path | None, *args: str, env: dict[str, str] | None = None) -> bytes:
-    """Run `git -C repo args…` and return its stdout as bytes (archives, file contents)."""
     clean = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/"),
@@ -44,4 +39,4 @@ def git_bytes(repo: Path | None, *args: str, env: dict[str, str] | None = None) 
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {args[0]}: {message[-1] if message else f'exit {done.returncode}'}")
-    return done.stdout
+    return done.stdout.decode("utf-8", "replace")
