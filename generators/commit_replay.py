@@ -71,10 +71,9 @@ def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unus
     with tempfile.TemporaryDirectory(prefix="foundry-replay-") as scratch:
         start = start_state(mirror, commit, Path(scratch) / "start")
         end = checkout(mirror, commit.sha, Path(scratch) / "end")
-        try:
-            env = ensure_env(requirements_of(end))
-        except EnvError as error:
-            return Unusable("dependencies_unavailable", error.detail)
+        env = _env_for(end)
+        if isinstance(env, Unusable):
+            return env
         with Sandbox(start, limits) as sandbox:
             before = run_pytest(sandbox, env)
         with Sandbox(end, limits) as sandbox:
@@ -107,10 +106,9 @@ def tests_at(mirror: Path, rev: str, limits: Limits) -> TestRun | Unusable:
     at all, before any of its commits is replayed."""
     with tempfile.TemporaryDirectory(prefix="foundry-check-") as scratch:
         tree = checkout(mirror, rev, Path(scratch) / "tree")
-        try:
-            env = ensure_env(requirements_of(tree))
-        except EnvError as error:
-            return Unusable("dependencies_unavailable", error.detail)
+        env = _env_for(tree)
+        if isinstance(env, Unusable):
+            return env
         with Sandbox(tree, limits) as sandbox:
             run = run_pytest(sandbox, env)
     return run if run.passed() else Unusable("tests_do_not_run", _why(run))
@@ -124,6 +122,14 @@ def apply_and_test(sandbox: Sandbox, patch: str, env: Path, tests: list[str]) ->
         if not applied.ok:
             return TestRun({}, applied)
     return run_pytest(sandbox, env, tests)
+
+
+def _env_for(tree: Path) -> Path | Unusable:
+    """The environment `tree` asks for (`requirements_of`), or why there is none."""
+    try:
+        return ensure_env(requirements_of(tree))
+    except EnvError as error:
+        return Unusable("dependencies_unavailable", error.detail)
 
 
 def _diff(mirror: Path, commit: Commit, paths: list[str]) -> str:
