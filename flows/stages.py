@@ -175,13 +175,18 @@ def check_repo_tests(ctx: StageContext, repo_ids: list[str], limits: Limits) -> 
             statuses.append(ctx.status("repo_tests", repo_id, "failed", "internal_error", detail))
             continue
         if isinstance(result, Unusable):
-            state = "failed" if result.reason in RETRY_REPLAY else "rejected"
-            statuses.append(ctx.status("repo_tests", repo_id, state, result.reason, result.detail))
+            statuses.append(_unusable(ctx, "repo_tests", repo_id, result))
         else:
             detail = f"{len(result.passed())} of {len(result.outcomes)} pass at HEAD"
             statuses.append(ctx.status("repo_tests", repo_id, "done", "tests_run", detail))
     ctx.lake.write("status", statuses, ctx.run_id)
     return Counter(f"repo_tests:{s.status}:{s.reason}" for s in statuses)
+
+
+def _unusable(ctx: StageContext, stage: str, item: str, result: Unusable) -> Status:
+    """`failed` (retried next run) where the cause may pass, else `rejected`."""
+    state = "failed" if result.reason in RETRY_REPLAY else "rejected"
+    return ctx.status(stage, item, state, result.reason, result.detail)
 
 
 def _replay_one(
@@ -194,8 +199,7 @@ def _replay_one(
         detail = traceback.format_exception_only(error)[-1].strip()
         return ctx.status("replay", item, "failed", "internal_error", detail), None
     if isinstance(result, Unusable):
-        state = "failed" if result.reason in RETRY_REPLAY else "rejected"
-        return ctx.status("replay", item, state, result.reason, result.detail), None
+        return _unusable(ctx, "replay", item, result), None
     detail = f"{len(result.fail_to_pass)} F2P, {len(result.pass_to_pass)} P2P"
     return ctx.status("replay", item, "done", "replayed", detail), result
 
