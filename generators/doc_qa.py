@@ -188,6 +188,22 @@ async def _choose_answer(
     return reply.answer
 
 
+async def draft_question(
+    prompt: str, llm: LLMClient, config: GenerateConfig, seed: int, repairs: int = 2
+) -> str:
+    """The generator's question for `prompt` (a `{"question": ...}` reply), stripped."""
+    written = await llm.structured(
+        "generator",
+        [{"role": "user", "content": prompt}],
+        QuestionDraft,
+        max_tokens=120,
+        temperature=config.temperature,
+        seed=seed,
+        repairs=repairs,
+    )
+    return written.question.strip()
+
+
 async def _write_question(
     evidence: str, answer: str, llm: LLMClient, config: GenerateConfig, seed: int
 ) -> tuple[str, Literal["question", "cloze"]]:
@@ -196,16 +212,8 @@ async def _write_question(
     auto = config.question_style == "auto"
     prompt = QUESTION_PROMPT.render(evidence=evidence, answer=answer)
     try:
-        written = await llm.structured(
-            "generator",
-            [{"role": "user", "content": prompt}],
-            QuestionDraft,
-            max_tokens=120,
-            temperature=config.temperature,
-            seed=seed,
-            repairs=0 if auto else 2,  # in auto mode the cloze is the repair
-        )
-        question = written.question.strip()
+        # in auto mode the cloze is the repair
+        question = await draft_question(prompt, llm, config, seed, repairs=0 if auto else 2)
         if auto:
             check_question(question, answer, config.max_question_chars)
     except LLMError as error:

@@ -35,7 +35,7 @@ from generators.checks import (
     contains,
     lexical_overlap,
 )
-from generators.doc_qa import GENERATOR, LADDER, VERSION, QuestionDraft, focus_sentences
+from generators.doc_qa import GENERATOR, LADDER, VERSION, draft_question, focus_sentences
 from generators.knobs import Direction, Level
 
 PARAPHRASE_PROMPT = load_prompt(__file__, "doc_qa_paraphrase")
@@ -248,15 +248,7 @@ async def _rewrite(
 async def _draft(
     prompt: str, original: str, answer: str, llm: LLMClient, config: GenerateConfig, seed: int
 ) -> str:
-    written = await llm.structured(
-        "generator",
-        [{"role": "user", "content": prompt}],
-        QuestionDraft,
-        max_tokens=120,
-        temperature=config.temperature,
-        seed=seed,
-    )
-    question = written.question.strip()
+    question = await draft_question(prompt, llm, config, seed)
     check_question(question, answer, config.max_question_chars)
     if question == original:
         raise CheckFailure("question_unchanged")
