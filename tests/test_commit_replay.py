@@ -121,10 +121,15 @@ def test_report_ids_are_pytest_node_ids(tmp_path):
     assert read_report(tmp_path / "missing.xml") == {}
 
 
-def test_the_replay_stage_records_each_commit_once(tmp_path):
-    repo = build_sample_repo(tmp_path / "ledgerline")
+def ingested(tmp_path, repo):
+    """A stage context whose lake holds `repo`, ingested."""
     ctx = make_context(tmp_path / "home")
     ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    return ctx
+
+
+def test_the_replay_stage_records_each_commit_once(tmp_path):
+    ctx = ingested(tmp_path, build_sample_repo(tmp_path / "ledgerline"))
     counts = replay_commits(ctx)
     assert counts == {
         "repo_tests:done:tests_run": 1,
@@ -143,8 +148,7 @@ def test_a_repository_whose_tests_do_not_run_is_not_replayed(tmp_path):
     (repo / "tests" / "conftest.py").write_text("raise RuntimeError('broken test setup')\n")
     git(repo, "add", ".")
     git(repo, "commit", "--quiet", "--message", "Break the test setup", env=IDENTITY)
-    ctx = make_context(tmp_path / "home")
-    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    ctx = ingested(tmp_path, repo)
     counts = replay_commits(ctx)
     assert counts == {
         "repo_tests:rejected:tests_do_not_run": 1,
