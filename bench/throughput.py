@@ -33,11 +33,9 @@ from data.endpoints import Endpoint  # noqa: E402
 from data.funnel import run_usage  # noqa: E402
 from data.lake import Lake  # noqa: E402
 from data.llm import LLMClient, LLMError  # noqa: E402
+from flows.context import LLMStage, StageContext, batches  # noqa: E402
 from flows.stages import (  # noqa: E402
     LLM_STAGES,
-    LLMStage,
-    StageContext,
-    batches,
     ingest_docs,
     run_llm_batch,
     solver_through_proxy,

@@ -110,6 +110,17 @@ class SandboxConfig(Settings):
     memory_mb: int = Field(default=2048, ge=64)
     processes: int = Field(default=64, ge=4)
     file_mb: int = Field(default=512, ge=1)
+    parallel: int | None = Field(default=None, ge=1)  # sandboxes at once (default: cores / 2)
+
+
+class CodeConfig(Settings):
+    """Code tasks from ingested repositories (commit replay, function rebuild)."""
+
+    max_prompt_chars: int = Field(default=24_000, ge=1000)  # the files a prompt shows, in all
+    statement_max_tokens: int = Field(default=400, ge=50)  # a commit-replay statement
+    max_functions: int = Field(default=24, ge=0)  # function-rebuild candidates per repository
+    max_replays: int | None = Field(default=None, ge=0)  # replayed commits described, in all
+    attempt_max_tokens: int = Field(default=2048, ge=64)  # a solver's reply to a code task
 
 
 class ExportConfig(Settings):
@@ -128,6 +139,7 @@ class FoundryConfig(Settings):
     calibrate: CalibrateConfig = CalibrateConfig()
     repair: RepairConfig = RepairConfig()
     sandbox: SandboxConfig = SandboxConfig()
+    code: CodeConfig = CodeConfig()
     export: ExportConfig = ExportConfig()
 
 

@@ -62,7 +62,7 @@ def _die_with_parent() -> None:
 
 @contextmanager
 def embedded_server(
-    n_threads: int, n_ctx: int = 2048, log_path: Path | None = None
+    n_threads: int, n_ctx: int = 8192, log_path: Path | None = None
 ) -> Iterator[str]:
     """Start the embedded model server; yields its base URL (`http://127.0.0.1:PORT/v1`)."""
     model = locate_gguf()

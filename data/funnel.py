@@ -30,6 +30,17 @@ GROUP BY ALL ORDER BY ALL
 """
 
 
+# Code tasks by kind and how each was written, with the gold self-check's outcome.
+_CODE_SQL = """
+SELECT t.kind, coalesce(json_extract_string(t.lineage, '$.knobs.statement'), 'template') AS
+       statement, coalesce(v.status || ':' || v.reason, 'not verified') AS self_check,
+       count(*) AS n
+FROM tasks t LEFT JOIN status v ON v.item_id = t.task_id AND v.stage = 'verify'
+WHERE t.kind <> 'doc_qa'
+GROUP BY ALL ORDER BY ALL
+"""
+
+
 def funnel(lake: Lake) -> dict[str, Any]:
     """Per stage: item counts by outcome and reason; plus LLM usage (live calls vs cache hits)."""
     rows = lake.rows(
@@ -80,6 +91,7 @@ def funnel(lake: Lake) -> dict[str, Any]:
             "repos": lake.rows("SELECT count(*) AS n FROM repos")[0]["n"],
             "commits": {row["kind"]: row["n"] for row in commits},
             "replayed": lake.rows("SELECT count(*) AS n FROM replays")[0]["n"],
+            "code_tasks": lake.rows(_CODE_SQL),
         },
         "repair": _repair_summary(lake, stages["repair"]),
         "llm": {row.pop("role"): row for row in usage},
@@ -137,6 +149,11 @@ def format_funnel(summary: dict[str, Any]) -> str:
             f"repositories: {repos['repos']}; commits: {_pairs(repos['commits'])};"
             f" replayed with fail-to-pass tests: {repos['replayed']}"
         )
+        for row in repos["code_tasks"]:
+            lines.append(
+                f"code tasks: {row['kind']} (statement: {row['statement']}):"
+                f" {row['n']}, gold self-check {row['self_check']}"
+            )
     lines.append("bands: " + (", ".join(f"{k}={v}" for k, v in summary["bands"].items()) or "-"))
     for stage, counts in summary["recalibrated_bands"].items():
         lines.append(f"bands ({stage}): " + ", ".join(f"{k}={v}" for k, v in counts.items()))

@@ -49,3 +49,11 @@ LANGUAGES: tuple[Language, ...] = (Python(),)
 
 def detect_language(files: list[str]) -> Language | None:
     return next((language for language in LANGUAGES if language.detect(files)), None)
+
+
+def language_named(name: str) -> Language:
+    """The supported language recorded as `name`; raises KeyError for any other."""
+    for language in LANGUAGES:
+        if language.name == name:
+            return language
+    raise KeyError(f"unsupported language: {name}")

@@ -183,7 +183,7 @@ class VerifierSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     # exact_or_f1: normalised exact match or token F1 >= f1_threshold; llm_equivalence: the same,
     # and when that fails, the judge panel decides whether the attempt means the gold answer
-    type: Literal["exact_or_f1", "llm_equivalence"] = "exact_or_f1"
+    type: Literal["exact_or_f1", "llm_equivalence", "unit_tests"] = "exact_or_f1"
     f1_threshold: float = 0.6
     # Fill-in-the-blank tasks: the text before and after the blank. An attempt that repeats
     # the whole sentence is cut down to what it put in the blank before it is compared.
@@ -192,6 +192,25 @@ class VerifierSpec(BaseModel):
     # hacks). With a rubric, an llm_equivalence verifier accepts only an exact match without
     # asking the panel: a token-F1 match is no longer enough on its own.
     rubric: list[str] = Field(default_factory=list)
+    # unit_tests: the attempt is a patch to the task's workspace; it passes when every
+    # fail-to-pass test passes and every pass-to-pass test still passes (test ids as pytest
+    # names them, `path::Class::test`)
+    fail_to_pass: list[str] = Field(default_factory=list)
+    pass_to_pass: list[str] = Field(default_factory=list)
+
+
+class Workspace(BaseModel):
+    """The repository state a code task starts from, enough to rebuild it without taskfoundry:
+    check out `base` from `origin`, apply `start_patch` (what the solver sees), then
+    `test_patch` (tests the solver does not see) before the verifier's tests run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    repo_id: str
+    origin: str
+    base: str  # the commit the start is built on
+    start_patch: str = ""  # e.g. a function body removed (function rebuild)
+    test_patch: str = ""  # hidden tests, applied after the solver's patch (commit replay)
+    files: list[str] = Field(default_factory=list)  # the files the prompt shows
 
 
 class Lineage(BaseModel):
@@ -296,11 +315,18 @@ class Chunk(Record):
     embedding: list[float]
 
 
+TaskKind = Literal["doc_qa", "commit_replay", "function_rebuild"]
+CODE_KINDS: tuple[str, ...] = ("commit_replay", "function_rebuild")
+
+
 class Task(Record):
-    """A candidate or accepted task; `task_id` hashes its canonical form (not its lineage)."""
+    """A candidate or accepted task; `task_id` hashes its canonical form (not its lineage).
+
+    Code tasks (`CODE_KINDS`) carry a `workspace`; their `answer` is the reference patch.
+    """
 
     task_id: str
-    kind: Literal["doc_qa"]
+    kind: TaskKind
     prompt: list[Message]
     answer: str
     verifier: VerifierSpec
@@ -308,6 +334,11 @@ class Task(Record):
     source: list[SourceRef]
     lineage: Lineage
     schema_version: str = SCHEMA_VERSION
+    workspace: Workspace | None = None
+
+    @property
+    def is_code(self) -> bool:
+        return self.kind in CODE_KINDS
 
     @property
     def question(self) -> str:
@@ -315,8 +346,24 @@ class Task(Record):
         return next(m.content for m in reversed(self.prompt) if m.role == "user")
 
     @staticmethod
-    def make_id(kind: str, prompt: list[Message], answer: str, verifier: VerifierSpec) -> str:
-        return content_id(kind, [m.model_dump() for m in prompt], answer, verifier)
+    def make_id(
+        kind: str,
+        prompt: list[Message],
+        answer: str,
+        verifier: VerifierSpec,
+        workspace: Workspace | None = None,
+    ) -> str:
+        """The content hash; a document task's hash leaves out the unset code-only fields, so
+        it is the same as before they existed."""
+        spec = verifier.model_dump(mode="json", exclude_defaults=True, include=_CODE_SPEC_FIELDS)
+        plain = verifier.model_dump(mode="json", exclude=_CODE_SPEC_FIELDS)
+        parts: list[Any] = [kind, [m.model_dump() for m in prompt], answer, {**plain, **spec}]
+        if workspace is not None:
+            parts.append(workspace)
+        return content_id(*parts)
+
+
+_CODE_SPEC_FIELDS = {"fail_to_pass", "pass_to_pass"}
 
 
 class Verdict(Record):

@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="ingest PATHs, run every stage, export")
     run.add_argument("paths", nargs="*", help="documents or folders (default: bundled samples)")
+    run.add_argument(
+        "--repo", action="append", default=[], help="also a git repository: path or URL"
+    )
     run.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
     run.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
 
@@ -54,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("review", "rubrics from failed attempts; mine and remedy reward hacks"),
         ("repair", "move out-of-band tasks one difficulty level toward the band"),
         ("replay", "run ingested commits' tests in the sandbox: fail-to-pass, pass-to-pass"),
+        ("describe", "write commit-replay tasks: a statement for each replayed commit"),
+        ("rebuild", "function-rebuild tasks: take covered functions' bodies out, in the sandbox"),
     ):
         sub.add_parser(name, parents=[common], help=text)
     calibrate = sub.add_parser(
@@ -118,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
     common = {"home": args.home, "config": args.config}
     if args.command == "run":
-        summary = pipeline.pipeline_flow(paths=args.paths, out=args.out, band=band, **common)
+        summary = pipeline.pipeline_flow(
+            paths=args.paths, repos=args.repo, out=args.out, band=band, **common
+        )
         usage = summary["usage"]
         print(
             f"LLM calls this run: {usage['calls']} live, {usage['cache_hits']} from cache,"
@@ -130,7 +137,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(counts, indent=2))
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
-    elif args.command in ("generate", "verify", "review", "repair", "replay"):
+    elif args.command in (
+        "generate",
+        "describe",
+        "verify",
+        "review",
+        "repair",
+        "replay",
+        "rebuild",
+    ):
         flow = getattr(pipeline, f"{args.command}_flow")
         print(json.dumps(flow(**common), indent=2))
     elif args.command == "calibrate":

@@ -23,15 +23,19 @@ from data.endpoints import Endpoint, resolve_endpoints
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_usage
 from data.lake import Lake
+from data.sample_repo import build_sample_repo
+from flows.code_stages import (
+    ingest_repository,
+    pending_rebuilds,
+    pending_replays,
+    rebuild_functions,
+    replay_commits,
+)
+from flows.context import LLMStage, StageContext
 from flows.stages import (
     LLM_STAGES,
-    LLMStage,
-    StageContext,
     ingest_docs,
-    ingest_repository,
     measure_variance,
-    pending_replays,
-    replay_commits,
     run_llm_batch,
     run_stages,
     solver_through_proxy,
@@ -81,6 +85,11 @@ def ingest_repo_task(origin: str, rev: str | None, ctx: StageContext) -> dict[st
 @task(name="replay-commits", cache_policy=NO_CACHE)
 def replay_task(ctx: StageContext) -> dict[str, int]:
     return dict(replay_commits(ctx))
+
+
+@task(name="rebuild-functions", cache_policy=NO_CACHE)
+def rebuild_task(ctx: StageContext) -> dict[str, int]:
+    return dict(rebuild_functions(ctx))
 
 
 @task(name="llm-batch", cache_policy=NO_CACHE, task_run_name="{stage}-batch-{index}")
@@ -147,6 +156,14 @@ def replay_flow(home: str | None = None, config: str | None = None) -> dict:
         return replay_task(ctx)
 
 
+@flow(name="rebuild")
+def rebuild_flow(home: str | None = None, config: str | None = None) -> dict:
+    """Function-rebuild tasks from ingested repositories: each covered function's body taken
+    out and tried in the sandbox."""
+    with stage_context("rebuild", home, config) as ctx:
+        return rebuild_task(ctx)
+
+
 def _llm_stage_flow(name: str):
     @flow(name=name)
     def stage_flow(home: str | None = None, config: str | None = None) -> dict:
@@ -157,6 +174,7 @@ def _llm_stage_flow(name: str):
 
 
 generate_flow = _llm_stage_flow("generate")
+describe_flow = _llm_stage_flow("describe")
 verify_flow = _llm_stage_flow("verify")
 review_flow = _llm_stage_flow("review")
 repair_flow = _llm_stage_flow("repair")
@@ -220,18 +238,26 @@ def pipeline_flow(
     config: str | None = None,
     out: str | None = None,
     band: tuple[float, float] | None = None,
+    repos: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest `paths` (the bundled samples when none are given and the lake has no sources),
-    run every stage over what is not done yet, and export."""
+    """Ingest `paths` (documents) and `repos` (git repositories: paths or URLs), or, when
+    neither is given and the lake is empty, the bundled sample documents and repository; run
+    every stage over what is not done yet, and export."""
     with stage_context("run", home, config) as ctx:
         summary: dict[str, Any] = {}
-        if not paths and not ctx.lake.shards("sources"):
-            paths = [str(SAMPLE_DOCS)]
-            ctx.progress(f"no sources yet: ingesting the bundled samples in {SAMPLE_DOCS}")
+        if not paths and not repos and not ctx.lake.shards("sources"):
+            paths, repos = [str(SAMPLE_DOCS)], [str(_sample_repo(ctx))]
+            ctx.progress(
+                f"no sources yet: ingesting the bundled samples ({SAMPLE_DOCS}, {repos[0]})"
+            )
         if paths:
             summary["ingest"] = ingest_task(paths, ctx)
+        for origin in repos or []:
+            summary.setdefault("ingest_repo", {})[origin] = ingest_repo_task(origin, None, ctx)
         if pending_replays(ctx):
             summary["replay"] = replay_task(ctx)
+        if pending_rebuilds(ctx):
+            summary["rebuild"] = rebuild_task(ctx)
         summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
         result = export_task(ctx, out, band)
         summary["export"] = {
@@ -242,3 +268,9 @@ def pipeline_flow(
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         summary["funnel"] = funnel(ctx.lake)
         return summary
+
+
+def _sample_repo(ctx: StageContext) -> Path:
+    """The bundled sample repository, built under the home the first time."""
+    path = ctx.config.home / "samples" / "ledgerline"
+    return path if (path / ".git").is_dir() else build_sample_repo(path)

@@ -15,39 +15,25 @@ import traceback
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from data.config import FoundryConfig
+from data.config import CalibrateConfig
 from data.endpoints import Endpoint
-from data.ingest import Progress, ingest_documents
-from data.lake import Lake
+from data.ingest import ingest_documents
 from data.llm import LLMClient, LLMError
-from data.llm_cache import ResponseCache
-from data.records import (
-    Attempt,
-    Chunk,
-    Commit,
-    CommitReplay,
-    ItemStatus,
-    LLMCall,
-    Record,
-    Status,
-    Task,
-    VerdictRerun,
-)
-from data.repos import ingest_repo
+from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
+from flows.code_stages import DESCRIBE
+from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
 from flows.repair import Stop, next_move
 from generators import doc_qa
 from generators.checks import CheckFailure
-from generators.commit_replay import Unusable, analyse, tests_at
 from generators.doc_qa_variants import Material, Neighbour, make_variant
 from harnesses.base import Harness
 from harnesses.closed_book import ClosedBook
 from harnesses.doc_search import CorpusIndex, DocSearch
 from harnesses.proxy import running_proxy
-from harnesses.sandbox import Limits
 from judges import answerability, calibration
 from judges.review import review
 from judges.selfcheck import self_check
@@ -60,151 +46,12 @@ DERIVED = (f"rejected:{REMEDIED}", f"done:{REPAIRED}")
 REMEDY_ROUNDS = 2  # a remedied task can be remedied once more: the remedy ladder has two steps
 
 
-@dataclass
-class StageContext:
-    """What every stage needs: where the lake is, the settings, the run, a progress sink."""
-
-    lake: Lake
-    config: FoundryConfig
-    run_id: str
-    progress: Progress = lambda message: None  # noqa: E731
-    plans: dict[tuple[str, str], calibration.Plan] = field(default_factory=dict)
-    harnesses: dict[str, Harness] = field(default_factory=dict)
-
-    @property
-    def cache(self) -> ResponseCache:
-        return ResponseCache(self.config.home / "cache" / "llm")
-
-    def status(
-        self, stage: str, item_id: str, status: ItemStatus, reason: str, detail: str = ""
-    ) -> Status:
-        return Status.now(stage, item_id, status, reason, detail, self.run_id)
-
-
-@dataclass
-class Outcome:
-    """What processing one item produced: its status (plus those of its parts, e.g. the
-    candidates of a chunk) and records per table."""
-
-    status: Status
-    records: dict[str, list[Record]] = field(default_factory=dict)
-    parts: list[Status] = field(default_factory=list)
-
-
-def batches(items: Sequence[str], size: int) -> list[list[str]]:
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
-
-
 # --- ingest ------------------------------------------------------------------------------
 
 
 def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
     """Read, normalise, chunk and deduplicate documents; record every file's outcome."""
     return ingest_documents(paths, ctx.lake, ctx.config.ingest, ctx.run_id, ctx.progress)
-
-
-def ingest_repository(origin: str, rev: str | None, ctx: StageContext) -> Counter:
-    """Mirror a git repository and record its commits (`data.repos`)."""
-    return ingest_repo(origin, ctx.lake, ctx.config.home, ctx.run_id, rev, ctx.progress)
-
-
-# --- replay: ingested commit -> F2P / P2P tests and a checked reference patch ------------
-
-REPLAY_BATCH = 8  # commits per shard of results
-RETRY_REPLAY = {"dependencies_unavailable"}  # the package index may be back next run
-
-
-def pending_replays(ctx: StageContext) -> list[str]:
-    """Ingested commits (`repo_id:sha`) without a final replay outcome, oldest first."""
-    finished = ctx.lake.finished_items("replay")
-    rows = ctx.lake.rows(
-        "SELECT repo_id || ':' || sha AS id FROM commits ORDER BY repo_id, authored_at, sha"
-    )
-    return [row["id"] for row in rows if row["id"] not in finished]
-
-
-def replay_commits(ctx: StageContext) -> Counter:
-    """Replay every pending commit in the sandbox (`generators.commit_replay`) and record the
-    F2P / P2P tests of those that hold up, and why the others do not. A repository's suite is
-    first run once at its HEAD: if nothing passes there, its commits are not replayed."""
-    pending = pending_replays(ctx)
-    mirrors = {r["repo_id"]: Path(r["mirror"]) for r in ctx.lake.rows("SELECT * FROM repos")}
-    limits = Limits(**ctx.config.sandbox.model_dump())
-    counts = check_repo_tests(ctx, sorted({item.split(":")[0] for item in pending}), limits)
-    broken = {
-        row["item_id"]
-        for row in ctx.lake.rows(
-            "SELECT item_id FROM status WHERE stage = 'repo_tests' AND status = 'rejected'"
-        )
-    }
-    runnable = ctx.lake.finished_items("repo_tests")
-    for index, group in enumerate(batches(pending, REPLAY_BATCH)):
-        commits = ctx.lake.records("commits", "list_contains(?, repo_id || ':' || sha)", [group])
-        replays, statuses = [], []
-        for commit in commits:
-            if commit.repo_id not in runnable:
-                continue  # its check failed for a reason that may pass next run
-            item = f"{commit.repo_id}:{commit.sha}"
-            if commit.repo_id in broken:
-                status = ctx.status("replay", item, "rejected", "repo_tests_do_not_run")
-            else:
-                status, replay = _replay_one(ctx, commit, mirrors[commit.repo_id], limits)
-                replays += [replay] if replay else []
-            statuses.append(status)
-            counts[f"{status.status}:{status.reason}"] += 1
-        ctx.lake.write("replays", replays, ctx.run_id)
-        ctx.lake.write("status", statuses, ctx.run_id)
-        done = min((index + 1) * REPLAY_BATCH, len(pending))
-        ctx.progress(f"replay: {done}/{len(pending)} commits")
-    return counts
-
-
-def check_repo_tests(ctx: StageContext, repo_ids: list[str], limits: Limits) -> Counter:
-    """Run each repository's suite once at its HEAD (stage `repo_tests`) unless done before."""
-    checked = ctx.lake.finished_items("repo_tests")
-    repos = {r["repo_id"]: r for r in ctx.lake.rows("SELECT * FROM repos")}
-    statuses = []
-    for repo_id in repo_ids:
-        if repo_id in checked or repo_id not in repos:
-            continue
-        repo = repos[repo_id]
-        try:
-            result = tests_at(Path(repo["mirror"]), repo["head"], limits)
-        except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
-            detail = traceback.format_exception_only(error)[-1].strip()
-            statuses.append(ctx.status("repo_tests", repo_id, "failed", "internal_error", detail))
-            continue
-        if isinstance(result, Unusable):
-            statuses.append(_unusable(ctx, "repo_tests", repo_id, result))
-        else:
-            detail = f"{len(result.passed())} of {len(result.outcomes)} pass at HEAD"
-            statuses.append(ctx.status("repo_tests", repo_id, "done", "tests_run", detail))
-    ctx.lake.write("status", statuses, ctx.run_id)
-    return Counter(f"repo_tests:{s.status}:{s.reason}" for s in statuses)
-
-
-def _unusable(ctx: StageContext, stage: str, item: str, result: Unusable) -> Status:
-    """`failed` (retried next run) where the cause may pass, else `rejected`."""
-    state = "failed" if result.reason in RETRY_REPLAY else "rejected"
-    return ctx.status(stage, item, state, result.reason, result.detail)
-
-
-def _replay_one(
-    ctx: StageContext, commit: Commit, mirror: Path, limits: Limits
-) -> tuple[Status, CommitReplay | None]:
-    item = f"{commit.repo_id}:{commit.sha}"
-    try:
-        result = analyse(commit, mirror, limits)
-    except Exception as error:  # noqa: BLE001 - recorded; the other commits go on
-        detail = traceback.format_exception_only(error)[-1].strip()
-        return ctx.status("replay", item, "failed", "internal_error", detail), None
-    if isinstance(result, Unusable):
-        return _unusable(ctx, "replay", item, result), None
-    detail = f"{len(result.fail_to_pass)} F2P, {len(result.pass_to_pass)} P2P"
-    return ctx.status("replay", item, "done", "replayed", detail), result
-
-
-# --- LLM stages ----------------------------------------------------------------------------
 
 
 @contextmanager
@@ -218,16 +65,6 @@ def solver_through_proxy(
         solver.base_url, ctx.lake, ctx.run_id, api_key=solver.api_key, timeout_s=solver.timeout_s
     ) as url:
         yield {**endpoints, "solver": replace(solver, base_url=url)}
-
-
-@dataclass(frozen=True)
-class LLMStage:
-    """An LLM stage: which items are pending, how a batch's inputs load, how one item is done."""
-
-    name: str
-    pending: Callable[[StageContext], list[str]]
-    load: Callable[[StageContext, list[str]], dict[str, Any]]
-    work: Callable[[StageContext, str, Any, LLMClient], Awaitable[Outcome]]
 
 
 def run_llm_batch(
@@ -283,11 +120,6 @@ def run_llm_batch(
     return Counter(f"{o.status.status}:{o.status.reason}" for o in outcomes)
 
 
-def _pending(ctx: StageContext, stage: str, sql: str) -> list[str]:
-    finished = ctx.lake.finished_items(stage)
-    return [row["id"] for row in ctx.lake.rows(sql) if row["id"] not in finished]
-
-
 # generate: chunk -> candidate task
 
 
@@ -295,7 +127,9 @@ def pending_generate(ctx: StageContext) -> list[str]:
     """Chunks not yet through `generate`, in a stable order, within `generate.max_chunks`."""
     limit = ctx.config.generate.max_chunks
     clause = f" LIMIT {int(limit)}" if limit is not None else ""
-    return _pending(ctx, "generate", f"SELECT chunk_id AS id FROM chunks ORDER BY chunk_id{clause}")
+    return pending_items(
+        ctx, "generate", f"SELECT chunk_id AS id FROM chunks ORDER BY chunk_id{clause}"
+    )
 
 
 def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Any]:
@@ -326,7 +160,7 @@ async def generate_one(ctx: StageContext, chunk_id: str, loaded: Any, client: LL
 
 
 def pending_verify(ctx: StageContext) -> list[str]:
-    return _pending(ctx, "verify", "SELECT task_id AS id FROM tasks ORDER BY task_id")
+    return pending_items(ctx, "verify", "SELECT task_id AS id FROM tasks ORDER BY task_id")
 
 
 def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
@@ -347,6 +181,11 @@ def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str
 
 async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
     task, passage = loaded
+    if task.is_code:
+        failure = await ctx.unit_tests.self_check(task)
+        if failure is not None:
+            return Outcome(ctx.status("verify", task_id, "rejected", "gold_self_check", failure))
+        return Outcome(ctx.status("verify", task_id, "done", "gold_self_check_passed"))
     if not passage:
         return Outcome(ctx.status("verify", task_id, "rejected", "source_missing"))
     failure = await self_check(task, passage, client)
@@ -364,7 +203,7 @@ VERIFIED = "SELECT item_id AS id FROM status WHERE stage = 'verify' AND status =
 
 
 def pending_calibrate(ctx: StageContext) -> list[str]:
-    return _pending(ctx, "calibrate", VERIFIED)
+    return pending_items(ctx, "calibrate", VERIFIED)
 
 
 def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
@@ -386,16 +225,20 @@ def calibration_plan(ctx: StageContext, solver: str, harness: str) -> calibratio
     return ctx.plans[key]
 
 
-def calibration_harness(ctx: StageContext) -> Harness:
-    """The configured harness, built once per run (doc_search indexes the corpus)."""
-    name = ctx.config.calibrate.harness
+CODE_HARNESS = "code_single_turn"  # the prompt shows the files; the reply holds the edits
+
+
+def calibration_harness(ctx: StageContext, task: Task) -> Harness:
+    """The harness for `task`, built once per run: for document tasks the configured one
+    (doc_search indexes the corpus), for code tasks the single-turn code harness."""
+    name = CODE_HARNESS if task.is_code else ctx.config.calibrate.harness
     if name not in ctx.harnesses:
         if name == "doc_search":
             chunks = ctx.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
             index = CorpusIndex([(r["chunk_id"], r["text"]) for r in chunks])
             ctx.harnesses[name] = DocSearch(index, max_turns=ctx.config.calibrate.max_turns)
         else:
-            ctx.harnesses[name] = ClosedBook()
+            ctx.harnesses[name] = ClosedBook(name)
     return ctx.harnesses[name]
 
 
@@ -406,11 +249,12 @@ def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
     async def calibrate_one(
         ctx: StageContext, task_id: str, task: Any, client: LLMClient
     ) -> Outcome:
-        harness = calibration_harness(ctx)
+        harness = calibration_harness(ctx, task)
         solver = client.model("solver")
         plan = calibration_plan(ctx, solver, harness.name)
+        settings, grader = _grading(ctx, task)
         attempts, difficulty = await calibration.calibrate(
-            task, client, ctx.config.calibrate, plan, harness
+            task, client, settings, plan, harness, grader
         )
         return Outcome(
             ctx.status(stage, task_id, "done", difficulty.band, f"{solver}|{harness.name}"),
@@ -420,12 +264,21 @@ def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
     return calibrate_one
 
 
+def _grading(ctx: StageContext, task: Task) -> tuple[CalibrateConfig, calibration.Grader | None]:
+    """The calibration settings and grader for `task`: code attempts get the longer replies
+    they need and are scored by running the task's tests; answers by the default grader."""
+    if task.is_code:
+        longer = {"max_tokens": ctx.config.code.attempt_max_tokens}
+        return ctx.config.calibrate.model_copy(update=longer), ctx.unit_tests.grade
+    return ctx.config.calibrate, None
+
+
 def recalibration(solver: str) -> LLMStage:
     """Calibration of every verified task against another solver (`foundry calibrate
     --solver`): its own stage, `calibrate:<solver>`, beside the pipeline's measurements."""
     name = f"calibrate:{solver}"
     return LLMStage(
-        name, lambda ctx: _pending(ctx, name, VERIFIED), load_tasks, calibrate_into(name)
+        name, lambda ctx: pending_items(ctx, name, VERIFIED), load_tasks, calibrate_into(name)
     )
 
 
@@ -443,11 +296,13 @@ def stage_named(name: str) -> LLMStage:
 
 
 def pending_review(ctx: StageContext) -> list[str]:
-    return _pending(
+    """Calibrated document tasks (code tasks are scored by their tests: no rubric, and no
+    answer to hedge)."""
+    return pending_items(
         ctx,
         "review",
-        "SELECT item_id AS id FROM status WHERE stage = 'calibrate' AND status = 'done'"
-        " ORDER BY id",
+        "SELECT item_id AS id FROM status s JOIN tasks t ON t.task_id = s.item_id"
+        " WHERE s.stage = 'calibrate' AND s.status = 'done' AND t.kind = 'doc_qa' ORDER BY id",
     )
 
 
@@ -581,6 +436,7 @@ async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
 
 LLM_STAGES = [
     LLMStage("generate", pending_generate, load_chunks, generate_one),
+    DESCRIBE,
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),

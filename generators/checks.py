@@ -98,3 +98,24 @@ def lexical_overlap(question: str, evidence: str, answer: str) -> float:
 
     evident = stems(evidence) - stems(answer)
     return len(evident & stems(question)) / len(evident) if evident else 0.0
+
+
+MIN_LEAK_CHARS = 12  # shorter added lines (`return x`, `)`) say nothing a statement may not
+
+
+def added_lines(patch: str) -> list[str]:
+    """The lines a unified diff adds, stripped, long enough to count as a solution's text."""
+    lines = (
+        line[1:].strip()
+        for line in patch.splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    )
+    return [line for line in lines if len(line) >= MIN_LEAK_CHARS]
+
+
+def check_no_leak(statement: str, patch: str) -> None:
+    """A task statement must not copy a line the reference patch adds (whitespace aside)."""
+    flat = " ".join(statement.split())
+    for line in added_lines(patch):
+        if " ".join(line.split()) in flat:
+            raise CheckFailure("statement_leaks_patch")

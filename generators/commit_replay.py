@@ -17,40 +17,17 @@ from pathlib import Path
 
 from data.git import git
 from data.records import Commit, CommitReplay
+from harnesses.edits import apply_patch
 from harnesses.pytest_runner import TestRun, run_pytest
-from harnesses.python_env import EnvError, ensure_env, requirements_of
+from harnesses.python_env import EnvError
 from harnesses.sandbox import Limits, Sandbox
+from harnesses.workspace import checkout, environment
 
 
 @dataclass(frozen=True)
 class Unusable:
     reason: str
     detail: str = ""
-
-
-def checkout(mirror: Path, rev: str, dest: Path, tests_from: Commit | None = None) -> Path:
-    """The tree of `rev` written to `dest` by git itself, through a throwaway index (git never
-    writes through a symlinked folder, unlike archive extraction); with `tests_from`, the
-    commit's test files as that commit has them (added, changed or removed)."""
-    dest.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(prefix="foundry-index-") as scratch:
-        index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-
-        def in_tree(*args: str) -> str:
-            return git(mirror, f"--work-tree={dest}", *args, env=index)
-
-        in_tree("read-tree", rev)
-        for changed in tests_from.files if tests_from else []:
-            if not changed.is_test:
-                continue
-            entry = git(mirror, "ls-tree", tests_from.sha, "--", changed.path).split()
-            if entry:
-                mode, _, blob = entry[:3]
-                in_tree("update-index", "--add", "--cacheinfo", f"{mode},{blob},{changed.path}")
-            else:
-                in_tree("update-index", "--force-remove", "--", changed.path)
-        in_tree("checkout-index", "--all")
-    return dest
 
 
 def start_state(mirror: Path, commit: Commit, dest: Path) -> Path:
@@ -85,8 +62,9 @@ def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unus
         if not f2p:
             return Unusable("no_fail_to_pass", f"{len(p2p)} tests pass before and after")
         with Sandbox(start, limits) as sandbox:
-            gold = apply_and_test(sandbox, reference, env, f2p + p2p)
-        broken = sorted(set(f2p + p2p) - gold.passed())
+            rejected = apply_patch(sandbox, "reference.patch", reference)
+            gold = run_pytest(sandbox, env, f2p + p2p) if rejected is None else None
+        broken = sorted(set(f2p + p2p) - (gold.passed() if gold else set()))
         if broken:
             return Unusable("gold_patch_fails", ", ".join(broken[:5]))
     return CommitReplay(
@@ -114,20 +92,10 @@ def tests_at(mirror: Path, rev: str, limits: Limits) -> TestRun | Unusable:
     return run if run.passed() else Unusable("tests_do_not_run", _why(run))
 
 
-def apply_and_test(sandbox: Sandbox, patch: str, env: Path, tests: list[str]) -> TestRun:
-    """Apply `patch` to the sandbox's tree (inside the sandbox), then run `tests`."""
-    if patch.strip():
-        patch_file = sandbox.write("change.patch", patch)
-        applied = sandbox.run(["git", "apply", "--whitespace=nowarn", str(patch_file)])
-        if not applied.ok:
-            return TestRun({}, applied)
-    return run_pytest(sandbox, env, tests)
-
-
 def _env_for(tree: Path) -> Path | Unusable:
     """The environment `tree` asks for (`requirements_of`), or why there is none."""
     try:
-        return ensure_env(requirements_of(tree))
+        return environment(tree)
     except EnvError as error:
         return Unusable("dependencies_unavailable", error.detail)
 

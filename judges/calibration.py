@@ -6,7 +6,7 @@ fixed method is the same loop with one round of k attempts, labelled by the poin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +18,7 @@ from harnesses.base import Harness
 from judges.adaptive import LABELS, SAMPLE, BandRule, Policy, Prior, matching_policy
 from judges.equivalence import grade
 from judges.passrate import learnability, pass_at_k, pool, wilson_interval
+from judges.rewards import Score
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,21 @@ def fixed_policy(rule: BandRule, k: int) -> Policy:
     )
 
 
+Grader = Callable[[Task, str], Awaitable[Score]]
+
+
 async def calibrate(
-    task: Task, llm: LLMClient, config: CalibrateConfig, how: Plan, harness: Harness
+    task: Task,
+    llm: LLMClient,
+    config: CalibrateConfig,
+    how: Plan,
+    harness: Harness,
+    grader: Grader | None = None,
 ) -> tuple[list[Attempt], Difficulty]:
     """Attempt `task` through `harness` (never with its source in the prompt), round by round,
-    until the plan settles its band."""
+    until the plan settles its band; `grader` scores each reply (default: `equivalence.grade`,
+    the task's answer verifier)."""
+    score = grader or (lambda task, completion: grade(task, completion, llm))
     _, seed = seed_for("calibrate", task.task_id)
     solver = llm.model("solver")
     attempts: list[Attempt] = []
@@ -81,7 +92,7 @@ async def calibrate(
             max_tokens=config.max_tokens,
             seed=seed + start,
         )
-        scores = await settle([grade(task, reply.text, llm) for reply in replies])
+        scores = await settle([score(task, reply.text) for reply in replies])
         for i, (reply, result) in enumerate(zip(replies, scores, strict=True), start=start):
             attempts.append(
                 Attempt(

@@ -10,13 +10,8 @@ import pytest
 
 from data.config import FoundryConfig
 from data.lake import Lake
-from flows.stages import (
-    LLM_STAGES,
-    StageContext,
-    run_llm_batch,
-    run_stages,
-    solver_through_proxy,
-)
+from flows.context import StageContext
+from flows.stages import LLM_STAGES, run_llm_batch, run_stages, solver_through_proxy
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints

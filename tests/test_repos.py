@@ -91,6 +91,7 @@ def test_ingest_records_every_commit_once(tmp_path, sample):
         "repos": 1,
         "commits": {"other": 2, "source_and_tests": 7},
         "replayed": 0,
+        "code_tasks": [],
     }
     assert "repositories: 1" in format_funnel(summary)
 

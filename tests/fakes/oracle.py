@@ -8,6 +8,11 @@ answers are "something else", or with `hedge=True` the right answer hedged with 
 ("Dunmere, something"), which a token-F1 verifier rewards. As a reviewer it writes one
 rubric entry per failed attempt, calls a hedged answer a hack, and as an equivalence judge holds
 a hedge to a rubric that asks for one answer.
+
+For code tasks it writes a commit's statement from its message (copying a line of the change
+when the message is about currency, which the leak check must catch), and as the solver it
+answers on even seeds with the file from `code` (path -> text) that the prompt shows, on odd
+seeds with the file unchanged.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ def _block(text: str, tag: str) -> str:
 class Oracle:
     """Call `oracle(request_body)` (HTTP fake) or `oracle.respond(role, messages, params)`."""
 
-    def __init__(self, hedge: bool = False) -> None:
+    def __init__(self, hedge: bool = False, code: dict[str, str] | None = None) -> None:
         self.answers: dict[str, str] = {}
         self.hedge = hedge
+        self.code = code or {}
 
     def __call__(self, body: dict[str, Any]) -> str:
         params = {k: v for k, v in body.items() if k not in ("messages", "model")}
@@ -44,7 +50,11 @@ class Oracle:
     def respond(self, role: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
         if messages[0]["role"] == "system" and "collection of documents" in messages[0]["content"]:
             return self._search_turn(messages)
+        if messages[0]["role"] == "system" and "Python repository" in messages[0]["content"]:
+            return self._code_attempt(messages[-1]["content"], params)
         prompt = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
+        if prompt.startswith("A developer made the change below"):
+            return self._statement(prompt)
         if "Focus sentence:" in prompt:
             options = re.findall(r"^- (.+)$", prompt, flags=re.M)
             return json.dumps({"answer": options[-1]})
@@ -93,6 +103,24 @@ class Oracle:
         if seed % 2 < skill:
             return answer
         return f"{answer}, something" if self.hedge else "something else"
+
+    def _statement(self, prompt: str) -> str:
+        subject = prompt.split("Commit message:\n", 1)[1].splitlines()[0]
+        statement = f"Change the package so that this holds: {subject}."
+        if "currency" in subject.lower():
+            added = re.findall(r"^\+(?!\+\+)\s*(.{12,})$", prompt, flags=re.M)
+            statement += f" For instance: {added[0]}"
+        return json.dumps({"statement": statement})
+
+    def _code_attempt(self, prompt: str, params: dict[str, Any]) -> str:
+        shown = re.findall(r"^```python\n# file: (\S+)\n(.*?)^```", prompt, flags=re.M | re.S)
+        seed = params.get("seed", 0) + params.get("_choice", 0)
+        edits = [
+            f"```python\n# file: {path}\n{self.code[path] if seed % 2 == 0 else text}```"
+            for path, text in shown
+            if path in self.code
+        ]
+        return "\n\n".join(edits) or "I cannot tell what to change."
 
     def _remember(self, question: str, answer: str) -> str:
         self.answers[question] = answer

@@ -1,0 +1,225 @@
+"""Stages over ingested repositories: replay commits, rebuild functions (both in the sandbox,
+no LLM) and describe replayed commits (the generator writes each task's statement).
+
+Their tasks then go through the same verify and calibrate stages as document tasks, where the
+unit-test verifier (`judges.unit_tests`) stands in for the judge panel.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from data.languages import language_named
+from data.llm import LLMClient
+from data.records import Commit, CommitReplay, Record, Status, Task
+from data.repos import ingest_repo
+from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
+from generators.checks import CheckFailure
+from generators.commit_replay import Unusable, analyse, tests_at
+from generators.function_rebuild import RepoAtHead, rebuild_tasks
+from generators.replay_tasks import RepoOrigin, replay_task
+from harnesses.python_env import EnvError
+from harnesses.sandbox import Limits
+
+
+def ingest_repository(origin: str, rev: str | None, ctx: StageContext) -> Counter:
+    """Mirror a git repository and record its commits (`data.repos`)."""
+    return ingest_repo(origin, ctx.lake, ctx.config.home, ctx.run_id, rev, ctx.progress)
+
+
+# --- replay: ingested commit -> F2P / P2P tests and a checked reference patch ------------
+
+REPLAY_BATCH = 8  # commits per shard of results
+RETRY_REPLAY = {"dependencies_unavailable"}  # the package index may be back next run
+
+
+def pending_replays(ctx: StageContext) -> list[str]:
+    """Ingested commits (`repo_id:sha`) without a final replay outcome, oldest first."""
+    finished = ctx.lake.finished_items("replay")
+    rows = ctx.lake.rows(
+        "SELECT repo_id || ':' || sha AS id FROM commits ORDER BY repo_id, authored_at, sha"
+    )
+    return [row["id"] for row in rows if row["id"] not in finished]
+
+
+def replay_commits(ctx: StageContext) -> Counter:
+    """Replay every pending commit in the sandbox (`generators.commit_replay`) and record the
+    F2P / P2P tests of those that hold up, and why the others do not. A repository's suite is
+    first run once at its HEAD: if nothing passes there, its commits are not replayed."""
+    pending = pending_replays(ctx)
+    mirrors = {r["repo_id"]: Path(r["mirror"]) for r in ctx.lake.rows("SELECT * FROM repos")}
+    limits = ctx.limits
+    counts = check_repo_tests(ctx, sorted({item.split(":")[0] for item in pending}), limits)
+    broken = {
+        row["item_id"]
+        for row in ctx.lake.rows(
+            "SELECT item_id FROM status WHERE stage = 'repo_tests' AND status = 'rejected'"
+        )
+    }
+    runnable = ctx.lake.finished_items("repo_tests")
+    for index, group in enumerate(batches(pending, REPLAY_BATCH)):
+        commits = ctx.lake.records("commits", "list_contains(?, repo_id || ':' || sha)", [group])
+        replays, statuses = [], []
+        for commit in commits:
+            if commit.repo_id not in runnable:
+                continue  # its check failed for a reason that may pass next run
+            item = f"{commit.repo_id}:{commit.sha}"
+            if commit.repo_id in broken:
+                status = ctx.status("replay", item, "rejected", "repo_tests_do_not_run")
+            else:
+                status, replay = _replay_one(ctx, commit, mirrors[commit.repo_id], limits)
+                replays += [replay] if replay else []
+            statuses.append(status)
+            counts[f"{status.status}:{status.reason}"] += 1
+        ctx.lake.write("replays", replays, ctx.run_id)
+        ctx.lake.write("status", statuses, ctx.run_id)
+        done = min((index + 1) * REPLAY_BATCH, len(pending))
+        ctx.progress(f"replay: {done}/{len(pending)} commits")
+    return counts
+
+
+def check_repo_tests(ctx: StageContext, repo_ids: list[str], limits: Limits) -> Counter:
+    """Run each repository's suite once at its HEAD (stage `repo_tests`) unless done before."""
+    checked = ctx.lake.finished_items("repo_tests")
+    repos = {r["repo_id"]: r for r in ctx.lake.rows("SELECT * FROM repos")}
+    statuses = []
+    for repo_id in repo_ids:
+        if repo_id in checked or repo_id not in repos:
+            continue
+        repo = repos[repo_id]
+        try:
+            result = tests_at(Path(repo["mirror"]), repo["head"], limits)
+        except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
+            detail = traceback.format_exception_only(error)[-1].strip()
+            statuses.append(ctx.status("repo_tests", repo_id, "failed", "internal_error", detail))
+            continue
+        if isinstance(result, Unusable):
+            statuses.append(_unusable(ctx, "repo_tests", repo_id, result))
+        else:
+            detail = f"{len(result.passed())} of {len(result.outcomes)} pass at HEAD"
+            statuses.append(ctx.status("repo_tests", repo_id, "done", "tests_run", detail))
+    ctx.lake.write("status", statuses, ctx.run_id)
+    return Counter(f"repo_tests:{s.status}:{s.reason}" for s in statuses)
+
+
+def _unusable(ctx: StageContext, stage: str, item: str, result: Unusable) -> Status:
+    """`failed` (retried next run) where the cause may pass, else `rejected`."""
+    state = "failed" if result.reason in RETRY_REPLAY else "rejected"
+    return ctx.status(stage, item, state, result.reason, result.detail)
+
+
+def _replay_one(
+    ctx: StageContext, commit: Commit, mirror: Path, limits: Limits
+) -> tuple[Status, CommitReplay | None]:
+    item = f"{commit.repo_id}:{commit.sha}"
+    try:
+        result = analyse(commit, mirror, limits)
+    except Exception as error:  # noqa: BLE001 - recorded; the other commits go on
+        detail = traceback.format_exception_only(error)[-1].strip()
+        return ctx.status("replay", item, "failed", "internal_error", detail), None
+    if isinstance(result, Unusable):
+        return _unusable(ctx, "replay", item, result), None
+    detail = f"{len(result.fail_to_pass)} F2P, {len(result.pass_to_pass)} P2P"
+    return ctx.status("replay", item, "done", "replayed", detail), result
+
+
+# --- rebuild: repository -> function-rebuild tasks -------------------------------------------
+
+
+def pending_rebuilds(ctx: StageContext) -> list[str]:
+    """Repositories whose functions have not been tried yet (none if `code.max_functions` is
+    0)."""
+    if ctx.config.code.max_functions == 0:
+        return []
+    return pending_items(ctx, "rebuild", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
+
+
+def rebuild_functions(ctx: StageContext) -> Counter:
+    """Try each pending repository's functions (`generators.function_rebuild`) and record the
+    tasks, each candidate's outcome (stage `rebuild_target`) and the repository's."""
+    counts: Counter = Counter()
+    repos = {r["repo_id"]: r for r in ctx.lake.rows("SELECT * FROM repos")}
+    for repo_id in pending_rebuilds(ctx):
+        row = repos[repo_id]
+        repo = RepoAtHead(
+            repo_id,
+            row["origin"],
+            Path(row["mirror"]),
+            row["head"],
+            language_named(row["language"]),
+        )
+        tasks: list[Record] = []
+        parts: list[Status] = []
+        try:
+            for result in rebuild_tasks(
+                repo, ctx.limits, ctx.config.code.max_functions, ctx.config.code.max_prompt_chars
+            ):
+                if isinstance(result, Task):
+                    tasks.append(result)
+                    item = f"{repo_id}:{result.lineage.knobs['function']}"
+                    parts.append(ctx.status("rebuild_target", item, "done", "rebuilt"))
+                else:
+                    item = f"{repo_id}:{result.item}"
+                    parts.append(ctx.status("rebuild_target", item, "rejected", result.reason))
+            state, reason = ("done", "rebuilt") if tasks else ("rejected", "no_covered_function")
+            detail = f"{len(tasks)} tasks"
+            if any(p.reason == "tests_do_not_run" for p in parts):
+                state, reason, detail = "rejected", "tests_do_not_run", ""
+        except EnvError as error:
+            state, reason, detail = "failed", "dependencies_unavailable", error.detail
+        except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
+            state, reason = "failed", "internal_error"
+            detail = traceback.format_exception_only(error)[-1].strip()
+        ctx.lake.write("tasks", tasks, ctx.run_id)
+        ctx.lake.write(
+            "status", [*parts, ctx.status("rebuild", repo_id, state, reason, detail)], ctx.run_id
+        )
+        counts.update(f"{p.status}:{p.reason}" for p in parts)
+        ctx.progress(f"rebuild: {repo_id}: {len(tasks)} function-rebuild tasks")
+    return counts
+
+
+# --- describe: replayed commit -> commit-replay task (LLM) ------------------------------------
+
+
+def pending_describe(ctx: StageContext) -> list[str]:
+    """Replayed commits without a task yet, in a stable order, within `code.max_replays`."""
+    limit = ctx.config.code.max_replays
+    clause = f" LIMIT {int(limit)}" if limit is not None else ""
+    sql = f"SELECT repo_id || ':' || sha AS id FROM replays ORDER BY id{clause}"
+    return pending_items(ctx, "describe", sql)
+
+
+def load_replays(ctx: StageContext, items: list[str]) -> dict[str, Any]:
+    """Each replay with its commit and its repository's origin and mirror."""
+    where = "list_contains(?, repo_id || ':' || sha)"
+    replays = {f"{r.repo_id}:{r.sha}": r for r in ctx.lake.records("replays", where, [items])}
+    commits = {f"{c.repo_id}:{c.sha}": c for c in ctx.lake.records("commits", where, [items])}
+    repos = {
+        r["repo_id"]: RepoOrigin(r["repo_id"], r["origin"], Path(r["mirror"]))
+        for r in ctx.lake.rows("SELECT repo_id, origin, mirror FROM repos")
+    }
+    return {
+        item: (replay, commits[item], repos[replay.repo_id])
+        for item, replay in replays.items()
+        if item in commits and replay.repo_id in repos
+    }
+
+
+async def describe_one(ctx: StageContext, item: str, loaded: Any, client: LLMClient) -> Outcome:
+    replay, commit, repo = loaded
+    try:
+        task = await replay_task(replay, commit, repo, client, ctx.config.code)
+    except CheckFailure as failure:
+        return Outcome(ctx.status("describe", item, "rejected", failure.reason))
+    statement = task.lineage.knobs["statement"]
+    return Outcome(
+        ctx.status("describe", item, "done", "described", f"{statement}: {task.task_id}"),
+        {"tasks": [task]},
+    )
+
+
+DESCRIBE = LLMStage("describe", pending_describe, load_replays, describe_one)

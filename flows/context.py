@@ -1,0 +1,90 @@
+"""What every stage shares: the run's context, an item's outcome, the shape of an LLM stage.
+
+No Prefect here: stages are plain functions over the lake, so tests need no server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data.config import FoundryConfig
+from data.ingest import Progress
+from data.lake import Lake
+from data.llm import LLMClient
+from data.llm_cache import ResponseCache
+from data.records import ItemStatus, Record, Status
+from harnesses.base import Harness
+from harnesses.sandbox import Limits
+from judges import calibration
+from judges.unit_tests import UnitTests
+
+
+@dataclass
+class StageContext:
+    """What every stage needs: where the lake is, the settings, the run, a progress sink."""
+
+    lake: Lake
+    config: FoundryConfig
+    run_id: str
+    progress: Progress = lambda message: None  # noqa: E731
+    plans: dict[tuple[str, str], calibration.Plan] = field(default_factory=dict)
+    harnesses: dict[str, Harness] = field(default_factory=dict)
+    _unit_tests: UnitTests | None = None
+
+    @property
+    def cache(self) -> ResponseCache:
+        return ResponseCache(self.config.home / "cache" / "llm")
+
+    @property
+    def limits(self) -> Limits:
+        """The sandbox limits for code from ingested repositories."""
+        return Limits(**self.config.sandbox.model_dump(exclude={"parallel"}))
+
+    @property
+    def unit_tests(self) -> UnitTests:
+        """The code tasks' verifier, over the mirrors of the repositories in the lake."""
+        if self._unit_tests is None:
+            rows = self.lake.rows("SELECT repo_id, mirror FROM repos")
+            mirrors = {r["repo_id"]: Path(r["mirror"]) for r in rows}
+            parallel = self.config.sandbox.parallel or max(1, (os.cpu_count() or 2) // 2)
+            self._unit_tests = UnitTests(mirrors, self.limits, parallel)
+        return self._unit_tests
+
+    def status(
+        self, stage: str, item_id: str, status: ItemStatus, reason: str, detail: str = ""
+    ) -> Status:
+        return Status.now(stage, item_id, status, reason, detail, self.run_id)
+
+
+@dataclass
+class Outcome:
+    """What processing one item produced: its status (plus those of its parts, e.g. the
+    candidates of a chunk) and records per table."""
+
+    status: Status
+    records: dict[str, list[Record]] = field(default_factory=dict)
+    parts: list[Status] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LLMStage:
+    """An LLM stage: which items are pending, how a batch's inputs load, how one item is done."""
+
+    name: str
+    pending: Callable[[StageContext], list[str]]
+    load: Callable[[StageContext, list[str]], dict[str, Any]]
+    work: Callable[[StageContext, str, Any, LLMClient], Awaitable[Outcome]]
+
+
+def batches(items: Sequence[str], size: int) -> list[list[str]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def pending_items(ctx: StageContext, stage: str, sql: str) -> list[str]:
+    """The ids `sql` selects (as `id`) that `stage` has not finished, in its order."""
+    finished = ctx.lake.finished_items(stage)
+    return [row["id"] for row in ctx.lake.rows(sql) if row["id"] not in finished]

@@ -1,0 +1,210 @@
+"""Code tasks end to end on the bundled sample repository, with the oracle as every model:
+commit replay (statements, leak check, hidden tests) and function rebuild, the gold self-check
+in the sandbox, calibration by running the tests, and the export's code columns."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from data.export import export_taskset
+from data.funnel import format_funnel, funnel
+from data.git import git
+from data.records import Task, Workspace
+from data.repos import ingest_repo
+from data.sample_repo import build_sample_repo
+from flows.cli import main
+from flows.code_stages import rebuild_functions, replay_commits
+from generators.checks import CheckFailure, added_lines, check_no_leak
+from generators.function_rebuild import blanked, call_sites, targets
+from harnesses.edits import file_diff
+from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.oracle import Oracle
+
+SETTINGS = {
+    "code": {"max_functions": 4},
+    "calibrate": {"method": "fixed", "k": 4},
+    "sandbox": {"wall_s": 120},
+    "repair": {"max_steps": 0},
+}
+
+
+@pytest.fixture(scope="module")
+def code_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("code")
+    repo = build_sample_repo(root / "ledgerline")
+    head = {p: (repo / p).read_text() for p in git(repo, "ls-files", "src").splitlines()}
+    ctx = make_context(root / "home", **SETTINGS)
+    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    replay_commits(ctx)
+    rebuild_functions(ctx)
+    with FakeOpenAIServer(Oracle(code=head)) as server:
+        run_llm_stages(ctx, endpoints_for(server))
+    export = export_taskset(ctx.lake, "code", root / "tasksets")
+    rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
+    return ctx, repo, rows
+
+
+def statuses(ctx, stage):
+    return {r["item_id"]: r for r in ctx.lake.rows(f"SELECT * FROM status WHERE stage = '{stage}'")}
+
+
+def test_both_kinds_are_exported_with_their_workspace_and_tests(code_run):
+    ctx, repo, rows = code_run
+    kinds = {row["kind"] for row in rows}
+    assert kinds == {"commit_replay", "function_rebuild"}
+    for row in rows:
+        verifier, workspace = json.loads(row["verifier"]), json.loads(row["workspace"])
+        assert verifier["type"] == "unit_tests" and verifier["fail_to_pass"]
+        assert row["repo"] == str(repo) and workspace["origin"] == str(repo)
+        assert row["base_revision"] == workspace["base"] and len(row["base_revision"]) == 40
+        assert row["answer"].startswith("--- a/src/") or row["answer"].startswith("diff --git")
+        assert "tests/" not in row["answer"]  # the reference patch never touches the tests
+        shows = "# file: " in row["prompt"][1]["content"]
+        assert row["prompt"][0]["role"] == "system"
+        assert shows or "The change adds these files" in row["prompt"][1]["content"]
+
+
+def test_commit_replay_hides_the_commits_tests_until_scoring(code_run):
+    ctx, repo, rows = code_run
+    replays = [r for r in rows if r["kind"] == "commit_replay"]
+    replay = next(r for r in replays if "refund" in r["prompt"][1]["content"].lower())
+    workspace = Workspace.model_validate_json(replay["workspace"])
+    assert "+def test_refunds_reduce_their_category" in workspace.test_patch
+    assert "test_refunds" not in replay["prompt"][1]["content"]
+    parent = git(repo, "rev-parse", f"{json.loads(replay['lineage'])['knobs']['commit']}^").strip()
+    assert workspace.base == parent
+
+
+def test_statements_never_copy_an_added_line_and_fall_back_to_the_message(code_run):
+    ctx, _, _ = code_run
+    tasks = [t for t in ctx.lake.records("tasks") if t.kind == "commit_replay"]
+    sources = {t.lineage.knobs["statement"] for t in tasks}
+    assert sources == {"generated", "commit_message"}
+    for task in tasks:
+        statement = task.question.split("The files that matter")[0]
+        check_no_leak(statement, task.answer)  # raises on a leak
+    fallback = next(t for t in tasks if t.lineage.knobs["statement"] == "commit_message")
+    assert "currency" in fallback.question.lower()
+
+
+def test_every_code_task_passed_the_gold_self_check(code_run):
+    ctx, _, rows = code_run
+    verify = statuses(ctx, "verify")
+    code_tasks = [t for t in ctx.lake.records("tasks") if t.is_code]
+    assert code_tasks and all(
+        verify[t.task_id]["reason"] == "gold_self_check_passed" for t in code_tasks
+    )
+    task = Task.from_row(next(r for r in ctx.lake.rows("SELECT * FROM tasks")))
+    broken = task.model_copy(update={"answer": task.answer.replace("+", "+# ", 1)})
+    assert asyncio.run(ctx.unit_tests.self_check(task)) is None
+    assert asyncio.run(ctx.unit_tests.self_check(broken)).startswith("reference patch fails")
+    easy = task.model_copy(
+        update={"verifier": task.verifier.model_copy(update={"fail_to_pass": []})}
+    )
+    assert asyncio.run(ctx.unit_tests.self_check(easy)).startswith("empty patch passes")
+
+
+def test_calibration_runs_the_tests_on_each_attempt(code_run):
+    ctx, _, rows = code_run
+    rebuilds = [r for r in rows if r["kind"] == "function_rebuild"]
+    assert rebuilds and all(r["pass_n"] == 4 and r["pass_rate"] == 0.5 for r in rebuilds)
+    attempts = ctx.lake.rows(
+        "SELECT a.* FROM attempts a JOIN tasks t USING (task_id) WHERE t.kind = 'function_rebuild'"
+    )
+    assert {a["harness"] for a in attempts} == {"code_single_turn"}
+    assert {a["reward"] for a in attempts} == {0.0, 1.0}
+    assert all("fail-to-pass" in a["reason"] for a in attempts)
+
+
+def test_an_attempt_that_edits_the_tests_gains_nothing(code_run):
+    ctx, _, _ = code_run
+    task = next(t for t in ctx.lake.records("tasks") if t.kind == "function_rebuild")
+    fail_to_pass = task.verifier.fail_to_pass[0].split("::")[0]
+    reply = f"```python\n# file: {fail_to_pass}\ndef test_nothing():\n    pass\n```"
+    reply += f"\n```python\n# file: {task.workspace.files[0]}\nx = 1\n```"
+    score = asyncio.run(ctx.unit_tests.grade(task, reply))
+    assert score.reward == 0.0 and "ignored edits to tests" in score.why
+
+
+def test_a_rerun_finds_nothing_to_do(code_run):
+    ctx, _, _ = code_run
+    before = len(ctx.lake.records("tasks"))
+    again = make_context(ctx.config.home, run_id="run-2", **SETTINGS)
+    assert not replay_commits(again) and not rebuild_functions(again)
+    with FakeOpenAIServer(Oracle()) as server:
+        assert not run_llm_stages(again, endpoints_for(server))
+    assert len(again.lake.records("tasks")) == before
+
+
+def test_stats_show_the_code_stages(code_run):
+    ctx, _, _ = code_run
+    text = format_funnel(funnel(ctx.lake))
+    assert "describe" in text and "rebuild" in text
+    assert "code_single_turn" in text
+
+
+# --- the pieces, without the sandbox -------------------------------------------------------
+
+SOURCE = '''
+def covered(x):
+    """Doubles."""
+    y = x * 2
+    return y
+
+
+def one_liner(x): return x
+
+
+def placeholder():
+    """Not written yet."""
+    raise NotImplementedError
+
+
+class Box:
+    def size(self):
+        return len(self.items)
+'''
+
+
+def test_targets_skip_placeholders_and_one_line_bodies():
+    found = {t.qualname: t for t in targets("pkg/m.py", SOURCE)}
+    assert set(found) == {"covered", "Box.size"}
+    stub = blanked(SOURCE, found["covered"])
+    assert '    """Doubles."""\n    raise NotImplementedError\n' in stub and "y = x" not in stub
+    assert "Doubles" not in blanked(SOURCE, found["covered"], keep_docstring=False)
+
+
+def test_call_sites_name_the_lines_that_call_a_function():
+    target = next(t for t in targets("pkg/m.py", SOURCE) if t.name == "size")
+    sites = call_sites(target, {"pkg/use.py": "n = box.size()\nsize(3)\n"})
+    assert sites == ["pkg/use.py:1: n = box.size()"]
+
+
+def test_the_leak_check_looks_at_added_lines_only():
+    patch = file_diff("m.py", "total = 0\n", "total = sum(entry.amount for entry in entries)\n")
+    assert added_lines(patch) == ["total = sum(entry.amount for entry in entries)"]
+    check_no_leak("Sum the amounts of the entries; total = 0 is wrong.", patch)
+    with pytest.raises(CheckFailure):
+        check_no_leak("Use total = sum(entry.amount  for entry in entries)", patch)
+
+
+def test_run_with_a_repository_through_the_cli(tmp_path, monkeypatch, capsys):
+    repo = build_sample_repo(tmp_path / "ledgerline")
+    config = tmp_path / "foundry.toml"
+    config.write_text(
+        "[code]\nmax_functions = 2\nmax_replays = 2\n[calibrate]\nmethod = 'fixed'\nk = 2\n"
+    )
+    home = tmp_path / "home"
+    with FakeOpenAIServer(Oracle()) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        assert main(["run", "--home", str(home), "--config", str(config), "--repo", str(repo)]) == 0
+    manifest = json.loads((home / "tasksets" / "docqa" / "latest" / "manifest.json").read_text())
+    assert manifest["by_kind"] == {"commit_replay": 2, "function_rebuild": 2}
+    assert main(["stats", "--home", str(home)]) == 0
+    assert "code tasks: function_rebuild" in capsys.readouterr().out
