@@ -137,6 +137,21 @@ def pending_rebuilds(ctx: StageContext) -> list[str]:
     return pending_items(ctx, "rebuild", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
 
 
+def code_repo(ctx: StageContext, task: Task) -> RepoAtHead:
+    """The repository of a code task, at the revision the task is built on."""
+    workspace = task.workspace
+    rows = ctx.lake.rows(
+        "SELECT * FROM repos WHERE repo_id = ?", [workspace.repo_id if workspace else ""]
+    )
+    if workspace is None or not rows:
+        raise LookupError(f"task {task.task_id}: its repository is not in the lake")
+    row = rows[0]
+    language = language_named(row["language"])
+    return RepoAtHead(
+        row["repo_id"], row["origin"], Path(row["mirror"]), task.workspace.base, language
+    )
+
+
 def rebuild_functions(ctx: StageContext) -> Counter:
     """Try each pending repository's functions (`generators.function_rebuild`) and record the
     tasks, each candidate's outcome (stage `rebuild_target`) and the repository's."""

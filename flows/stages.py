@@ -24,10 +24,10 @@ from data.endpoints import Endpoint
 from data.ingest import ingest_documents
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
-from flows.code_stages import DESCRIBE
+from flows.code_stages import DESCRIBE, code_repo
 from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
 from flows.repair import Stop, next_move
-from generators import doc_qa
+from generators import doc_qa, function_rebuild
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, Neighbour, make_variant
 from harnesses.base import Harness
@@ -337,17 +337,19 @@ async def review_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
 
 def pending_repair(ctx: StageContext) -> list[str]:
     """Tasks out of the band whose review found the verifier sound (hackable ones would pass
-    their verifier on to the variant) and which the repair loop has not settled; a task that
-    stopped at the step limit is taken again once `repair.max_steps` is raised."""
+    their verifier on to the variant; code tasks, scored by their tests, are not reviewed) and
+    which the repair loop has not settled; a task that stopped at the step limit is taken again
+    once `repair.max_steps` is raised."""
     max_steps = ctx.config.repair.max_steps
     if max_steps == 0:
         return []
     rows = ctx.lake.rows(
-        "SELECT c.item_id AS id FROM status c"
-        " JOIN status r ON r.item_id = c.item_id AND r.stage = 'review' AND r.status = 'done'"
-        " AND r.reason = 'reviewed'"
+        "SELECT c.item_id AS id FROM status c JOIN tasks t ON t.task_id = c.item_id"
+        " LEFT JOIN status r ON r.item_id = c.item_id AND r.stage = 'review'"
+        " AND r.status = 'done' AND r.reason = 'reviewed'"
         " LEFT JOIN status p ON p.item_id = c.item_id AND p.stage = 'repair'"
         " WHERE c.stage = 'calibrate' AND c.status = 'done' AND c.reason <> 'in_band'"
+        " AND (r.item_id IS NOT NULL OR t.kind <> 'doc_qa')"
         " AND (p.status IS NULL OR p.status = 'failed'"
         " OR (p.reason = 'step_limit' AND TRY_CAST(p.detail AS INTEGER) < ?))"
         " ORDER BY id",
@@ -413,17 +415,35 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
     }
 
 
+LADDERS = {doc_qa.GENERATOR: doc_qa.LADDER, function_rebuild.GENERATOR: function_rebuild.LADDER}
+
+
 async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
     task, band, material = loaded
-    move = next_move(band, task.lineage.knobs, doc_qa.LADDER, ctx.config.repair.max_steps)
+    ladder = LADDERS.get(task.lineage.generator)
+    if ladder is None:
+        return Outcome(ctx.status("repair", task_id, "done", "no_ladder", task.lineage.generator))
+    move = next_move(band, task.lineage.knobs, ladder, ctx.config.repair.max_steps)
     if isinstance(move, Stop):
         return Outcome(ctx.status("repair", task_id, "done", move.reason, move.detail))
     failures: list[str] = []
     for level in move.levels:
         try:
-            variant = await make_variant(
-                task, level, move.direction, material, client, ctx.config.generate
-            )
+            if task.is_code:
+                repo = code_repo(ctx, task)
+                variant = await asyncio.to_thread(
+                    function_rebuild.make_variant,
+                    task,
+                    level,
+                    move.direction,
+                    repo,
+                    ctx.limits,
+                    ctx.config.code.max_prompt_chars,
+                )
+            else:
+                variant = await make_variant(
+                    task, level, move.direction, material, client, ctx.config.generate
+                )
         except CheckFailure as failure:
             failures.append(f"{level.name}: {failure.reason}")
             continue

@@ -36,7 +36,7 @@ from generators.checks import (
     lexical_overlap,
 )
 from generators.doc_qa import GENERATOR, LADDER, VERSION, draft_question, focus_sentences
-from generators.knobs import Direction, Level
+from generators.knobs import Direction, Level, repair_step
 
 PARAPHRASE_PROMPT = load_prompt(__file__, "doc_qa_paraphrase")
 TWO_HOP_PROMPT = load_prompt(__file__, "doc_qa_two_hop")
@@ -187,15 +187,8 @@ async def make_variant(
             "model": llm.model("generator") if rewrite else task.lineage.model,
             "seed": seed_text,
             "knobs": {
-                **knobs,
-                **level.knobs,
+                **repair_step(knobs, task.task_id, level, direction, LADDER.base),
                 **(rewrite.knobs if rewrite else {}),
-                "level": level.name,
-                "repair_of": task.task_id,
-                "repair_root": knobs.get("repair_root", task.task_id),
-                "repair_step": int(knobs.get("repair_step", 0)) + 1,
-                "repair_path": f"{knobs.get('repair_path', level_of(task))}>{level.name}",
-                "repair_direction": direction,
             },
         }
     )

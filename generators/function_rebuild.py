@@ -2,15 +2,19 @@
 
 The known end state is the original function. A function is a task only if taking its body out
 makes tests fail that pass with it (its fail-to-pass tests); every other passing test must keep
-passing. The prompt shows the file with the body taken out, the signature and (by default) the
-docstring, and the lines elsewhere that call it; the tests stay hidden.
+passing. The prompt shows the file with the body taken out, the signature, the docstring and
+the lines elsewhere that call it.
+
+Difficulty ladder (easiest first): `with_tests` shows the fail-to-pass tests' source; `base`
+hides them; `no_docstring` also takes the docstring out; `two_functions` takes out a second
+covered function of the same file as well.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from data.git import git
@@ -19,15 +23,29 @@ from data.prompts import load_prompt
 from data.records import Lineage, Task, Workspace, content_id
 from generators.checks import CheckFailure
 from generators.code_tasks import code_task, files_at
+from generators.knobs import Direction, Ladder, Level, repair_step
+from generators.test_sources import test_sources
 from harnesses.edits import file_diff
 from harnesses.sandbox import Limits
 from harnesses.workspace import try_edits
 
 GENERATOR = "function_rebuild"
-VERSION = "1"
-STATEMENT = load_prompt(__file__, "function_rebuild")
+VERSION = "2"
+ONE = load_prompt(__file__, "function_rebuild_one")
+MANY = load_prompt(__file__, "function_rebuild_many")
 STUB = "raise NotImplementedError"
 MAX_CALL_SITES = 6
+MAX_PARTNERS = 3  # second functions tried for `two_functions`
+
+LADDER = Ladder(
+    levels=(
+        Level("with_tests", {"docstring": "kept", "tests": "shown", "functions": 1}),
+        Level("base", {"docstring": "kept", "tests": "hidden", "functions": 1}),
+        Level("no_docstring", {"docstring": "dropped", "tests": "hidden", "functions": 1}),
+        Level("two_functions", {"docstring": "dropped", "tests": "hidden", "functions": 2}),
+    ),
+    base="base",
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +71,31 @@ class Rejected:
     item: str
     reason: str
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class RepoAtHead:
+    repo_id: str
+    origin: str
+    mirror: Path
+    head: str
+    language: Language
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What a task takes out of one file, and what its prompt shows."""
+
+    targets: tuple[Target, ...]
+    level: Level
+
+    @property
+    def keep_docstring(self) -> bool:
+        return self.level.knobs["docstring"] == "kept"
+
+    @property
+    def show_tests(self) -> bool:
+        return self.level.knobs["tests"] == "shown"
 
 
 def targets(path: str, source: str) -> list[Target]:
@@ -116,28 +159,15 @@ def call_sites(target: Target, sources: dict[str, str]) -> list[str]:
     return sites[:MAX_CALL_SITES]
 
 
-@dataclass(frozen=True)
-class RepoAtHead:
-    repo_id: str
-    origin: str
-    mirror: Path
-    head: str
-    language: Language
-
-
 def rebuild_tasks(
     repo: RepoAtHead, limits: Limits, max_functions: int, max_prompt_chars: int
 ) -> Iterator[Task | Rejected]:
-    """Function-rebuild tasks of `repo` at its HEAD: up to `max_functions` candidates (in a
-    stable order spread over the files), each tried in the sandbox."""
-    paths = [
-        p
-        for p in git(repo.mirror, "ls-tree", "-r", "--name-only", repo.head).splitlines()
-        if repo.language.is_source_file(p)
-    ]
+    """Function-rebuild tasks of `repo` at its HEAD, at the ladder's base level: up to
+    `max_functions` candidates (in a stable order spread over the files), each tried in the
+    sandbox."""
     sources: dict[str, str] = {}
     candidates: list[Target] = []
-    for path in paths:
+    for path in _source_paths(repo):
         try:
             sources.update(files_at(repo.mirror, repo.head, [path], max_prompt_chars))
             candidates += targets(path, sources[path])
@@ -150,50 +180,149 @@ def rebuild_tasks(
     if not passing:
         yield Rejected(repo.repo_id, "tests_do_not_run")
         return
+    base = LADDER.level(LADDER.base)
     for target in candidates[:max_functions]:
-        yield _rebuild(repo, target, sources, passing, workspace, limits)
+        removal = Removal((target,), base)
+        result = build(repo, removal, sources, passing, limits, max_prompt_chars)
+        yield Rejected(target.item, result.reason) if isinstance(result, CheckFailure) else result
 
 
-def _rebuild(
+def _source_paths(repo: RepoAtHead) -> list[str]:
+    listed = git(repo.mirror, "ls-tree", "-r", "--name-only", repo.head).splitlines()
+    return [p for p in listed if repo.language.is_source_file(p)]
+
+
+def build(
     repo: RepoAtHead,
-    target: Target,
+    removal: Removal,
     sources: dict[str, str],
     passing: set[str],
-    workspace: Workspace,
     limits: Limits,
-) -> Task | Rejected:
-    original = sources[target.path]
-    stubbed = blanked(original, target)
-    start = workspace.model_copy(update={"start_patch": file_diff(target.path, original, stubbed)})
-    run = try_edits(repo.mirror, start, None, [], limits).run
+    max_prompt_chars: int,
+) -> Task | CheckFailure:
+    """The task that takes `removal` out of its file, if its tests notice (else `not_covered`);
+    `passing` holds the tests that pass at HEAD."""
+    path = removal.targets[0].path
+    original = stubbed = sources[path]
+    for target in sorted(removal.targets, key=lambda t: -t.body_start):
+        stubbed = blanked(stubbed, target, removal.keep_docstring)
+    workspace = Workspace(
+        repo_id=repo.repo_id,
+        origin=repo.origin,
+        base=repo.head,
+        start_patch=file_diff(path, original, stubbed),
+    )
+    run = try_edits(repo.mirror, workspace, None, [], limits).run
     still = run.passed() if run else set()
     fail_to_pass, pass_to_pass = sorted(passing - still), sorted(passing & still)
     if not fail_to_pass:
-        return Rejected(target.item, "not_covered", "no test fails without its body")
-    others = {p: t for p, t in sources.items() if p != target.path}
-    sites = call_sites(target, others)
-    statement = STATEMENT.render(
-        qualname=target.qualname,
-        path=target.path,
-        docstring=", its docstring" if target.doc_start else "",
-        call_sites="\n\nIt is called like this:\n" + "\n".join(sites) if sites else "",
-    )
-    seed_text = "/".join([GENERATOR, VERSION, repo.repo_id, repo.head, target.item])
+        return CheckFailure("not_covered")
+    shown = test_sources(repo.mirror, repo.head, fail_to_pass, max_prompt_chars // 4)
+    if removal.show_tests and not shown:
+        return CheckFailure("tests_not_found")
+    statement = _statement(removal, sources, shown if removal.show_tests else [])
+    first = removal.targets[0]
     lineage = Lineage(
         generator=GENERATOR,
         generator_version=VERSION,
-        prompt_hash=STATEMENT.version,
+        prompt_hash=(MANY if len(removal.targets) > 1 else ONE).version,
         model="",
-        seed=seed_text,
+        seed="/".join([GENERATOR, VERSION, repo.repo_id, repo.head, first.item]),
         knobs={
-            "function": target.item,
-            "level": "base",
-            "docstring": "kept" if target.doc_start else "none",
-            "functions": 1,
-            "tests": "hidden",
+            "function": first.item,
+            **({"also": removal.targets[1].qualname} if len(removal.targets) > 1 else {}),
+            "level": removal.level.name,
+            **removal.level.knobs,
         },
     )
-    reference = file_diff(target.path, stubbed, original)
-    shown = {target.path: stubbed}
+    reference = file_diff(path, stubbed, original)
     tests = (fail_to_pass, pass_to_pass)
-    return code_task("function_rebuild", statement, shown, reference, start, tests, lineage)
+    return code_task(
+        "function_rebuild", statement, {path: stubbed}, reference, workspace, tests, lineage
+    )
+
+
+def _statement(removal: Removal, sources: dict[str, str], tests: list[str]) -> str:
+    path = removal.targets[0].path
+    others = {p: t for p, t in sources.items() if p != path}
+    sites = [site for t in removal.targets for site in call_sites(t, others)][:MAX_CALL_SITES]
+    documented = removal.keep_docstring and any(t.doc_start for t in removal.targets)
+    values = {
+        "path": path,
+        "docstring": ", its docstring" if documented else "",
+        "call_sites": "\n\nIt is called like this:\n" + "\n".join(sites) if sites else "",
+        "tests": "\n\nThese tests must pass:\n\n" + "\n\n".join(tests) if tests else "",
+    }
+    if len(removal.targets) == 1:
+        return ONE.render(name=removal.targets[0].qualname, **values)
+    names = " and ".join(f"`{t.qualname}`" for t in removal.targets)
+    return MANY.render(names=names, **values)
+
+
+def make_variant(
+    task: Task,
+    level: Level,
+    direction: Direction,
+    repo: RepoAtHead,
+    limits: Limits,
+    max_prompt_chars: int,
+) -> Task:
+    """`task` at another level of the ladder (blocking: runs the tests in the sandbox); raises
+    CheckFailure when the level cannot be made for it."""
+    path, qualname = str(task.lineage.knobs["function"]).split("::", 1)
+    sources = files_at(repo.mirror, repo.head, [path], max_prompt_chars)
+    found = targets(path, sources[path])
+    target = next((t for t in found if t.qualname == qualname), None)
+    if target is None:
+        raise CheckFailure("function_not_found")
+    removal = Removal((target,), level)
+    if not removal.keep_docstring and target.doc_start is None:
+        raise CheckFailure("no_docstring_to_drop")
+    sources.update(_other_sources(repo, path, max_prompt_chars))
+    passing = {*task.verifier.fail_to_pass, *task.verifier.pass_to_pass}
+    if level.knobs["functions"] == 1:
+        variant = build(repo, removal, sources, passing, limits, max_prompt_chars)
+    else:
+        variant = _with_second(repo, removal, found, sources, passing, limits, max_prompt_chars)
+    if isinstance(variant, CheckFailure):
+        raise variant
+    parent = {k: v for k, v in task.lineage.knobs.items() if k != "also"}
+    knobs = repair_step(parent, task.task_id, level, direction, LADDER.base)
+    if "also" in variant.lineage.knobs:
+        knobs["also"] = variant.lineage.knobs["also"]
+    lineage = variant.lineage.model_copy(update={"knobs": knobs})
+    return variant.model_copy(update={"lineage": lineage})
+
+
+def _with_second(
+    repo: RepoAtHead,
+    removal: Removal,
+    found: list[Target],
+    sources: dict[str, str],
+    passing: set[str],
+    limits: Limits,
+    max_prompt_chars: int,
+) -> Task | CheckFailure:
+    """`removal` with a second function of the same file that tests cover on its own."""
+    target = removal.targets[0]
+    others = sorted((t for t in found if t != target), key=lambda t: content_id(t.item))
+    alone = LADDER.level(LADDER.base)
+    for partner in others[:MAX_PARTNERS]:
+        solo = build(repo, Removal((partner,), alone), sources, passing, limits, max_prompt_chars)
+        if isinstance(solo, CheckFailure):
+            continue  # no test notices this one missing
+        pair = replace(removal, targets=(target, partner))
+        return build(repo, pair, sources, passing, limits, max_prompt_chars)
+    return CheckFailure("no_second_covered_function")
+
+
+def _other_sources(repo: RepoAtHead, path: str, max_chars: int) -> dict[str, str]:
+    """The other source files (for call sites); unreadable ones are skipped."""
+    sources = {}
+    for other in _source_paths(repo):
+        if other != path:
+            try:
+                sources.update(files_at(repo.mirror, repo.head, [other], max_chars))
+            except CheckFailure:
+                continue
+    return sources

@@ -41,3 +41,20 @@ class Ladder:
         if direction == "harder":
             return list(self.levels[index + 1 :])
         return list(reversed(self.levels[:index]))
+
+
+def repair_step(
+    knobs: dict[str, KnobValue], parent_id: str, level: Level, direction: Direction, base: str
+) -> dict[str, KnobValue]:
+    """The lineage knobs of a variant at `level` made from a task with `knobs` (the parent's
+    own step-specific knobs already dropped): the level's knobs and where the repair loop went."""
+    return {
+        **knobs,
+        **level.knobs,
+        "level": level.name,
+        "repair_of": parent_id,
+        "repair_root": knobs.get("repair_root", parent_id),
+        "repair_step": int(knobs.get("repair_step", 0)) + 1,
+        "repair_path": f"{knobs.get('repair_path', knobs.get('level', base))}>{level.name}",
+        "repair_direction": direction,
+    }

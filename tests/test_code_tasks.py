@@ -17,9 +17,16 @@ from data.records import Task, Workspace
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
 from flows.cli import main
-from flows.code_stages import rebuild_functions, replay_commits
+from flows.code_stages import code_repo, rebuild_functions, replay_commits
 from generators.checks import CheckFailure, added_lines, check_no_leak
-from generators.function_rebuild import blanked, call_sites, targets
+from generators.function_rebuild import (
+    LADDER,
+    blanked,
+    call_sites,
+    make_variant,
+    rebuild_tasks,
+    targets,
+)
 from harnesses.edits import file_diff
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -208,3 +215,56 @@ def test_run_with_a_repository_through_the_cli(tmp_path, monkeypatch, capsys):
     assert manifest["by_kind"] == {"commit_replay": 2, "function_rebuild": 2}
     assert main(["stats", "--home", str(home)]) == 0
     assert "code tasks: function_rebuild" in capsys.readouterr().out
+
+
+def test_the_function_rebuild_ladder_in_the_sandbox(code_run):
+    ctx, _, _ = code_run
+    any_task = next(t for t in ctx.lake.records("tasks") if t.kind == "function_rebuild")
+    repo = code_repo(ctx, any_task)
+    every = [t for t in rebuild_tasks(repo, ctx.limits, 30, 24_000) if isinstance(t, Task)]
+    task = next(t for t in every if t.lineage.knobs["function"].endswith("::parse_line"))
+    assert task.lineage.knobs["level"] == "base" and "These tests" not in task.question
+
+    def variant(level, direction):
+        return make_variant(task, LADDER.level(level), direction, repo, ctx.limits, 24_000)
+
+    shown = variant("with_tests", "easier")
+    assert "These tests must pass:" in shown.question and "def test_" in shown.question
+    assert shown.lineage.knobs["repair_path"] == "base>with_tests"
+    assert shown.verifier == task.verifier and shown.task_id != task.task_id
+
+    bare = variant("no_docstring", "harder")
+    assert "One ledger line as an entry." in task.question
+    assert "One ledger line as an entry." not in bare.question
+    assert "One ledger line as an entry." in bare.answer  # the reference puts it back
+
+    pair = variant("two_functions", "harder")
+    assert pair.lineage.knobs["also"] and "bodies of" in pair.question
+    assert set(pair.verifier.fail_to_pass) >= set(task.verifier.fail_to_pass)
+    for made in (shown, bare, pair):
+        assert asyncio.run(ctx.unit_tests.self_check(made)) is None
+
+    init = next(t for t in every if t.lineage.knobs["function"].endswith("ParseError.__init__"))
+    with pytest.raises(CheckFailure, match="no_docstring_to_drop"):
+        make_variant(init, LADDER.level("no_docstring"), "harder", repo, ctx.limits, 24_000)
+
+
+def test_a_too_hard_function_moves_one_level_easier(tmp_path):
+    repo = build_sample_repo(tmp_path / "ledgerline")
+    settings = {**SETTINGS, "code": {"max_functions": 1}, "repair": {"max_steps": 1}}
+    ctx = make_context(tmp_path / "home", **settings)
+    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    rebuild_functions(ctx)
+    with FakeOpenAIServer(Oracle()) as server:  # a solver that never edits a file
+        run_llm_stages(ctx, endpoints_for(server))
+    tasks = {t.task_id: t for t in ctx.lake.records("tasks")}
+    variant = next(t for t in tasks.values() if "repair_of" in t.lineage.knobs)
+    assert variant.lineage.knobs["repair_path"] == "base>with_tests"
+    assert "These tests must pass:" in variant.question
+    verify, calibrate = statuses(ctx, "verify"), statuses(ctx, "calibrate")
+    assert verify[variant.task_id]["reason"] == "gold_self_check_passed"
+    assert calibrate[variant.task_id]["reason"] == "too_hard"
+    rows = pq.read_table(
+        export_taskset(ctx.lake, "code", tmp_path / "out").path / "part-00000.parquet"
+    ).to_pylist()
+    assert [r["task_id"] for r in rows] == [variant.task_id]  # one task per family
