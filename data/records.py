@@ -177,6 +177,16 @@ class SourceRef(BaseModel):
     chunk_id: str
 
 
+class Checkpoint(BaseModel):
+    """One step of a commit sequence: its tests' patch, applied after the attempt's step, and
+    the tests that must then pass."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    test_patch: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+
+
 class VerifierSpec(BaseModel):
     """How an attempt is scored against the gold answer."""
 
@@ -197,6 +207,9 @@ class VerifierSpec(BaseModel):
     # names them, `path::Class::test`)
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
+    # commit sequences: the attempt's steps are applied in order, each followed by its
+    # checkpoint; the reward is the share of checkpoints passed (all of them: a pass)
+    checkpoints: list[Checkpoint] = Field(default_factory=list)
 
 
 class Workspace(BaseModel):
@@ -315,8 +328,8 @@ class Chunk(Record):
     embedding: list[float]
 
 
-TaskKind = Literal["doc_qa", "commit_replay", "function_rebuild"]
-CODE_KINDS: tuple[str, ...] = ("commit_replay", "function_rebuild")
+TaskKind = Literal["doc_qa", "commit_replay", "function_rebuild", "commit_sequence"]
+CODE_KINDS: tuple[str, ...] = ("commit_replay", "function_rebuild", "commit_sequence")
 
 
 class Task(Record):
@@ -363,7 +376,7 @@ class Task(Record):
         return content_id(*parts)
 
 
-_CODE_SPEC_FIELDS = {"fail_to_pass", "pass_to_pass"}
+_CODE_SPEC_FIELDS = {"fail_to_pass", "pass_to_pass", "checkpoints"}
 
 
 class Verdict(Record):

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("replay", "run ingested commits' tests in the sandbox: fail-to-pass, pass-to-pass"),
         ("describe", "write commit-replay tasks: a statement for each replayed commit"),
         ("rebuild", "function-rebuild tasks: take covered functions' bodies out, in the sandbox"),
+        ("sequence", "commit-sequence tasks: consecutive described commits as ordered steps"),
     ):
         sub.add_parser(name, parents=[common], help=text)
     calibrate = sub.add_parser(
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command in (
         "generate",
         "describe",
+        "sequence",
         "verify",
         "review",
         "repair",

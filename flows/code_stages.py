@@ -19,6 +19,7 @@ from data.repos import ingest_repo
 from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
 from generators.checks import CheckFailure
 from generators.commit_replay import Unusable, analyse, tests_at
+from generators.commit_sequence import Link, chains, sequence_task
 from generators.function_rebuild import RepoAtHead, rebuild_tasks
 from generators.replay_tasks import RepoOrigin, replay_task
 from harnesses.python_env import EnvError
@@ -201,10 +202,13 @@ def rebuild_functions(ctx: StageContext) -> Counter:
 
 
 def pending_describe(ctx: StageContext) -> list[str]:
-    """Replayed commits without a task yet, in a stable order, within `code.max_replays`."""
+    """Replayed commits without a task yet, oldest first, within `code.max_replays`."""
     limit = ctx.config.code.max_replays
     clause = f" LIMIT {int(limit)}" if limit is not None else ""
-    sql = f"SELECT repo_id || ':' || sha AS id FROM replays ORDER BY id{clause}"
+    sql = (
+        "SELECT r.repo_id || ':' || r.sha AS id FROM replays r JOIN commits c USING (repo_id, sha)"
+        f" ORDER BY c.authored_at, id{clause}"
+    )
     return pending_items(ctx, "describe", sql)
 
 
@@ -238,3 +242,61 @@ async def describe_one(ctx: StageContext, item: str, loaded: Any, client: LLMCli
 
 
 DESCRIBE = LLMStage("describe", pending_describe, load_replays, describe_one)
+
+
+# --- sequence: consecutive described commits -> commit-sequence task -------------------------
+
+_REPLAY_TASKS_SQL = """
+SELECT * FROM tasks WHERE kind = 'commit_replay'
+  AND json_extract(lineage, '$.knobs.repair_of') IS NULL
+"""
+
+
+def _links(ctx: StageContext) -> dict[str, list[Link]]:
+    """Every chain of `code.sequence_steps` consecutive commits whose commit-replay tasks
+    exist, by item id (`repo_id:sha+sha…`)."""
+    steps = ctx.config.code.sequence_steps
+    if steps < 2:
+        return {}
+    tasks = {}
+    for row in ctx.lake.rows(_REPLAY_TASKS_SQL):
+        task = Task.from_row(row)
+        tasks[(task.workspace.repo_id, str(task.lineage.knobs["commit"]))] = task
+    replays = {(r.repo_id, r.sha): r for r in ctx.lake.records("replays")}
+    found: dict[str, list[Link]] = {}
+    for repo_id in sorted({repo for repo, _ in tasks}):
+        commits = ctx.lake.records("commits", "repo_id = ?", [repo_id])
+        usable = {sha for repo, sha in tasks if repo == repo_id}
+        for run in chains(commits, usable, steps):
+            item = f"{repo_id}:" + "+".join(c.sha for c in run)
+            found[item] = [Link(c, replays[(repo_id, c.sha)], tasks[(repo_id, c.sha)]) for c in run]
+    return found
+
+
+def pending_sequences(ctx: StageContext) -> list[str]:
+    finished = ctx.lake.finished_items("sequence")
+    return [item for item in _links(ctx) if item not in finished]
+
+
+def load_sequences(ctx: StageContext, items: list[str]) -> dict[str, Any]:
+    repos = {
+        r["repo_id"]: RepoOrigin(r["repo_id"], r["origin"], Path(r["mirror"]))
+        for r in ctx.lake.rows("SELECT repo_id, origin, mirror FROM repos")
+    }
+    links = _links(ctx)
+    return {item: (links[item], repos[item.split(":")[0]]) for item in items if item in links}
+
+
+async def sequence_one(ctx: StageContext, item: str, loaded: Any, client: LLMClient) -> Outcome:
+    """Build one commit-sequence task (no model is asked: the steps' statements are those of
+    the commits' replay tasks)."""
+    links, repo = loaded
+    try:
+        task = sequence_task(links, repo, ctx.config.code)
+    except CheckFailure as failure:
+        return Outcome(ctx.status("sequence", item, "rejected", failure.reason))
+    status = ctx.status("sequence", item, "done", "sequenced", task.task_id)
+    return Outcome(status, {"tasks": [task]})
+
+
+SEQUENCE = LLMStage("sequence", pending_sequences, load_sequences, sequence_one)

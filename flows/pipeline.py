@@ -175,6 +175,7 @@ def _llm_stage_flow(name: str):
 
 generate_flow = _llm_stage_flow("generate")
 describe_flow = _llm_stage_flow("describe")
+sequence_flow = _llm_stage_flow("sequence")
 verify_flow = _llm_stage_flow("verify")
 review_flow = _llm_stage_flow("review")
 repair_flow = _llm_stage_flow("repair")

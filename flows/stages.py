@@ -24,7 +24,7 @@ from data.endpoints import Endpoint
 from data.ingest import ingest_documents
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
-from flows.code_stages import DESCRIBE, code_repo
+from flows.code_stages import DESCRIBE, SEQUENCE, code_repo
 from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
 from flows.repair import Stop, next_move
 from generators import doc_qa, function_rebuild
@@ -457,6 +457,7 @@ async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
 LLM_STAGES = [
     LLMStage("generate", pending_generate, load_chunks, generate_one),
     DESCRIBE,
+    SEQUENCE,
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),

@@ -11,23 +11,65 @@ from pathlib import Path
 
 from data.git import GitError, git
 from data.prompts import load_prompt
-from data.records import Lineage, Message, Task, TaskKind, VerifierSpec, Workspace
+from data.records import Checkpoint, Lineage, Message, Task, TaskKind, VerifierSpec, Workspace
 from generators.checks import CheckFailure
 
 SYSTEM_PROMPT = load_prompt(__file__, "code_system")
 FILES_PROMPT = load_prompt(__file__, "code_files")
 
 
-def show_files(files: dict[str, str]) -> str:
-    """Files as fenced blocks headed by their path, in the answer format's own shape."""
-    return "\n\n".join(
-        f"```python\n# file: {path}\n{text.rstrip()}\n```" for path, text in files.items()
-    )
+EXCERPT_CONTEXT = 30  # lines shown around each region of a file too long to show whole
+Region = tuple[int, int]  # first and last line, 1-based, inclusive
 
 
-def files_at(mirror: Path, rev: str, paths: list[str], max_chars: int) -> dict[str, str]:
+def show_files(files: dict[str, str], regions: dict[str, list[Region]], max_chars: int) -> str:
+    """Files as fenced blocks headed by their path, in the answer format's own shape. A file
+    longer than half of `max_chars` is shown as excerpts around its `regions`, each headed by
+    its line numbers; raises CheckFailure when even that is longer than `max_chars`."""
+    blocks = []
+    for path, text in files.items():
+        if len(text) <= max_chars // 2 or not regions.get(path):
+            blocks.append(f"```python\n# file: {path}\n{text.rstrip()}\n```")
+            continue
+        lines = text.splitlines()
+        for first, last in _windows(regions[path], len(lines)):
+            body = "\n".join(lines[first - 1 : last])
+            header = f"# file: {path} (excerpt: lines {first}-{last} of {len(lines)})"
+            blocks.append(f"```python\n{header}\n{body}\n```")
+    shown = "\n\n".join(blocks)
+    if len(shown) > max_chars:
+        raise CheckFailure("files_too_long")
+    return shown
+
+
+def _windows(regions: list[Region], n_lines: int) -> list[Region]:
+    """The regions widened by EXCERPT_CONTEXT lines and merged where they overlap."""
+    windows: list[Region] = []
+    for first, last in sorted(regions):
+        first, last = max(1, first - EXCERPT_CONTEXT), min(n_lines, last + EXCERPT_CONTEXT)
+        if windows and first <= windows[-1][1] + 1:
+            windows[-1] = (windows[-1][0], max(windows[-1][1], last))
+        else:
+            windows.append((first, last))
+    return windows
+
+
+def statement_of(task: Task) -> str:
+    """The statement of a code task: its question without the files it shows."""
+    heading = FILES_PROMPT.template.split("$files")[0].strip()
+    return task.question.split(heading)[0].strip()
+
+
+def paths_at(mirror: Path, rev: str, paths: list[str]) -> set[str]:
+    """Which of `paths` are files at `rev`."""
+    if not paths:
+        return set()
+    return set(git(mirror, "ls-tree", "-r", "--name-only", rev, "--", *paths).splitlines())
+
+
+def files_at(mirror: Path, rev: str, paths: list[str]) -> dict[str, str]:
     """The text of `paths` at `rev` (read from git's objects, never from a checkout); raises
-    CheckFailure when one is missing, not text, or the files are too long to show."""
+    CheckFailure when one is missing or not text."""
     files = {}
     for path in paths:
         try:
@@ -37,8 +79,6 @@ def files_at(mirror: Path, rev: str, paths: list[str], max_chars: int) -> dict[s
         if "\ufffd" in text or "\x00" in text:
             raise CheckFailure("file_unreadable")  # not UTF-8 text
         files[path] = text
-    if sum(len(text) for text in files.values()) > max_chars:
-        raise CheckFailure("files_too_long")
     return files
 
 
@@ -50,19 +90,27 @@ def code_task(
     workspace: Workspace,
     tests: tuple[list[str], list[str]],
     lineage: Lineage,
+    regions: dict[str, list[Region]],
+    max_prompt_chars: int,
+    checkpoints: list[Checkpoint] | None = None,
 ) -> Task:
-    """A code task: the statement and `shown` files as its prompt, the reference patch as its
-    answer, and its (fail-to-pass, pass-to-pass) tests as its verifier."""
+    """A code task: the statement and `shown` files (long ones as excerpts around `regions`)
+    as its prompt, the reference patch as its answer, and its (fail-to-pass, pass-to-pass)
+    tests as its verifier."""
     user = statement.strip()
     if shown:
-        user += "\n\n" + FILES_PROMPT.render(files=show_files(shown))
+        files = show_files(shown, regions, max_prompt_chars)
+        user += "\n\n" + FILES_PROMPT.render(files=files)
     prompt = [
         Message(role="system", content=SYSTEM_PROMPT.template.strip()),
         Message(role="user", content=user.strip()),
     ]
     fail_to_pass, pass_to_pass = tests
     verifier = VerifierSpec(
-        type="unit_tests", fail_to_pass=sorted(fail_to_pass), pass_to_pass=sorted(pass_to_pass)
+        type="unit_tests",
+        fail_to_pass=sorted(fail_to_pass),
+        pass_to_pass=sorted(pass_to_pass),
+        checkpoints=checkpoints or [],
     )
     workspace = workspace.model_copy(update={"files": sorted(shown)})
     return Task(

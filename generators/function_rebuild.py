@@ -56,6 +56,7 @@ class Target:
     qualname: str
     name: str
     is_method: bool
+    def_start: int  # the first line of its definition (decorators included)
     doc_start: int | None  # the docstring's first line, if it has one
     body_start: int  # the first statement after the docstring
     end: int
@@ -127,6 +128,7 @@ def _target(
         qualname=f"{owner}.{node.name}" if owner else node.name,
         name=node.name,
         is_method=bool(owner),
+        def_start=min([node.lineno, *(d.lineno for d in node.decorator_list)]),
         doc_start=node.body[0].lineno if has_doc else None,
         body_start=rest[0].lineno,
         end=node.end_lineno,
@@ -169,9 +171,11 @@ def rebuild_tasks(
     candidates: list[Target] = []
     for path in _source_paths(repo):
         try:
-            sources.update(files_at(repo.mirror, repo.head, [path], max_prompt_chars))
+            sources.update(files_at(repo.mirror, repo.head, [path]))
             candidates += targets(path, sources[path])
-        except (CheckFailure, SyntaxError, ValueError) as error:
+        except CheckFailure as failure:
+            yield Rejected(path, failure.reason)
+        except (SyntaxError, ValueError) as error:
             yield Rejected(path, "unparsable_source", type(error).__name__)
     candidates.sort(key=lambda t: content_id(repo.repo_id, t.item))
     workspace = Workspace(repo_id=repo.repo_id, origin=repo.origin, base=repo.head)
@@ -206,6 +210,7 @@ def build(
     original = stubbed = sources[path]
     for target in sorted(removal.targets, key=lambda t: -t.body_start):
         stubbed = blanked(stubbed, target, removal.keep_docstring)
+    regions = {path: _stub_regions(removal)}
     workspace = Workspace(
         repo_id=repo.repo_id,
         origin=repo.origin,
@@ -237,9 +242,31 @@ def build(
     )
     reference = file_diff(path, stubbed, original)
     tests = (fail_to_pass, pass_to_pass)
+    shown = {path: stubbed}
     return code_task(
-        "function_rebuild", statement, {path: stubbed}, reference, workspace, tests, lineage
+        "function_rebuild",
+        statement,
+        shown,
+        reference,
+        workspace,
+        tests,
+        lineage,
+        regions,
+        max_prompt_chars,
     )
+
+
+def _stub_regions(removal: Removal) -> list[tuple[int, int]]:
+    """Where each removed function sits in the file with its body taken out: from its first
+    line to its stub."""
+    regions, removed = [], 0
+    for target in sorted(removal.targets, key=lambda t: t.body_start):
+        start = target.body_start
+        if not removal.keep_docstring and target.doc_start is not None:
+            start = target.doc_start
+        regions.append((target.def_start - removed, start - removed))
+        removed += target.end - start  # the body's lines became the one stub line
+    return regions
 
 
 def _statement(removal: Removal, sources: dict[str, str], tests: list[str]) -> str:
@@ -270,7 +297,7 @@ def make_variant(
     """`task` at another level of the ladder (blocking: runs the tests in the sandbox); raises
     CheckFailure when the level cannot be made for it."""
     path, qualname = str(task.lineage.knobs["function"]).split("::", 1)
-    sources = files_at(repo.mirror, repo.head, [path], max_prompt_chars)
+    sources = files_at(repo.mirror, repo.head, [path])
     found = targets(path, sources[path])
     target = next((t for t in found if t.qualname == qualname), None)
     if target is None:
@@ -278,7 +305,7 @@ def make_variant(
     removal = Removal((target,), level)
     if not removal.keep_docstring and target.doc_start is None:
         raise CheckFailure("no_docstring_to_drop")
-    sources.update(_other_sources(repo, path, max_prompt_chars))
+    sources.update(_other_sources(repo, path))
     passing = {*task.verifier.fail_to_pass, *task.verifier.pass_to_pass}
     if level.knobs["functions"] == 1:
         variant = build(repo, removal, sources, passing, limits, max_prompt_chars)
@@ -316,13 +343,13 @@ def _with_second(
     return CheckFailure("no_second_covered_function")
 
 
-def _other_sources(repo: RepoAtHead, path: str, max_chars: int) -> dict[str, str]:
+def _other_sources(repo: RepoAtHead, path: str) -> dict[str, str]:
     """The other source files (for call sites); unreadable ones are skipped."""
     sources = {}
     for other in _source_paths(repo):
         if other != path:
             try:
-                sources.update(files_at(repo.mirror, repo.head, [other], max_chars))
+                sources.update(files_at(repo.mirror, repo.head, [other]))
             except CheckFailure:
                 continue
     return sources

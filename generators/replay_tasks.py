@@ -9,6 +9,7 @@ check. Which one the task carries is its `statement` knob.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ STATEMENT_PROMPT = load_prompt(__file__, "replay_statement")
 MAX_DIFF_CHARS = 3000
 MAX_TESTS_CHARS = 2000
 MAX_STATEMENT_CHARS = 3000
+HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? ", re.MULTILINE)
 MIN_STATEMENT_WORDS = 8
 
 
@@ -54,7 +56,8 @@ async def replay_task(
     changed = split_diff(replay.reference_patch)
     existing = [p for p, d in changed.items() if "--- /dev/null" not in d]
     added = [p for p in changed if p not in existing]
-    shown = files_at(repo.mirror, commit.parent, existing, config.max_prompt_chars)
+    shown = files_at(repo.mirror, commit.parent, existing)
+    regions = {path: hunk_regions(changed[path]) for path in existing}
     seed_text, seed = seed_for(GENERATOR, VERSION, replay.repo_id, replay.sha)
     statement, source, rejected = await _statement(replay, commit, llm, config, seed)
     if added:
@@ -78,7 +81,15 @@ async def replay_task(
     )
     tests = (replay.fail_to_pass, replay.pass_to_pass)
     return code_task(
-        "commit_replay", statement, shown, replay.reference_patch, workspace, tests, lineage
+        "commit_replay",
+        statement,
+        shown,
+        replay.reference_patch,
+        workspace,
+        tests,
+        lineage,
+        regions,
+        config.max_prompt_chars,
     )
 
 
@@ -88,6 +99,15 @@ def check_statement(statement: str) -> None:
         raise CheckFailure("statement_too_short")
     if len(statement) > MAX_STATEMENT_CHARS:
         raise CheckFailure("statement_too_long")
+
+
+def hunk_regions(section: str) -> list[tuple[int, int]]:
+    """The lines of the old file each hunk of a one-file diff section changes."""
+    regions = []
+    for match in HUNK.finditer(section):
+        start, count = int(match.group(1)), int(match.group(2) or 1)
+        regions.append((start, start + max(count, 1) - 1))
+    return regions
 
 
 async def _statement(

@@ -147,3 +147,19 @@ def file_diff(path: str, old: str, new: str) -> str:
     return "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
     )
+
+
+STEP_HEADING = re.compile(r"^#{1,6}\s*Step\s+(\d+)\b.*$", re.MULTILINE | re.IGNORECASE)
+
+
+def split_steps(reply: str, steps: int) -> list[str]:
+    """The parts of a reply under `## Step N` headings, one per step (empty where a step has
+    no heading)."""
+    parts = [""] * steps
+    marks = list(STEP_HEADING.finditer(reply))
+    ends = [mark.start() for mark in marks[1:]] + [len(reply)] * bool(marks)
+    for mark, end in zip(marks, ends, strict=True):
+        number = int(mark.group(1))
+        if 1 <= number <= steps:
+            parts[number - 1] += reply[mark.end() : end]
+    return parts

@@ -66,17 +66,36 @@ def try_edits(
     mirror: Path, workspace: Workspace, edits: Edits | None, tests: list[str], limits: Limits
 ) -> Trial:
     """Rebuild `workspace`, apply `edits` (None: the empty patch) and run `tests`."""
+    step = Step(edits, workspace.test_patch, tests)
+    return try_steps(mirror, workspace, [step], limits)[0]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an attempt: its edits (None: nothing), then the test patch, then tests."""
+
+    edits: Edits | None
+    test_patch: str
+    tests: list[str]
+
+
+def try_steps(mirror: Path, workspace: Workspace, steps: list[Step], limits: Limits) -> list[Trial]:
+    """Rebuild `workspace` and take `steps` in order in one sandbox, each on the state the
+    last one left; once a step's edits do not apply, the steps after it are not taken."""
+    trials: list[Trial] = []
     with tempfile.TemporaryDirectory(prefix="foundry-workspace-") as scratch:
         tree = checkout(mirror, workspace.base, Path(scratch) / "tree")
         env = environment(tree)
         with Sandbox(tree, limits) as sandbox:
             _own_patch(sandbox, "start.patch", workspace.start_patch)
-            if edits is not None:
-                rejected = apply_edits(sandbox, edits)
-                if rejected is not None:
-                    return Trial(None, rejected)
-            _own_patch(sandbox, "tests.patch", workspace.test_patch)
-            return Trial(run_pytest(sandbox, env, tests))
+            for index, step in enumerate(steps):
+                if step.edits is not None:
+                    rejected = apply_edits(sandbox, step.edits)
+                    if rejected is not None:
+                        return [*trials, Trial(None, rejected)]
+                _own_patch(sandbox, f"tests-{index}.patch", step.test_patch)
+                trials.append(Trial(run_pytest(sandbox, env, step.tests)))
+    return trials
 
 
 def _own_patch(sandbox: Sandbox, name: str, patch: str) -> None:

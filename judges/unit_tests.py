@@ -1,6 +1,8 @@
 """The unit-test verifier of code tasks: an attempt passes when, applied to the task's workspace
 in the sandbox, every fail-to-pass test passes and every pass-to-pass test still passes.
 
+A commit sequence has a checkpoint per step: the attempt's `## Step N` edits are applied in
+order, each followed by its step's tests, and the reward is the share of checkpoints passed.
 Edits to test files are set aside (and named in the reason): the task's tests decide, not the
 solver's. The gold self-check asks the same question of the reference patch (must pass) and of
 the empty patch (must fail) before a code task is accepted.
@@ -14,11 +16,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data.languages import Language, Python
-from data.records import Task
-from harnesses.edits import EditError, Edits, parse_edits, split_diff
+from data.records import Checkpoint, Task
+from harnesses.edits import EditError, Edits, parse_edits, split_steps
 from harnesses.sandbox import Limits
-from harnesses.workspace import Trial, try_edits
+from harnesses.workspace import Step, Trial, try_steps
 from judges.rewards import Score
+
+
+def checkpoints_of(task: Task) -> list[Checkpoint]:
+    """A task's checkpoints: its sequence's, or the one its tests make."""
+    spec, workspace = task.verifier, task.workspace
+    if spec.checkpoints:
+        return list(spec.checkpoints)
+    test_patch = workspace.test_patch if workspace else ""
+    return [
+        Checkpoint(
+            test_patch=test_patch, fail_to_pass=spec.fail_to_pass, pass_to_pass=spec.pass_to_pass
+        )
+    ]
 
 
 @dataclass
@@ -35,56 +50,82 @@ class UnitTests:
         self._slots = threading.BoundedSemaphore(self.parallel)
 
     async def grade(self, task: Task, completion: str) -> Score:
-        """Score a solver's reply (a diff or whole files) to `task`."""
-        try:
-            edits = parse_edits(completion)
-        except EditError as error:
-            return Score(0.0, str(error)[:300])
-        kept, dropped = edits.without(self.language.is_test_file)
-        if not kept.paths:
-            return Score(0.0, f"only edits tests: {', '.join(dropped)}"[:300])
-        score = await asyncio.to_thread(self.score, task, kept)
-        if dropped:
-            score = Score(score.reward, f"{score.why}; ignored edits to tests: {dropped}"[:300])
-        return score
+        """Score a solver's reply (diffs or whole files; per step for a sequence) to `task`."""
+        edits, notes = self._edits(task, completion)
+        if all(e is None for e in edits):
+            return Score(0.0, "; ".join(notes)[:300])
+        score = await asyncio.to_thread(self.score, task, edits)
+        return Score(score.reward, "; ".join([score.why, *notes])[:300])
+
+    def _edits(self, task: Task, reply: str) -> tuple[list[Edits | None], list[str]]:
+        """The edits of each step of `reply`, test files set aside, and notes on what was
+        unusable or ignored."""
+        steps = len(checkpoints_of(task))
+        parts = split_steps(reply, steps) if steps > 1 else [reply]
+        edits: list[Edits | None] = []
+        notes: list[str] = []
+        for number, part in enumerate(parts, start=1):
+            where = f"step {number}: " if steps > 1 else ""
+            try:
+                kept, dropped = parse_edits(part).without(self.language.is_test_file)
+            except EditError as error:
+                edits.append(None)
+                notes.append(f"{where}{error}")
+                continue
+            if dropped:
+                notes.append(f"{where}ignored edits to tests: {', '.join(dropped)}")
+            edits.append(kept if kept.paths else None)
+        return edits, notes
 
     async def self_check(self, task: Task) -> str | None:
         """Why the task's own verifier does not hold (None: the reference patch passes and
         the empty patch fails)."""
-        gold = await asyncio.to_thread(self.score, task, Edits(diffs=split_diff(task.answer)))
+        reference, notes = self._edits(task, task.answer)
+        if any(e is None for e in reference):
+            return f"reference patch unusable: {'; '.join(notes)}"
+        gold = await asyncio.to_thread(self.score, task, reference)
         if gold.reward < 1.0:
             return f"reference patch fails: {gold.why}"
-        empty = await asyncio.to_thread(self.score, task, None)
+        empty = await asyncio.to_thread(self.score, task, [None] * len(reference))
         if empty.reward > 0.0:
             return f"empty patch passes: {empty.why}"
         return None
 
-    def score(self, task: Task, edits: Edits | None) -> Score:
-        """Apply `edits` (None: nothing) to the task's workspace and run its tests."""
+    def score(self, task: Task, edits: list[Edits | None]) -> Score:
+        """Apply each step's `edits` (None: nothing) to the task's workspace, each followed by
+        its checkpoint's tests."""
         if task.workspace is None or task.workspace.repo_id not in self.mirrors:
             raise LookupError(f"task {task.task_id}: its repository is not in the lake")
-        spec = task.verifier
+        points = checkpoints_of(task)
+        steps = [
+            Step(step_edits, point.test_patch, [*point.fail_to_pass, *point.pass_to_pass])
+            for step_edits, point in zip(edits, points, strict=True)
+        ]
         with self._slots:
-            trial = try_edits(
-                self.mirrors[task.workspace.repo_id],
-                task.workspace,
-                edits,
-                [*spec.fail_to_pass, *spec.pass_to_pass],
-                self.limits,
+            trials = try_steps(
+                self.mirrors[task.workspace.repo_id], task.workspace, steps, self.limits
             )
-        return _verdict(trial, spec.fail_to_pass, spec.pass_to_pass)
+        verdicts = [_verdict(trial, point) for trial, point in zip(trials, points, strict=False)]
+        passed = sum(v.reward for v in verdicts)
+        if len(points) == 1:
+            return verdicts[0]
+        why = "; ".join(f"step {i}: {v.why}" for i, v in enumerate(verdicts, start=1))
+        if len(verdicts) < len(points):
+            why += f"; steps {len(verdicts) + 1}-{len(points)} not taken"
+        return Score(passed / len(points), f"{passed:.0f}/{len(points)} checkpoints; {why}")
 
 
-def _verdict(trial: Trial, fail_to_pass: list[str], pass_to_pass: list[str]) -> Score:
+def _verdict(trial: Trial, point: Checkpoint) -> Score:
     if trial.run is None:
         failed = trial.rejected
         why = (failed.stderr or failed.stdout).strip().splitlines()[-1:] if failed else []
         return Score(0.0, f"edits do not apply: {why[0] if why else 'no output'}"[:300])
     passed = trial.run.passed()
-    f2p = sum(t in passed for t in fail_to_pass)
-    p2p = sum(t in passed for t in pass_to_pass)
-    why = f"fail-to-pass {f2p}/{len(fail_to_pass)}, pass-to-pass {p2p}/{len(pass_to_pass)}"
+    f2p = sum(t in passed for t in point.fail_to_pass)
+    p2p = sum(t in passed for t in point.pass_to_pass)
+    f2p_of, p2p_of = len(point.fail_to_pass), len(point.pass_to_pass)
+    why = f"fail-to-pass {f2p}/{f2p_of}, pass-to-pass {p2p}/{p2p_of}"
     if trial.run.completed.timed_out:
         why += " (timed out)"
-    ok = f2p == len(fail_to_pass) and p2p == len(pass_to_pass)
+    ok = f2p == f2p_of and p2p == p2p_of
     return Score(1.0 if ok else 0.0, why)

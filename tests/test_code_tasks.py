@@ -19,6 +19,7 @@ from data.sample_repo import build_sample_repo
 from flows.cli import main
 from flows.code_stages import code_repo, rebuild_functions, replay_commits
 from generators.checks import CheckFailure, added_lines, check_no_leak
+from generators.code_tasks import show_files
 from generators.function_rebuild import (
     LADDER,
     blanked,
@@ -27,6 +28,7 @@ from generators.function_rebuild import (
     rebuild_tasks,
     targets,
 )
+from generators.replay_tasks import hunk_regions
 from harnesses.edits import file_diff
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -63,13 +65,14 @@ def statuses(ctx, stage):
 def test_both_kinds_are_exported_with_their_workspace_and_tests(code_run):
     ctx, repo, rows = code_run
     kinds = {row["kind"] for row in rows}
-    assert kinds == {"commit_replay", "function_rebuild"}
+    assert kinds == {"commit_replay", "function_rebuild", "commit_sequence"}
     for row in rows:
         verifier, workspace = json.loads(row["verifier"]), json.loads(row["workspace"])
-        assert verifier["type"] == "unit_tests" and verifier["fail_to_pass"]
+        assert verifier["type"] == "unit_tests"
+        assert verifier["fail_to_pass"] or all(c["fail_to_pass"] for c in verifier["checkpoints"])
         assert row["repo"] == str(repo) and workspace["origin"] == str(repo)
         assert row["base_revision"] == workspace["base"] and len(row["base_revision"]) == 40
-        assert row["answer"].startswith("--- a/src/") or row["answer"].startswith("diff --git")
+        assert row["answer"].startswith(("--- a/src/", "diff --git", "## Step 1"))
         assert "tests/" not in row["answer"]  # the reference patch never touches the tests
         shows = "# file: " in row["prompt"][1]["content"]
         assert row["prompt"][0]["role"] == "system"
@@ -212,7 +215,7 @@ def test_run_with_a_repository_through_the_cli(tmp_path, monkeypatch, capsys):
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         assert main(["run", "--home", str(home), "--config", str(config), "--repo", str(repo)]) == 0
     manifest = json.loads((home / "tasksets" / "docqa" / "latest" / "manifest.json").read_text())
-    assert manifest["by_kind"] == {"commit_replay": 2, "function_rebuild": 2}
+    assert manifest["by_kind"] == {"commit_replay": 2, "commit_sequence": 1, "function_rebuild": 2}
     assert main(["stats", "--home", str(home)]) == 0
     assert "code tasks: function_rebuild" in capsys.readouterr().out
 
@@ -268,3 +271,38 @@ def test_a_too_hard_function_moves_one_level_easier(tmp_path):
         export_taskset(ctx.lake, "code", tmp_path / "out").path / "part-00000.parquet"
     ).to_pylist()
     assert [r["task_id"] for r in rows] == [variant.task_id]  # one task per family
+
+
+def test_a_long_file_is_shown_as_excerpts_around_its_regions():
+    text = "".join(f"line {n}\n" for n in range(1, 401))
+    shown = show_files({"pkg/big.py": text}, {"pkg/big.py": [(100, 101), (120, 125)]}, 2000)
+    assert shown.count("# file: pkg/big.py (excerpt: lines 70-155 of 400)") == 1
+    assert "line 69\n" not in shown and "line 155\n" in shown and "line 156" not in shown
+    assert show_files({"a.py": "x = 1\n"}, {}, 2000) == "```python\n# file: a.py\nx = 1\n```"
+    with pytest.raises(CheckFailure, match="files_too_long"):
+        show_files({"pkg/big.py": text}, {"pkg/big.py": [(1, 400)]}, 2000)
+
+
+def test_hunk_regions_are_the_old_lines_each_hunk_changes():
+    diff = file_diff(
+        "m.py",
+        "".join(f"{n}\n" for n in range(50)),
+        "x\n" + "".join(f"{n}\n" for n in range(1, 50)),
+    )
+    assert hunk_regions(diff) == [(1, 4)]
+
+
+def test_commit_sequences_have_a_checkpoint_per_step(code_run):
+    ctx, _, rows = code_run
+    sequences = [t for t in ctx.lake.records("tasks") if t.kind == "commit_sequence"]
+    assert len(sequences) == 3  # the six replayed commits, two by two
+    verify = statuses(ctx, "verify")
+    task = sequences[0]
+    assert verify[task.task_id]["reason"] == "gold_self_check_passed"
+    assert len(task.verifier.checkpoints) == 2 and "## Step 2" in task.question
+    assert all(point.fail_to_pass for point in task.verifier.checkpoints)
+    first_only = task.answer.split("## Step 2")[0]
+    half = asyncio.run(ctx.unit_tests.grade(task, first_only))
+    assert half.reward == 0.5 and half.why.startswith("1/2 checkpoints")
+    assert asyncio.run(ctx.unit_tests.grade(task, task.answer)).reward == 1.0
+    assert any(r["kind"] == "commit_sequence" for r in rows)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from harnesses.edits import EditError, apply_edits, file_diff, parse_edits, split_diff
+from harnesses.edits import (
+    EditError,
+    apply_edits,
+    file_diff,
+    parse_edits,
+    split_diff,
+    split_steps,
+)
 from harnesses.sandbox import Limits, Sandbox
 
 OLD = "def add(a, b):\n    raise NotImplementedError\n"
@@ -63,3 +70,9 @@ def test_edits_apply_in_the_sandbox_and_a_bad_diff_is_reported(tmp_path):
         assert apply_edits(sandbox, whole) is None
         assert (sandbox.tree / "src" / "extra" / "new.py").read_text() == NEW
     assert (tmp_path / "src" / "calc.py").read_text() == OLD.rstrip("\n")  # the original stays
+
+
+def test_a_reply_splits_into_its_steps():
+    reply = "Plan first.\n## Step 2\nsecond\n### step 1: parse\nfirst\n## Step 9\nignored\n"
+    assert split_steps(reply, 2) == ["\nfirst\n", "\nsecond\n"]
+    assert split_steps("no headings at all", 2) == ["", ""]
