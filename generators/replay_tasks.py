@@ -20,7 +20,7 @@ from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import Commit, CommitReplay, Lineage, Task, Workspace, seed_for
 from generators.checks import CheckFailure, check_no_leak
-from generators.code_tasks import code_task, files_at
+from generators.code_tasks import code_task, files_at, show_files
 from harnesses.edits import split_diff
 
 GENERATOR = "commit_replay"
@@ -58,6 +58,7 @@ async def replay_task(
     added = [p for p in changed if p not in existing]
     shown = files_at(repo.mirror, commit.parent, existing)
     regions = {path: hunk_regions(changed[path]) for path in existing}
+    show_files(shown, regions, config.max_prompt_chars)  # too long to show: ask no model
     seed_text, seed = seed_for(GENERATOR, VERSION, replay.repo_id, replay.sha)
     statement, source, rejected = await _statement(replay, commit, llm, config, seed)
     if added:
