@@ -23,6 +23,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from data.endpoints import Endpoint
+from data.errors import ReasonedError
 from data.llm_cache import ResponseCache, request_key
 from data.records import LLMCall, Usage, utcnow
 
@@ -31,13 +32,8 @@ T_co = TypeVar("T_co")
 Messages = list[dict[str, str]]
 
 
-class LLMError(Exception):
+class LLMError(ReasonedError):
     """A request that failed for good; `reason` is short and stable (used in the funnel)."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)

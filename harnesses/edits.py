@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from data.errors import ReasonedError
 from harnesses.sandbox import Completed, Sandbox
 
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -22,13 +23,8 @@ DIFF_FILE = re.compile(r"^(?:diff --git a/\S+ b/(\S+)|\+\+\+ (?:b/)?(\S+))", re.
 DIFF_START = re.compile(r"^(?:diff --git |--- )", re.MULTILINE)
 
 
-class EditError(ValueError):
+class EditError(ReasonedError):
     """The reply holds no usable edit; `reason` is stable, for counting."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)
