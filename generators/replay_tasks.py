@@ -32,7 +32,7 @@ MAX_DIFF_CHARS = 3000
 MAX_TESTS_CHARS = 2000
 MAX_STATEMENT_CHARS = 3000
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? ", re.MULTILINE)
-MIN_STATEMENT_WORDS = 8
+MIN_STATEMENT_WORDS = 12
 
 
 class StatementDraft(BaseModel):

@@ -98,8 +98,9 @@ def test_statements_never_copy_an_added_line_and_fall_back_to_the_message(code_r
     for task in tasks:
         statement = task.question.split("The files that matter")[0]
         check_no_leak(statement, task.answer)  # raises on a leak
-    fallback = next(t for t in tasks if t.lineage.knobs["statement"] == "commit_message")
-    assert "currency" in fallback.question.lower()
+    fallbacks = [t for t in tasks if t.lineage.knobs["statement"] == "commit_message"]
+    assert len(fallbacks) == 1 and "currency" in fallbacks[0].question.lower()
+    assert fallbacks[0].lineage.knobs["statement_rejected"] == "statement_leaks_patch"
 
 
 def test_every_code_task_passed_the_gold_self_check(code_run):

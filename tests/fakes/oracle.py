@@ -106,7 +106,9 @@ class Oracle:
 
     def _statement(self, prompt: str) -> str:
         subject = prompt.split("Commit message:\n", 1)[1].splitlines()[0]
-        statement = f"Change the package so that this holds: {subject}."
+        statement = (
+            f"Change the package so that the following holds, as its tests expect: {subject}."
+        )
         if "currency" in subject.lower():
             added = re.findall(r"^\+(?!\+\+)\s*(.{12,})$", prompt, flags=re.M)
             statement += f" For instance: {added[0]}"
