@@ -146,11 +146,13 @@ def code_repo(ctx: StageContext, task: Task) -> RepoAtHead:
     )
     if workspace is None or not rows:
         raise LookupError(f"task {task.task_id}: its repository is not in the lake")
-    row = rows[0]
+    return _repo_at(rows[0], workspace.base)
+
+
+def _repo_at(row: dict[str, Any], rev: str) -> RepoAtHead:
+    """A `repos` row's repository at `rev`."""
     language = language_named(row["language"])
-    return RepoAtHead(
-        row["repo_id"], row["origin"], Path(row["mirror"]), task.workspace.base, language
-    )
+    return RepoAtHead(row["repo_id"], row["origin"], Path(row["mirror"]), rev, language)
 
 
 def rebuild_functions(ctx: StageContext) -> Counter:
@@ -159,14 +161,7 @@ def rebuild_functions(ctx: StageContext) -> Counter:
     counts: Counter = Counter()
     repos = {r["repo_id"]: r for r in ctx.lake.rows("SELECT * FROM repos")}
     for repo_id in pending_rebuilds(ctx):
-        row = repos[repo_id]
-        repo = RepoAtHead(
-            repo_id,
-            row["origin"],
-            Path(row["mirror"]),
-            row["head"],
-            language_named(row["language"]),
-        )
+        repo = _repo_at(repos[repo_id], repos[repo_id]["head"])
         tasks: list[Record] = []
         parts: list[Status] = []
         try:
