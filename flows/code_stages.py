@@ -177,18 +177,18 @@ def rebuild_functions(ctx: StageContext) -> Counter:
                     parts.append(ctx.status("rebuild_target", item, "rejected", result.reason))
             state, reason = ("done", "rebuilt") if tasks else ("rejected", "no_covered_function")
             detail = f"{len(tasks)} tasks"
-            if any(p.reason == "tests_do_not_run" for p in parts):
-                state, reason, detail = "rejected", "tests_do_not_run", ""
+        except CheckFailure as failure:
+            state, reason, detail = "rejected", failure.reason, ""
         except EnvError as error:
             state, reason, detail = "failed", "dependencies_unavailable", error.detail
         except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
             state, reason = "failed", "internal_error"
             detail = traceback.format_exception_only(error)[-1].strip()
         ctx.lake.write("tasks", tasks, ctx.run_id)
-        ctx.lake.write(
-            "status", [*parts, ctx.status("rebuild", repo_id, state, reason, detail)], ctx.run_id
-        )
+        outcome = ctx.status("rebuild", repo_id, state, reason, detail)
+        ctx.lake.write("status", [*parts, outcome], ctx.run_id)
         counts.update(f"{p.status}:{p.reason}" for p in parts)
+        counts[f"rebuild:{state}:{reason}"] += 1
         ctx.progress(f"rebuild: {repo_id}: {len(tasks)} function-rebuild tasks")
     return counts
 

@@ -166,7 +166,7 @@ def rebuild_tasks(
 ) -> Iterator[Task | Rejected]:
     """Function-rebuild tasks of `repo` at its HEAD, at the ladder's base level: up to
     `max_functions` candidates (in a stable order spread over the files), each tried in the
-    sandbox."""
+    sandbox. Raises CheckFailure("tests_do_not_run") when no test passes at HEAD."""
     sources: dict[str, str] = {}
     candidates: list[Target] = []
     for path in _source_paths(repo):
@@ -182,8 +182,7 @@ def rebuild_tasks(
     baseline = try_edits(repo.mirror, workspace, None, [], limits).run
     passing = baseline.passed() if baseline else set()
     if not passing:
-        yield Rejected(repo.repo_id, "tests_do_not_run")
-        return
+        raise CheckFailure("tests_do_not_run")
     base = LADDER.level(LADDER.base)
     for target in candidates[:max_functions]:
         removal = Removal((target,), base)

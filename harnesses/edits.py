@@ -110,11 +110,10 @@ def check_path(path: str) -> None:
 
 def apply_edits(sandbox: Sandbox, edits: Edits) -> Completed | None:
     """Apply `edits` to the sandbox's tree, inside the sandbox; the failed command, if any."""
-    if edits.diffs:
-        patch = sandbox.write("solver.patch", "".join(edits.diffs.values()))
-        applied = sandbox.run(["git", "apply", "--recount", "--whitespace=nowarn", str(patch)])
-        if not applied.ok:
-            return applied
+    if edits.diffs:  # a model's hunk headers often miscount: git recounts them
+        failed = apply_patch(sandbox, "solver.patch", "".join(edits.diffs.values()), "--recount")
+        if failed is not None:
+            return failed
     for index, (path, content) in enumerate(sorted(edits.files.items())):
         staged = sandbox.write(f"solver-file-{index}", content)
         written = sandbox.run(["install", "-D", "-m", "644", str(staged), path])
@@ -123,12 +122,13 @@ def apply_edits(sandbox: Sandbox, edits: Edits) -> Completed | None:
     return None
 
 
-def apply_patch(sandbox: Sandbox, name: str, patch: str) -> Completed | None:
-    """Apply a patch of the task's own (its start or hidden tests) inside the sandbox."""
+def apply_patch(sandbox: Sandbox, name: str, patch: str, *options: str) -> Completed | None:
+    """Apply `patch` (written to the sandbox's tmp as `name`) to its tree, inside the sandbox,
+    with `git apply` and `options`; the failed command, if it did not apply."""
     if not patch.strip():
         return None
     path = sandbox.write(name, patch)
-    applied = sandbox.run(["git", "apply", "--whitespace=nowarn", str(path)])
+    applied = sandbox.run(["git", "apply", *options, "--whitespace=nowarn", str(path)])
     return None if applied.ok else applied
 
 

@@ -13,7 +13,7 @@ from data.lake import Lake
 from data.records import CommitReplay
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
-from flows.code_stages import pending_replays, replay_commits
+from flows.code_stages import pending_replays, rebuild_functions, replay_commits
 from generators.commit_replay import Unusable, analyse
 from harnesses.pytest_runner import read_report
 from harnesses.python_env import requirements_of
@@ -157,3 +157,5 @@ def test_a_repository_whose_tests_do_not_run_is_not_replayed(tmp_path):
     (check,) = ctx.lake.rows("SELECT detail FROM status WHERE stage = 'repo_tests'")
     assert check["detail"].startswith("exit ")
     assert not ctx.lake.records("replays")
+    assert rebuild_functions(ctx) == {"rebuild:rejected:tests_do_not_run": 1}
+    assert not ctx.lake.records("tasks")
