@@ -8,11 +8,12 @@ and `FOUNDRY_MODEL`) points every role without an endpoint of its own at one ser
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_HOME = Path(".foundry")
 
@@ -124,6 +125,31 @@ class CodeConfig(Settings):
     attempt_max_tokens: int = Field(default=2048, ge=64)  # a solver's reply to a code task
 
 
+class TracesConfig(Settings):
+    """Production traces: scrubbing, intent clustering, and the tasks made from them."""
+
+    # extra scrubbing, kind -> regular expression, e.g. {employee_id = 'EMP-\\d{5}'} replaces
+    # matches by [EMPLOYEE_ID]; a named group `secret` limits the replacement to that group
+    scrub_patterns: dict[str, str] = Field(default_factory=dict)
+    phone_region: str = "US"  # how phone numbers without a country code are read
+    # intent clustering: requests closer than this cosine distance (average link) share a cluster
+    cluster_distance: float = Field(default=0.7, gt=0, lt=2)
+    max_traces: int | None = Field(default=None, ge=1)  # traces turned into tasks, in all
+    duplicate_threshold: float = Field(default=0.92, gt=0, le=1)  # of an existing task's prompt
+
+    @field_validator("scrub_patterns")
+    @classmethod
+    def _compiles(cls, patterns: dict[str, str]) -> dict[str, str]:
+        for kind, pattern in patterns.items():
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", kind):
+                raise ValueError(f"scrub pattern name {kind!r}: letters, digits and _ only")
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"scrub pattern {kind!r} does not compile: {exc}") from exc
+        return patterns
+
+
 class ExportConfig(Settings):
     name: str = "docqa"
     rows_per_part: int = Field(default=50_000, ge=1)
@@ -141,6 +167,7 @@ class FoundryConfig(Settings):
     repair: RepairConfig = RepairConfig()
     sandbox: SandboxConfig = SandboxConfig()
     code: CodeConfig = CodeConfig()
+    traces: TracesConfig = TracesConfig()
     export: ExportConfig = ExportConfig()
 
 

@@ -32,6 +32,7 @@ from data.records import (
     Consensus,
     Difficulty,
     HackVerdict,
+    Intent,
     LLMCall,
     ProxyCall,
     Record,
@@ -41,6 +42,7 @@ from data.records import (
     Source,
     Status,
     Task,
+    Trace,
     Verdict,
     VerdictRerun,
     utcnow,
@@ -74,6 +76,8 @@ TABLES: dict[str, TableSpec] = {
     "status": TableSpec(Status, ("stage", "item_id"), "recorded_at"),
     "llm_calls": TableSpec(LLMCall, ("call_id",), "_shard"),
     "proxy_calls": TableSpec(ProxyCall, ("call_id",), "_shard"),
+    "traces": TableSpec(Trace, ("trace_id",), "_shard"),
+    "intents": TableSpec(Intent, ("clustering_id", "cluster"), "_shard"),
 }
 
 

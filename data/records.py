@@ -328,8 +328,84 @@ class Chunk(Record):
     embedding: list[float]
 
 
-TaskKind = Literal["doc_qa", "commit_replay", "function_rebuild", "commit_sequence"]
+class ToolCall(BaseModel):
+    """One tool call an assistant made (or is expected to make): the tool and its arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    call_id: str = ""  # pairs the call with its result message
+
+
+class TraceMessage(BaseModel):
+    """One message of a traced conversation, in the OpenAI chat shape."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str = ""  # a tool message: the call it answers
+
+
+class ToolSpec(BaseModel):
+    """A tool the traced assistant was offered: name, description, JSON-schema parameters."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class Trace(Record):
+    """One production exchange, scrubbed: the conversation up to the assistant's final answer.
+
+    `request` is the last user message (what was asked), `answer` the final assistant text.
+    Everything here went through `data.scrub` first; `scrubbed` counts what was replaced, by
+    kind. `trace_id` hashes the scrubbed conversation, so the same exchange ingested twice (or
+    from two formats) is stored once.
+    """
+
+    trace_id: str
+    origin: str  # "file:line", "file#span", "file#rollout"
+    format: Literal["proxy", "openai", "otel"]
+    model: str
+    messages: list[TraceMessage]
+    tools: list[ToolSpec]
+    request: str
+    answer: str
+    scrubbed: dict[str, int]
+    embedding: list[float]  # of `request`
+    ingested_at: datetime
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [call for m in self.messages for call in m.tool_calls]
+
+
+class Intent(Record):
+    """One cluster of similar user requests in one clustering of the traces, with its label."""
+
+    clustering_id: str  # hashes the trace ids clustered
+    cluster: int
+    label: str
+    named_by: str  # "model", or "keywords: <why the model's name was not used>"
+    size: int
+    share: float
+    trace_ids: list[str]
+    examples: list[str]
+
+
+TaskKind = Literal[
+    "doc_qa",
+    "commit_replay",
+    "function_rebuild",
+    "commit_sequence",
+    "trace_answer",
+    "near_miss",
+    "tool_replay",
+]
 CODE_KINDS: tuple[str, ...] = ("commit_replay", "function_rebuild", "commit_sequence")
+TRACE_KINDS: tuple[str, ...] = ("trace_answer", "near_miss", "tool_replay")
 
 
 class Task(Record):

@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--repo", action="append", default=[], help="also a git repository: path or URL"
     )
+    run.add_argument(
+        "--traces", action="append", default=[], help="also production traces: file or folder"
+    )
     run.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
     run.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
 
@@ -50,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     repo = kinds.add_parser("repo", parents=[common], help="a git repository: path or URL")
     repo.add_argument("origin", help="a local repository or a git URL")
     repo.add_argument("--rev", help="a git rev-list range, e.g. v1.0..main (default: HEAD)")
+    traces = kinds.add_parser(
+        "traces",
+        parents=[common],
+        help="production traces: OpenAI-style JSONL, OTel GenAI spans (JSON), proxy records",
+    )
+    traces.add_argument("paths", nargs="+", help="files or folders (.jsonl .json .parquet)")
 
     for name, text in (
         ("generate", "write candidate tasks from chunks"),
@@ -60,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("describe", "write commit-replay tasks: a statement for each replayed commit"),
         ("rebuild", "function-rebuild tasks: take covered functions' bodies out, in the sandbox"),
         ("sequence", "commit-sequence tasks: consecutive described commits as ordered steps"),
+        ("intents", "cluster the traces' requests and name each cluster's intent"),
     ):
         sub.add_parser(name, parents=[common], help=text)
     calibrate = sub.add_parser(
@@ -125,7 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     common = {"home": args.home, "config": args.config}
     if args.command == "run":
         summary = pipeline.pipeline_flow(
-            paths=args.paths, repos=args.repo, out=args.out, band=band, **common
+            paths=args.paths,
+            repos=args.repo,
+            traces=args.traces,
+            out=args.out,
+            band=band,
+            **common,
         )
         usage = summary["usage"]
         print(
@@ -136,12 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "ingest" and args.kind == "repo":
         counts = pipeline.ingest_repo_flow(origin=args.origin, rev=args.rev, **common)
         print(json.dumps(counts, indent=2))
+    elif args.command == "ingest" and args.kind == "traces":
+        print(json.dumps(pipeline.ingest_traces_flow(paths=args.paths, **common), indent=2))
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
     elif args.command in (
         "generate",
         "describe",
         "sequence",
+        "intents",
         "verify",
         "review",
         "repair",

@@ -42,9 +42,13 @@ from flows.stages import (
     stage_named,
     variance_sample,
 )
+from flows.trace_stages import ingest_trace_files
 from judges.agreement import seed_variance
 
-SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
+SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
+SAMPLE_DOCS = SAMPLES / "docs"
+SAMPLE_TRACES = SAMPLES / "traces"
+SOURCE_TABLES = ("sources", "repos", "traces")
 
 
 def _progress(message: str) -> None:
@@ -80,6 +84,11 @@ def ingest_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
 @task(name="ingest-repo", cache_policy=NO_CACHE)
 def ingest_repo_task(origin: str, rev: str | None, ctx: StageContext) -> dict[str, int]:
     return dict(ingest_repository(origin, rev, ctx))
+
+
+@task(name="ingest-traces", cache_policy=NO_CACHE)
+def ingest_traces_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
+    return dict(ingest_trace_files(paths, ctx))
 
 
 @task(name="replay-commits", cache_policy=NO_CACHE)
@@ -149,6 +158,16 @@ def ingest_repo_flow(
         return ingest_repo_task(origin, rev, ctx)
 
 
+@flow(name="ingest-traces", log_prints=False)
+def ingest_traces_flow(
+    paths: list[str], home: str | None = None, config: str | None = None
+) -> dict:
+    """Read production traces (OpenAI-style JSONL, OpenTelemetry GenAI spans, the proxy's
+    records), scrub them, and store them for clustering and task generation."""
+    with stage_context("ingest-traces", home, config) as ctx:
+        return ingest_traces_task(paths, ctx)
+
+
 @flow(name="replay")
 def replay_flow(home: str | None = None, config: str | None = None) -> dict:
     """Replay ingested commits in the sandbox: F2P / P2P tests and a checked reference patch."""
@@ -176,6 +195,7 @@ def _llm_stage_flow(name: str):
 generate_flow = _llm_stage_flow("generate")
 describe_flow = _llm_stage_flow("describe")
 sequence_flow = _llm_stage_flow("sequence")
+intents_flow = _llm_stage_flow("intents")
 verify_flow = _llm_stage_flow("verify")
 review_flow = _llm_stage_flow("review")
 repair_flow = _llm_stage_flow("repair")
@@ -240,19 +260,28 @@ def pipeline_flow(
     out: str | None = None,
     band: tuple[float, float] | None = None,
     repos: list[str] | None = None,
+    traces: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest `paths` (documents) and `repos` (git repositories: paths or URLs), or, when
-    neither is given and the lake is empty, the bundled sample documents and repository; run
-    every stage over what is not done yet, and export."""
+    """Ingest `paths` (documents), `repos` (git repositories: paths or URLs) and `traces`
+    (production trace files), or, when none is given and the lake is empty, the bundled
+    samples of each; run every stage over what is not done yet, and export."""
     with stage_context("run", home, config) as ctx:
         summary: dict[str, Any] = {}
-        if not paths and not repos and not ctx.lake.shards("sources"):
-            paths, repos = [str(SAMPLE_DOCS)], [str(_sample_repo(ctx))]
+        empty = not any(ctx.lake.shards(table) for table in SOURCE_TABLES)
+        if not paths and not repos and not traces and empty:
+            paths, repos, traces = (
+                [str(SAMPLE_DOCS)],
+                [str(_sample_repo(ctx))],
+                [str(SAMPLE_TRACES)],
+            )
             ctx.progress(
-                f"no sources yet: ingesting the bundled samples ({SAMPLE_DOCS}, {repos[0]})"
+                f"no sources yet: ingesting the bundled samples ({SAMPLE_DOCS}, {repos[0]},"
+                f" {SAMPLE_TRACES})"
             )
         if paths:
             summary["ingest"] = ingest_task(paths, ctx)
+        if traces:
+            summary["ingest_traces"] = ingest_traces_task(traces, ctx)
         for origin in repos or []:
             summary.setdefault("ingest_repo", {})[origin] = ingest_repo_task(origin, None, ctx)
         if pending_replays(ctx):

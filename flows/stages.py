@@ -27,6 +27,7 @@ from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
 from flows.code_stages import DESCRIBE, SEQUENCE, code_repo
 from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
 from flows.repair import Stop, next_move
+from flows.trace_stages import INTENTS
 from generators import doc_qa, function_rebuild
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, Neighbour, make_variant
@@ -458,6 +459,7 @@ LLM_STAGES = [
     LLMStage("generate", pending_generate, load_chunks, generate_one),
     DESCRIBE,
     SEQUENCE,
+    INTENTS,
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),
