@@ -136,6 +136,7 @@ class TracesConfig(Settings):
     cluster_distance: float = Field(default=0.7, gt=0, lt=2)
     max_traces: int | None = Field(default=None, ge=1)  # traces turned into tasks, in all
     duplicate_threshold: float = Field(default=0.92, gt=0, le=1)  # of an existing task's prompt
+    attempt_max_tokens: int = Field(default=400, ge=16)  # a solver's reply to a trace task
 
     @field_validator("scrub_patterns")
     @classmethod

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from data.funnel import MEASURED_BY, funnel
 from data.lake import Lake
-from data.records import SCHEMA_VERSION, utcnow
+from data.records import SCHEMA_VERSION, TRACE_KINDS, utcnow
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 TASKSET_SCHEMA = pa.schema(
@@ -53,6 +53,10 @@ TASKSET_SCHEMA = pa.schema(
         ("repo", pa.string()),
         ("base_revision", pa.string()),
         ("workspace", pa.string()),
+        ("environment", pa.string()),
+        ("trace_id", pa.string()),
+        ("intent", pa.string()),
+        ("intent_share", pa.float64()),
     ]
 )
 
@@ -60,6 +64,13 @@ TASKSET_SCHEMA = pa.schema(
 # share its answer and evidence) among those within the pass-rate filter: the member in the
 # band, else the one the repair moved furthest, so a trainer never sees one fact twice.
 _TASKS_SQL = """
+WITH latest_clustering AS (
+    SELECT item_id FROM status WHERE stage = 'intents' AND status = 'done'
+    ORDER BY recorded_at DESC LIMIT 1
+), intent_of AS (
+    SELECT unnest(json_extract_string(trace_ids, '$[*]')) AS trace_id, label, share
+    FROM intents WHERE clustering_id IN (SELECT item_id FROM latest_clustering)
+)
 SELECT * EXCLUDE (family, step) FROM (
     SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
            d.pass_rate, d.n AS pass_n, d.ci_low AS pass_ci_low, d.ci_high AS pass_ci_high,
@@ -67,14 +78,19 @@ SELECT * EXCLUDE (family, step) FROM (
            t.lineage, t.schema_version,
            json_extract_string(t.workspace, '$.origin') AS repo,
            json_extract_string(t.workspace, '$.base') AS base_revision, t.workspace,
+           t.environment, CASE WHEN t.kind IN ({trace_kinds})
+               THEN json_extract_string(t.source, '$[0].source_id') END AS trace_id,
+           i.label AS intent, i.share AS intent_share,
            coalesce(json_extract_string(t.lineage, '$.knobs.repair_root'), t.task_id) AS family,
            coalesce(json_extract(t.lineage, '$.knobs.repair_step')::INTEGER, 0) AS step
     FROM tasks t
     JOIN difficulty d USING (task_id)
     LEFT JOIN reviews r USING (task_id)
+    LEFT JOIN intent_of i ON t.kind IN ({trace_kinds})
+        AND i.trace_id = json_extract_string(t.source, '$[0].source_id')
     JOIN status s ON s.item_id = t.task_id AND s.stage = ? AND s.status = 'done' AND {measured}
     WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
-      AND (t.kind <> 'doc_qa'  -- code tasks are scored by their tests, never reviewed
+      AND (t.kind <> 'doc_qa'  -- code and trace tasks are not reviewed
            OR t.task_id IN (SELECT item_id FROM status WHERE stage = 'review' AND status = 'done'))
       AND d.pass_rate BETWEEN ? AND ?
     QUALIFY row_number() OVER (
@@ -104,19 +120,21 @@ def export_taskset(
     (exported as `<name>-<solver>`)."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
-    rows = lake.rows(_TASKS_SQL.format(measured=MEASURED_BY), [stage, low, high])
+    kinds = ", ".join(f"'{kind}'" for kind in TRACE_KINDS)
+    rows = lake.rows(_TASKS_SQL.format(measured=MEASURED_BY, trace_kinds=kinds), [stage, low, high])
     task_ids = [r["task_id"] for r in rows]
+    trace_ids = [r["trace_id"] for r in rows if r["trace_id"]]
     verdicts = _by_task(
         lake,
         'SELECT task_id, "check", judge, judge_model, prompt_version, decision, confidence,'
         ' reason FROM verdicts WHERE list_contains(?, task_id) ORDER BY task_id, "check", judge',
-        task_ids,
+        task_ids + trace_ids,  # a trace task: the panel's rating of its trace
     )
     consensus = _by_task(
         lake,
         'SELECT task_id, "check", rule, decision, passes, fails, errors, agreement'
         ' FROM consensus WHERE list_contains(?, task_id) ORDER BY task_id, "check"',
-        task_ids,
+        task_ids + trace_ids,
     )
     rubric = _by_task(
         lake,
@@ -125,8 +143,11 @@ def export_taskset(
         task_ids,
     )
     for row in rows:
-        row["verdicts"] = json.dumps(verdicts.get(row["task_id"], []), sort_keys=True)
-        row["consensus"] = json.dumps(consensus.get(row["task_id"], []), sort_keys=True)
+        own = [row["task_id"], row["trace_id"]] if row["trace_id"] else [row["task_id"]]
+        row["verdicts"] = json.dumps([v for i in own for v in verdicts.get(i, [])], sort_keys=True)
+        row["consensus"] = json.dumps(
+            [c for i in own for c in consensus.get(i, [])], sort_keys=True
+        )
         row["rubric"] = json.dumps(rubric.get(row["task_id"], []), sort_keys=True)
     fingerprint = _fingerprint(rows, band)
     if solver:
@@ -216,6 +237,7 @@ def _build_manifest(lake, name, version, rows, band, fingerprint, parts) -> dict
         "created_at": utcnow().isoformat(),
         "n_tasks": len(rows),
         "by_kind": _count(rows, "kind"),
+        "by_intent": _count_values(r["intent"] for r in rows if r["intent"]),
         "by_band": {b: _count(rows, "band").get(b, 0) for b in ("too_easy", "in_band", "too_hard")},
         "by_pool": _count(rows, "pool"),
         "hackable": sum(bool(r["hackable"]) for r in rows),
@@ -260,7 +282,8 @@ calibrated by the solver's pass rate. Question answering (`doc_qa`): a known ans
 evidence quote in a source document, checked by a judge panel (answerable with the source, not
 without it). Code (`commit_replay`, `function_rebuild`, `commit_sequence`): a known-reachable
 repository state, verified by its tests in a sandbox (the reference patch passes them, the empty
-patch does not).
+patch does not). Production traces (`trace_answer`, `near_miss`, `tool_replay`): a real request
+whose outcome a judge panel rated, scrubbed of secrets and personal data before generation.
 
 - by kind: {kinds}
 - tasks: {manifest["n_tasks"]} ({bands}); flagged hackable: {manifest["hackable"]}
@@ -298,6 +321,18 @@ solver does not see), run the tests. A `commit_sequence` asks for consecutive co
 `## Step N` sections; its verifier's `checkpoints` hold each step's test patch and tests, run
 after that step; its reward is the share of checkpoints passed. Code tasks have no evidence,
 judge verdicts or rubric.
+
+Trace tasks: the `prompt` is the production conversation up to the reply (tool calls and results
+written into the assistant's messages). `trace_answer` (the reply was rated good): `answer` is
+the observed reply and `verifier` has type `rubric` (a judge checks every item; the answer is a
+reference, not the only right reply). `near_miss` (rated bad): `answer` is a corrected reply,
+the rubric names the failure, and the verifier's `negatives` hold the failed reply, which it
+rejects. `tool_replay`: `verifier` has type `tool_calls` (the calls, names and key arguments,
+an attempt must make in order) and `environment` (JSON) holds the tools offered and the results
+recorded in production, to replay. `trace_id` names the trace; `intent` is its cluster's label
+and `intent_share` that cluster's share of production traffic, to sample a taskset like
+production or to over-sample rare intents. `verdicts` and `consensus` include the panel's
+`trace_outcome` rating.
 
 ## Load
 

@@ -36,7 +36,7 @@ SELECT t.kind, coalesce(json_extract_string(t.lineage, '$.knobs.statement'), 'te
        statement, coalesce(v.status || ':' || v.reason, 'not verified') AS self_check,
        count(*) AS n
 FROM tasks t LEFT JOIN status v ON v.item_id = t.task_id AND v.stage = 'verify'
-WHERE t.kind <> 'doc_qa'
+WHERE t.kind IN ('commit_replay', 'function_rebuild', 'commit_sequence')
 GROUP BY ALL ORDER BY ALL
 """
 
@@ -133,10 +133,10 @@ def _nested(rows) -> dict[str, dict[str, int]]:
 
 def format_funnel(summary: dict[str, Any]) -> str:
     """A plain-text rendering of `funnel()` for the terminal."""
-    lines = ["stage       items  done  rejected  failed"]
+    lines = ["stage            items  done  rejected  failed"]
     for name, stage in summary["stages"].items():
         lines.append(
-            f"{name:<10} {stage['items']:>6} {stage['done']:>5} {stage['rejected']:>9}"
+            f"{name:<15} {stage['items']:>6} {stage['done']:>5} {stage['rejected']:>9}"
             f" {stage['failed']:>7}"
         )
         for reason, n in sorted(stage["reasons"].items(), key=lambda kv: -kv[1]):

@@ -177,6 +177,15 @@ class SourceRef(BaseModel):
     chunk_id: str
 
 
+class ToolCall(BaseModel):
+    """One tool call an assistant made (or is expected to make): the tool and its arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    call_id: str = ""  # pairs the call with its result message
+
+
 class Checkpoint(BaseModel):
     """One step of a commit sequence: its tests' patch, applied after the attempt's step, and
     the tests that must then pass."""
@@ -193,7 +202,12 @@ class VerifierSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     # exact_or_f1: normalised exact match or token F1 >= f1_threshold; llm_equivalence: the same,
     # and when that fails, the judge panel decides whether the attempt means the gold answer
-    type: Literal["exact_or_f1", "llm_equivalence", "unit_tests"] = "exact_or_f1"
+    # rubric: the judge panel decides whether the attempt meets every rubric item (the gold
+    # answer is a reference, not the only right reply); tool_calls: the attempt's tool calls
+    # must include `tool_calls` in order (names and key arguments)
+    type: Literal["exact_or_f1", "llm_equivalence", "unit_tests", "rubric", "tool_calls"] = (
+        "exact_or_f1"
+    )
     f1_threshold: float = 0.6
     # Fill-in-the-blank tasks: the text before and after the blank. An attempt that repeats
     # the whole sentence is cut down to what it put in the blank before it is compared.
@@ -210,6 +224,12 @@ class VerifierSpec(BaseModel):
     # commit sequences: the attempt's steps are applied in order, each followed by its
     # checkpoint; the reward is the share of checkpoints passed (all of them: a pass)
     checkpoints: list[Checkpoint] = Field(default_factory=list)
+    # tool_calls: the calls a passing attempt makes, in order, with the arguments that must
+    # match (free-text arguments are left out)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    # answers known to fail (e.g. the production answer a near-miss task was made from); the
+    # verifier's self-check makes sure it rejects them
+    negatives: list[str] = Field(default_factory=list)
 
 
 class Workspace(BaseModel):
@@ -224,6 +244,34 @@ class Workspace(BaseModel):
     start_patch: str = ""  # e.g. a function body removed (function rebuild)
     test_patch: str = ""  # hidden tests, applied after the solver's patch (commit replay)
     files: list[str] = Field(default_factory=list)  # the files the prompt shows
+
+
+class ToolSpec(BaseModel):
+    """A tool the traced assistant was offered: name, description, JSON-schema parameters."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class RecordedCall(BaseModel):
+    """A tool call observed in production and the result it got, for replay."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    call: ToolCall
+    result: str
+    # what a replayed call must repeat to get `result`: the key arguments (ids, numbers, enums)
+    key_arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolEnvironment(BaseModel):
+    """What a tool-replay task's solver can call: the tools offered in production and the
+    results recorded there (a call the trace did not make has no result to replay)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    tools: list[ToolSpec]
+    recorded: list[RecordedCall]
 
 
 class Lineage(BaseModel):
@@ -328,15 +376,6 @@ class Chunk(Record):
     embedding: list[float]
 
 
-class ToolCall(BaseModel):
-    """One tool call an assistant made (or is expected to make): the tool and its arguments."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    call_id: str = ""  # pairs the call with its result message
-
-
 class TraceMessage(BaseModel):
     """One message of a traced conversation, in the OpenAI chat shape."""
 
@@ -345,15 +384,6 @@ class TraceMessage(BaseModel):
     content: str
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str = ""  # a tool message: the call it answers
-
-
-class ToolSpec(BaseModel):
-    """A tool the traced assistant was offered: name, description, JSON-schema parameters."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    name: str
-    description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=dict)
 
 
 class Trace(Record):
@@ -424,10 +454,15 @@ class Task(Record):
     lineage: Lineage
     schema_version: str = SCHEMA_VERSION
     workspace: Workspace | None = None
+    environment: ToolEnvironment | None = None  # tool-replay tasks
 
     @property
     def is_code(self) -> bool:
         return self.kind in CODE_KINDS
+
+    @property
+    def from_trace(self) -> bool:
+        return self.kind in TRACE_KINDS
 
     @property
     def question(self) -> str:
@@ -441,18 +476,23 @@ class Task(Record):
         answer: str,
         verifier: VerifierSpec,
         workspace: Workspace | None = None,
+        environment: ToolEnvironment | None = None,
     ) -> str:
-        """The content hash; a document task's hash leaves out the unset code-only fields, so
-        it is the same as before they existed."""
-        spec = verifier.model_dump(mode="json", exclude_defaults=True, include=_CODE_SPEC_FIELDS)
-        plain = verifier.model_dump(mode="json", exclude=_CODE_SPEC_FIELDS)
+        """The content hash; a document task's hash leaves out the unset fields of other kinds,
+        so it is the same as before they existed."""
+        spec = verifier.model_dump(
+            mode="json", exclude_defaults=True, include=_OPTIONAL_SPEC_FIELDS
+        )
+        plain = verifier.model_dump(mode="json", exclude=_OPTIONAL_SPEC_FIELDS)
         parts: list[Any] = [kind, [m.model_dump() for m in prompt], answer, {**plain, **spec}]
         if workspace is not None:
             parts.append(workspace)
+        if environment is not None:
+            parts.append(environment)
         return content_id(*parts)
 
 
-_CODE_SPEC_FIELDS = {"fail_to_pass", "pass_to_pass", "checkpoints"}
+_OPTIONAL_SPEC_FIELDS = {"fail_to_pass", "pass_to_pass", "checkpoints", "tool_calls", "negatives"}
 
 
 class Verdict(Record):
@@ -460,7 +500,7 @@ class Verdict(Record):
 
     verdict_id: str
     task_id: str
-    check: Literal["open_book", "closed_book"]
+    check: Literal["open_book", "closed_book", "trace_outcome"]
     judge: str
     judge_model: str
     prompt_version: str
@@ -475,7 +515,7 @@ class Consensus(Record):
     """The panel's combined decision on one check of one task."""
 
     task_id: str
-    check: Literal["open_book", "closed_book"]
+    check: Literal["open_book", "closed_book", "trace_outcome"]
     rule: str
     decision: Literal["pass", "fail", "undecided"]
     passes: int
@@ -489,7 +529,7 @@ class VerdictRerun(Record):
 
     rerun_id: str
     task_id: str
-    check: Literal["open_book", "closed_book"]
+    check: Literal["open_book", "closed_book", "trace_outcome"]
     judge: str
     judge_model: str
     seed: int

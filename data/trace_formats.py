@@ -75,6 +75,24 @@ def discover(paths: list[str]) -> list[Path]:
     return found
 
 
+def units(paths: list[str]) -> list[tuple[str, list[Path]]]:
+    """What to read together, named: each JSON(L) file alone, and the parquet shards of one
+    folder as one set (a rollout's calls are spread over the proxy's shards)."""
+    found: dict[str, list[Path]] = {}
+    for path in discover(paths):
+        name = str(path.parent) if path.suffix == ".parquet" else str(path)
+        found.setdefault(name, []).append(path)
+    return sorted(found.items())
+
+
+def read_unit(files: list[Path]) -> Iterator[Item]:
+    """The conversations of one unit (see `units`)."""
+    if files[0].suffix == ".parquet":
+        yield from read_proxy_records(files)
+    else:
+        yield from read_file(files[0])
+
+
 def read_file(path: Path) -> Iterator[Item]:
     """Every conversation in `path`, and a `Malformed` for each line (or file) that is not."""
     if not path.is_file():
@@ -472,9 +490,13 @@ def read_proxy_records(files: list[Path]) -> Iterator[Item]:
 
 def proxy_rollouts(rows: list[dict[str, Any]], name: str) -> Iterator[Item]:
     """One conversation per rollout of proxy records (parquet rows or their JSON lines): its
-    last successful call's messages and response. An SDK retry shares its call id; the row
-    read last holds the final outcome."""
-    calls = {str(row.get("call_id") or i): row for i, row in enumerate(rows)}
+    last successful call's messages and response. An SDK retry shares its call id: the row
+    with the highest retry count (of those, the one read last) is the call's final outcome."""
+    calls: dict[str, dict[str, Any]] = {}
+    for i, row in enumerate(rows):
+        key = str(row.get("call_id") or i)
+        if key not in calls or int(row.get("retry") or 0) >= int(calls[key].get("retry") or 0):
+            calls[key] = row
     rollouts: dict[str, list[dict[str, Any]]] = {}
     for row in calls.values():
         rollouts.setdefault(str(row["rollout_id"]), []).append(row)

@@ -18,7 +18,7 @@ from data.embeddings import embed
 from data.lake import Lake
 from data.records import Status, ToolSpec, Trace, TraceMessage, content_id, utcnow
 from data.scrub import Scrubber, nonzero
-from data.trace_formats import Conversation, Malformed, discover, read_file
+from data.trace_formats import Conversation, Malformed, read_unit, units
 
 STAGE = "trace_ingest"
 Progress = Callable[[str], None]
@@ -55,8 +55,8 @@ def ingest_traces(
     paths: list[str], lake: Lake, cfg: TracesConfig, run_id: str, progress: Progress
 ) -> Counter:
     """Ingest the trace files under `paths`; returns counts of outcomes by reason."""
-    files = discover(paths)
-    progress(f"ingest traces: {len(files)} files")
+    found = units(paths)
+    progress(f"ingest traces: {len(found)} files or shard folders")
     scrubber = scrubber_for(cfg)
     known = {r["trace_id"] for r in lake.rows("SELECT trace_id FROM traces")}
     recorded = {
@@ -66,10 +66,10 @@ def ingest_traces(
         )
     }
     counts: Counter = Counter()
-    for path in files:
+    for name, files in found:
         statuses: list[Status] = []
         fresh: dict[str, Trace] = {}
-        for item in read_file(path):
+        for item in read_unit(files):
             if isinstance(item, Malformed):
                 state, reason, detail = "rejected", item.reason, item.detail
             else:
@@ -92,5 +92,5 @@ def ingest_traces(
         changed = [s for s in statuses if recorded.get(s.item_id) != (s.status, s.reason, s.detail)]
         lake.write("status", changed, run_id)
         scrubbed = sum(sum(t.scrubbed.values()) for t in traces)
-        progress(f"ingest traces: {path}: {len(traces)} new, {scrubbed} values scrubbed")
+        progress(f"ingest traces: {name}: {len(traces)} new, {scrubbed} values scrubbed")
     return counts

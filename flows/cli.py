@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("rebuild", "function-rebuild tasks: take covered functions' bodies out, in the sandbox"),
         ("sequence", "commit-sequence tasks: consecutive described commits as ordered steps"),
         ("intents", "cluster the traces' requests and name each cluster's intent"),
+        ("trace-tasks", "rate traces with the judge panel and turn them into tasks"),
     ):
         sub.add_parser(name, parents=[common], help=text)
     calibrate = sub.add_parser(
@@ -160,13 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         "describe",
         "sequence",
         "intents",
+        "trace-tasks",
         "verify",
         "review",
         "repair",
         "replay",
         "rebuild",
     ):
-        flow = getattr(pipeline, f"{args.command}_flow")
+        flow = getattr(pipeline, f"{args.command.replace('-', '_')}_flow")
         print(json.dumps(flow(**common), indent=2))
     elif args.command == "calibrate":
         counts = pipeline.calibrate_flow(solver=args.solver, solver_url=args.solver_url, **common)
@@ -221,12 +223,14 @@ def _judges_report(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     from data.funnel import format_funnel, funnel
+    from data.trace_report import format_trace_report, trace_report
     from judges.agreement import format_judge_report, judge_report
     from judges.review_report import format_review_report, review_report
 
     lake = _lake(args)
     summary = funnel(lake)
     summary["runs"] = len(lake.runs())
+    summary["traces"] = trace_report(lake)
     summary["judges"] = judge_report(lake)
     summary["review"] = review_report(lake)
     if args.json:
@@ -234,6 +238,8 @@ def _stats(args: argparse.Namespace) -> int:
     else:
         print(f"lake: {lake.root} ({summary['runs']} runs)")
         print(format_funnel(summary))
+        print()
+        print(format_trace_report(summary["traces"]))
         print()
         print(format_judge_report(summary["judges"]))
         print()

@@ -27,7 +27,7 @@ from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
 from flows.code_stages import DESCRIBE, SEQUENCE, code_repo
 from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
 from flows.repair import Stop, next_move
-from flows.trace_stages import INTENTS
+from flows.trace_stages import INTENTS, TRACE_TASKS
 from generators import doc_qa, function_rebuild
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, Neighbour, make_variant
@@ -35,9 +35,10 @@ from harnesses.base import Harness
 from harnesses.closed_book import ClosedBook
 from harnesses.doc_search import CorpusIndex, DocSearch
 from harnesses.proxy import running_proxy
+from harnesses.tool_replay import ToolReplay
 from judges import answerability, calibration
 from judges.review import review
-from judges.selfcheck import self_check
+from judges.selfcheck import self_check, trace_self_check
 from judges.variance import reask
 
 PROGRESS_EVERY_S = 15.0
@@ -187,6 +188,13 @@ async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
         if failure is not None:
             return Outcome(ctx.status("verify", task_id, "rejected", "gold_self_check", failure))
         return Outcome(ctx.status("verify", task_id, "done", "gold_self_check_passed"))
+    if task.from_trace:  # its trace was rated by the panel; its verifier must hold up
+        failure = await trace_self_check(task, client)
+        if failure is not None:
+            return Outcome(
+                ctx.status("verify", task_id, "rejected", "verifier_self_check", failure)
+            )
+        return Outcome(ctx.status("verify", task_id, "done", "verifier_self_check_passed"))
     if not passage:
         return Outcome(ctx.status("verify", task_id, "rejected", "source_missing"))
     failure = await self_check(task, passage, client)
@@ -231,10 +239,20 @@ CODE_HARNESS = "code_single_turn"  # the prompt shows the files; the reply holds
 
 def calibration_harness(ctx: StageContext, task: Task) -> Harness:
     """The harness for `task`, built once per run: for document tasks the configured one
-    (doc_search indexes the corpus), for code tasks the single-turn code harness."""
-    name = CODE_HARNESS if task.is_code else ctx.config.calibrate.harness
+    (doc_search indexes the corpus), for code tasks the single-turn code harness, for
+    tool-replay tasks the replay of their recorded tools, for other trace tasks closed book."""
+    if task.is_code:
+        name = CODE_HARNESS
+    elif task.kind == "tool_replay":
+        name = "tool_replay"
+    elif task.from_trace:
+        name = "closed_book"  # the conversation is in the prompt; the corpus is beside it
+    else:
+        name = ctx.config.calibrate.harness
     if name not in ctx.harnesses:
-        if name == "doc_search":
+        if name == "tool_replay":
+            ctx.harnesses[name] = ToolReplay()
+        elif name == "doc_search":
             chunks = ctx.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
             index = CorpusIndex([(r["chunk_id"], r["text"]) for r in chunks])
             ctx.harnesses[name] = DocSearch(index, max_turns=ctx.config.calibrate.max_turns)
@@ -267,10 +285,14 @@ def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
 
 def _grading(ctx: StageContext, task: Task) -> tuple[CalibrateConfig, calibration.Grader | None]:
     """The calibration settings and grader for `task`: code attempts get the longer replies
-    they need and are scored by running the task's tests; answers by the default grader."""
+    they need and are scored by running the task's tests; replies to trace tasks get longer
+    replies too; answers are scored by the default grader (which follows the verifier type)."""
     if task.is_code:
         longer = {"max_tokens": ctx.config.code.attempt_max_tokens}
         return ctx.config.calibrate.model_copy(update=longer), ctx.unit_tests.grade
+    if task.from_trace:
+        longer = {"max_tokens": ctx.config.traces.attempt_max_tokens}
+        return ctx.config.calibrate.model_copy(update=longer), None
     return ctx.config.calibrate, None
 
 
@@ -460,6 +482,7 @@ LLM_STAGES = [
     DESCRIBE,
     SEQUENCE,
     INTENTS,
+    TRACE_TASKS,
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),

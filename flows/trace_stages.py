@@ -1,17 +1,25 @@
-"""Trace stages: ingest production traces, cluster their requests into named intents."""
+"""Trace stages: ingest production traces, cluster their requests into named intents, and
+turn rated traces into tasks."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from data.embeddings import as_matrix
-from data.llm import LLMClient
-from data.records import Intent, content_id
+import numpy as np
+
+from data.embeddings import as_matrix, embed, near_duplicates
+from data.llm import LLMClient, LLMError
+from data.records import Intent, Record, Task, Trace, content_id
 from data.trace_ingest import ingest_traces
-from flows.context import LLMStage, Outcome, StageContext
+from flows.context import LLMStage, Outcome, StageContext, pending_items
+from generators.checks import CheckFailure
 from generators.intents import cluster_requests, label_cluster
+from generators.trace_tasks import answer_task, near_miss_task, replay_task
+from judges.trace_outcome import rate
 
 
 def ingest_trace_files(paths: list[str], ctx: StageContext) -> Counter:
@@ -72,3 +80,122 @@ async def cluster_intents(
 
 
 INTENTS = LLMStage("intents", pending_intents, load_requests, cluster_intents)
+
+
+# trace_tasks: rated trace -> reference, near-miss and tool-replay tasks
+
+
+def pending_trace_tasks(ctx: StageContext) -> list[str]:
+    """Traces not yet through `trace_tasks`, in id order, within `traces.max_traces`."""
+    limit = ctx.config.traces.max_traces
+    clause = f" LIMIT {int(limit)}" if limit is not None else ""
+    return pending_items(
+        ctx, "trace_tasks", f"SELECT trace_id AS id FROM traces ORDER BY trace_id{clause}"
+    )
+
+
+@dataclass(frozen=True)
+class TraceInput:
+    trace: Trace
+    duplicate_of: str  # an earlier trace (by id) asking nearly the same, or ""
+    known: np.ndarray  # prompts of existing tasks from other traces or sources, embedded
+    known_ids: list[str]
+
+
+def load_traces(ctx: StageContext, trace_ids: list[str]) -> dict[str, Any]:
+    """Each trace with what deduplication needs: the trace whose request it nearly repeats
+    (cosine >= `duplicate_threshold` to one earlier in id order) and the existing tasks'
+    prompts, embedded."""
+    threshold = ctx.config.traces.duplicate_threshold
+    rows = ctx.lake.rows("SELECT trace_id, embedding FROM traces ORDER BY trace_id")
+    order = [r["trace_id"] for r in rows]
+    matches = near_duplicates(as_matrix([r["embedding"] for r in rows]), as_matrix([]), threshold)
+    kept = [tid for tid, match in zip(order, matches, strict=True) if match is None]
+    duplicate_of = {
+        tid: kept[match[0]] for tid, match in zip(order, matches, strict=True) if match is not None
+    }
+    tasks = ctx.lake.rows(
+        "SELECT task_id, prompt, json_extract_string(source, '$[0].source_id') AS origin"
+        " FROM tasks ORDER BY task_id"
+    )
+    others = [t for t in tasks if t["origin"] not in set(trace_ids)]
+    known = embed([_question(t["prompt"]) for t in others])
+    traces = ctx.lake.records("traces", "list_contains(?, trace_id)", [trace_ids])
+    return {
+        t.trace_id: TraceInput(
+            t, duplicate_of.get(t.trace_id, ""), known, [o["task_id"] for o in others]
+        )
+        for t in traces
+    }
+
+
+def _question(prompt: list[dict[str, str]]) -> str:
+    return next((m["content"] for m in reversed(prompt) if m["role"] == "user"), "")
+
+
+async def trace_tasks_one(
+    ctx: StageContext, trace_id: str, loaded: TraceInput, client: LLMClient
+) -> Outcome:
+    trace = loaded.trace
+    if loaded.duplicate_of:
+        return Outcome(
+            ctx.status(
+                "trace_tasks", trace_id, "rejected", "near_duplicate_request", loaded.duplicate_of
+            )
+        )
+    rating = await rate(trace, client)
+    records: dict[str, list[Record]] = {
+        "verdicts": rating.verdicts,
+        "consensus": [rating.consensus],
+    }
+    if rating.outcome == "undecided":
+        return Outcome(ctx.status("trace_tasks", trace_id, "failed", "judge_error"), records)
+
+    async def replay() -> Task:
+        return replay_task(trace, client.model("generator"))
+
+    makers: dict[str, Callable[[], Awaitable[Task]]] = {}
+    if rating.outcome == "good":
+        makers["trace_answer"] = lambda: answer_task(trace, client)
+        if trace.tool_calls:
+            makers["tool_replay"] = replay
+    else:
+        makers["near_miss"] = lambda: near_miss_task(trace, rating.failures, client)
+    tasks, parts = [], []
+    for kind, make in makers.items():
+        item = f"{trace_id}#{kind}"
+        try:
+            task = await make()
+        except CheckFailure as failure:
+            parts.append(ctx.status("trace_candidate", item, "rejected", failure.reason))
+            continue
+        except LLMError as error:
+            if error.reason != "invalid_structured_output":
+                raise
+            parts.append(
+                ctx.status("trace_candidate", item, "rejected", error.reason, error.detail)
+            )
+            continue
+        duplicate = _duplicate_task(task, loaded, ctx.config.traces.duplicate_threshold)
+        if duplicate:
+            parts.append(
+                ctx.status("trace_candidate", item, "rejected", "near_duplicate_task", duplicate)
+            )
+            continue
+        tasks.append(task)
+        parts.append(ctx.status("trace_candidate", item, "done", "generated", task.task_id))
+    state, reason = ("done", rating.outcome) if tasks else ("rejected", "no_valid_candidate")
+    detail = f"{len(tasks)} of {len(makers)}"
+    records["tasks"] = tasks
+    return Outcome(ctx.status("trace_tasks", trace_id, state, reason, detail), records, parts)
+
+
+def _duplicate_task(task: Task, loaded: TraceInput, threshold: float) -> str:
+    """The id of an existing task whose prompt `task`'s nearly repeats, or ""."""
+    if not loaded.known_ids:
+        return ""
+    [match] = near_duplicates(embed([task.question]), loaded.known, threshold)
+    return loaded.known_ids[match[0]] if match is not None else ""
+
+
+TRACE_TASKS = LLMStage("trace_tasks", pending_trace_tasks, load_traces, trace_tasks_one)

@@ -15,17 +15,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import bm25s
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
-from data.records import Task, Usage
+from data.records import Task
+from harnesses.episode import Episode
 
 NAME = "doc_search"
 SYSTEM = load_prompt(__file__, "doc_search_system")
 RESULTS = 3
 SNIPPET_CHARS = 240
-TURN_SEED_STRIDE = 1_000_003  # keeps every (attempt, turn) seed distinct
 
 
 class Action(BaseModel):
@@ -101,41 +101,17 @@ class DocSearch:
         max_tokens: int,
         seed: int,
     ) -> Reply:
-        messages = _opening(task)
-        prompt_tokens = completion_tokens = 0
-        cached = True
-        for turn in range(self.max_turns):
-            reply = await llm.chat(
-                "solver",
-                messages,
-                temperature=temperature,
-                max_tokens=max(max_tokens, self.turn_max_tokens),
-                seed=seed + turn * TURN_SEED_STRIDE,
-                response_format=llm.response_format("solver", Action),
-                rollout_id=rollout,
-            )
-            prompt_tokens += reply.usage.prompt_tokens
-            completion_tokens += reply.usage.completion_tokens
-            cached = cached and reply.cached
-            usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-            messages.append({"role": "assistant", "content": reply.text})
-            try:
-                action = Action.model_validate_json(reply.text)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                messages.append(
-                    {
-                        "role": "user",
-                        "content": f"That is not a valid action ({first['msg']}). Reply with one"
-                        ' JSON object: {"tool": ..., "argument": ...}.',
-                    }
-                )
+        episode = Episode(
+            llm, _opening(task), rollout, temperature, max(max_tokens, self.turn_max_tokens), seed
+        )
+        for _ in range(self.max_turns):
+            action = await episode.act(Action, '{"tool": ..., "argument": ...}')
+            if action is None:
                 continue
             if action.tool == "answer":
-                return Reply(action.argument, usage, cached, rollout_id=rollout)
-            messages.append({"role": "user", "content": self._run(action)})
-        usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-        return Reply("", usage, cached, rollout_id=rollout)
+                return episode.reply(action.argument)
+            episode.tell(self._run(action))
+        return episode.reply("")
 
     def _run(self, action: Action) -> str:
         if action.tool == "search":

@@ -12,16 +12,16 @@ panel left undecided by errors raises instead of scoring 0 or 1.
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
-
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.llm import LLMClient, LLMError
 from data.prompts import chat_messages, load_prompt
 from data.records import Task
+from judges import tool_calls
 from judges.consensus import decide, majority
+from judges.panel import escape, panel_votes
 from judges.rewards import Score, score
+from judges.rubric_grade import rubric_grade
 
 SYSTEM = load_prompt(__file__, "equivalence_system")
 USER = load_prompt(__file__, "equivalence_user")
@@ -32,18 +32,6 @@ class EquivalenceVerdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
     equivalent: StrictBool
     reason: str = Field(max_length=200)
-
-
-@dataclass(frozen=True)
-class JudgeVote:
-    judge: str
-    decision: str  # "pass", "fail" or "error"
-    reason: str
-
-
-def escape(text: str) -> str:
-    """Neutralise tag-like text so content cannot close or open a delimited block."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def messages_for(
@@ -59,20 +47,15 @@ def messages_for(
     return chat_messages(SYSTEM, user)
 
 
-async def _vote(role: str, messages: list[dict[str, str]], llm: LLMClient) -> JudgeVote:
-    try:
-        verdict = await llm.structured(
-            role, messages, EquivalenceVerdict, max_tokens=120, repairs=1
-        )
-    except LLMError as error:
-        return JudgeVote(role, "error", str(error)[:200])
-    return JudgeVote(role, "pass" if verdict.equivalent else "fail", verdict.reason)
-
-
 async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
     """Score `completion` for `task`; `llm_equivalence` tasks ask the judge panel when the
-    deterministic match fails. Raises LLMError("judge_undecided") rather than guess."""
+    deterministic match fails; `rubric` tasks are graded by the panel against their rubric,
+    `tool_calls` tasks by their calls. Raises LLMError("judge_undecided") rather than guess."""
     spec = task.verifier
+    if spec.type == "rubric":
+        return await rubric_grade(task, completion, llm)
+    if spec.type == "tool_calls":
+        return tool_calls.grade(spec, completion)
     deterministic = score(spec, completion, task.answer)
     if spec.type != "llm_equivalence" or deterministic.exact:
         return deterministic
@@ -81,7 +64,9 @@ async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
     if not completion.strip():
         return Score(0.0, "empty answer")
     messages = messages_for(task.question, task.answer, completion, spec.rubric)
-    votes = await asyncio.gather(*(_vote(role, messages, llm) for role in llm.judge_roles))
+    votes = await panel_votes(
+        llm, messages, EquivalenceVerdict, lambda v: v.equivalent, lambda v: v.reason
+    )
     tally = decide([v.decision for v in votes], majority)
     if tally.outcome == "undecided":
         raise LLMError("judge_undecided", "; ".join(v.reason for v in votes))

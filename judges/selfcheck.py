@@ -11,6 +11,7 @@ import re
 from data.llm import LLMClient
 from data.records import Task
 from data.spans import answer_candidates
+from judges import tool_calls
 from judges.equivalence import grade
 from judges.rewards import normalize_answer
 
@@ -54,4 +55,19 @@ async def self_check(task: Task, passage: str, llm: LLMClient) -> str | None:
     for name, text in perturbations(task.answer, passage):
         if (await grade(task, text, llm)).reward >= 1.0:
             return f"{name} perturbation {text!r} accepted"
+    return None
+
+
+async def trace_self_check(task: Task, llm: LLMClient) -> str | None:
+    """The self-check of a task made from a trace: a tool-replay verifier must accept the
+    observed calls and reject near misses (`judges.tool_calls.self_check`); a rubric verifier
+    must accept the reference reply and reject the empty reply and every known negative (for a
+    near-miss task, the failed production reply)."""
+    if task.verifier.type == "tool_calls":
+        return tool_calls.self_check(task)
+    if (await grade(task, task.answer, llm)).reward < 1.0:
+        return "reference reply rejected"
+    for index, negative in enumerate(["", *task.verifier.negatives]):
+        if (await grade(task, negative, llm)).reward >= 1.0:
+            return "empty reply accepted" if index == 0 else f"negative {index} accepted"
     return None

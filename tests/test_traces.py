@@ -148,6 +148,13 @@ def test_proxy_records_one_conversation_per_rollout(tmp_path):
     from_parquet, bad = read_all(tmp_path / "shard.parquet")
     assert len(from_parquet) == 11 and [b.reason for b in bad] == ["no_successful_call"]
     assert [c.messages for c in from_parquet] == [c.messages for c in found]
+    # a rollout's calls spread over the proxy's shards are read together
+    shards = tmp_path / "proxy_calls"
+    shards.mkdir()
+    pq.write_table(table.take(list(range(0, len(calls), 2))), shards / "a.parquet")
+    pq.write_table(table.take(list(range(1, len(calls), 2))), shards / "b.parquet")
+    counts = ingest_traces([str(shards)], Lake(tmp_path / "home"), TracesConfig(), "r", print)
+    assert counts == {"done:ingested": 11, "rejected:no_successful_call": 1}
 
 
 # --- ingestion ---------------------------------------------------------------------------

@@ -9,6 +9,13 @@ answers are "something else", or with `hedge=True` the right answer hedged with 
 rubric entry per failed attempt, calls a hedged answer a hack, and as an equivalence judge holds
 a hedge to a rubric that asks for one answer.
 
+For traces it names a cluster after its first request's first words, rates a final reply good
+when it is longer than 60 characters (else bad: "too short to help"), writes one rubric item
+quoting the reference reply's first words, corrects a failed reply with a fixed text, grades a
+reply against a rubric as meeting it exactly when it is the reference, and as the tool-replay
+solver calls `lookup_order` / `track_shipment` with the ids in the request on even seeds and
+answers at once on odd ones.
+
 For code tasks it writes a commit's statement from its message (copying a line of the change
 when the message is about currency, which the leak check must catch), and as the solver it
 answers on even seeds with the file from `code` (path -> text) that the prompt shows, on odd
@@ -52,9 +59,28 @@ class Oracle:
             return self._search_turn(messages)
         if messages[0]["role"] == "system" and "Python repository" in messages[0]["content"]:
             return self._code_attempt(messages[-1]["content"], params)
+        if messages[0]["role"] == "system" and "assistant with tools" in messages[0]["content"]:
+            return self._tool_turn(messages, params)
+        if messages[0]["role"] == "system" and "review a conversation" in messages[0]["content"]:
+            reply = _block(messages[-1]["content"], "final_reply")
+            good = len(reply) > 60
+            return json.dumps({"good": good, "failure": "" if good else "too short to help"})
+        if messages[0]["role"] == "system" and "against a rubric" in messages[0]["content"]:
+            user = messages[-1]["content"]
+            same = _block(user, "reply").lower() == _block(user, "reference_reply").lower()
+            return json.dumps({"meets_all": same, "reason": "compared with the reference"})
         prompt = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
         if prompt.startswith("A developer made the change below"):
             return self._statement(prompt)
+        if prompt.startswith("These are requests users sent"):
+            first = prompt.split("Requests:\n- ", 1)[1].split()
+            return json.dumps({"label": " ".join(first[:3])})
+        if "its reply was judged good" in prompt:
+            words = _block(prompt, "reference_reply").split()
+            return json.dumps({"items": ["says " + " ".join(words[:6])]})
+        if "its reply was judged a failure" in prompt:
+            fixed = "A corrected reply that names the order and the next step clearly."
+            return json.dumps({"answer": fixed, "items": ["names the order and the next step"]})
         if "Focus sentence:" in prompt:
             options = re.findall(r"^- (.+)$", prompt, flags=re.M)
             return json.dumps({"answer": options[-1]})
@@ -123,6 +149,17 @@ class Oracle:
             if path in self.code
         ]
         return "\n\n".join(edits) or "I cannot tell what to change."
+
+    def _tool_turn(self, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+        request = next(m["content"] for m in messages if m["role"] == "user")
+        seed = params.get("seed", 0) + params.get("_choice", 0)
+        made = sum(m["role"] == "assistant" for m in messages)
+        wanted = [("lookup_order", "order_id", i) for i in re.findall(r"ORD-\d+", request)]
+        wanted += [("track_shipment", "tracking_number", i) for i in re.findall(r"DC\d+", request)]
+        if (seed % 1_000_003) % 2 or made >= len(wanted):  # the harness strides seeds per turn
+            return json.dumps({"tool": "answer", "answer": "done"})
+        name, key, value = wanted[made]
+        return json.dumps({"tool": name, "arguments": {key: value}})
 
     def _remember(self, question: str, answer: str) -> str:
         self.answers[question] = answer

@@ -1,0 +1,94 @@
+"""The tool-call verifier: an attempt must make the calls production made, in order.
+
+An attempt (what the tool-replay harness returns) is JSON: `{"calls": [{"name", "arguments"}],
+"answer": ...}`. Each expected call must be matched by a later call of the attempt with the same
+tool name and equal key arguments (`harnesses.tool_replay.same_value`: numbers by value, text
+case- and space-insensitively); arguments the task leaves out (free text) are not compared. The
+reward is the share of expected calls matched; more than twice as many calls as expected scores
+0, so calling everything in sight is not a strategy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from data.records import Task, ToolCall, VerifierSpec
+from harnesses.tool_replay import attempt_text, repeats
+from judges.rewards import Score
+
+
+def parse_calls(completion: str) -> list[ToolCall] | None:
+    """The calls of a tool-replay attempt, or None if it is not one."""
+    try:
+        value = json.loads(completion)
+        return [
+            ToolCall(name=str(c["name"]), arguments=dict(c.get("arguments") or {}))
+            for c in value["calls"]
+        ]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def grade(spec: VerifierSpec, completion: str) -> Score:
+    """The share of expected calls the attempt made, in order (see the module docstring)."""
+    calls = parse_calls(completion)
+    if calls is None:
+        return Score(0.0, "not a tool-replay attempt")
+    expected = spec.tool_calls
+    if not expected:
+        return Score(0.0, "the task expects no calls")
+    if len(calls) > 2 * len(expected):
+        return Score(0.0, f"{len(calls)} calls for {len(expected)} expected")
+    matched, position = 0, 0
+    for want in expected:
+        found = next(
+            (
+                i
+                for i in range(position, len(calls))
+                if repeats(calls[i], want.name, want.arguments)
+            ),
+            None,
+        )
+        if found is None:
+            break
+        matched, position = matched + 1, found + 1
+    missing = "" if matched == len(expected) else f"; missing {expected[matched].name}"
+    why = f"{matched}/{len(expected)} expected calls made in order{missing}"
+    return Score(matched / len(expected), why, exact=matched == len(expected))
+
+
+def perturbed(calls: list[ToolCall]) -> list[tuple[str, list[ToolCall]]]:
+    """Near misses the verifier must reject: the last call left out, and each call with its
+    first key argument changed."""
+    found = [("last_call_missing", calls[:-1])]
+    for index, call in enumerate(calls):
+        if call.arguments:
+            key = next(iter(call.arguments))
+            changed = call.model_copy(
+                update={"arguments": {**call.arguments, key: _other(call.arguments[key])}}
+            )
+            found.append(
+                (f"{call.name}.{key}_changed", [*calls[:index], changed, *calls[index + 1 :]])
+            )
+    return found
+
+
+def self_check(task: Task) -> str | None:
+    """None if the verifier accepts the gold calls and rejects the near misses; otherwise which
+    check failed."""
+    spec = task.verifier
+    if grade(spec, task.answer).reward < 1.0:
+        return "gold calls rejected"
+    for name, calls in perturbed(list(spec.tool_calls)):
+        if grade(spec, attempt_text(calls)).reward >= 1.0:
+            return f"{name} perturbation accepted"
+    return None
+
+
+def _other(value: Any) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    return f"{value}-X"

@@ -1,0 +1,98 @@
+"""Rating a production trace's outcome: did the assistant's final reply serve the user?
+
+The judge panel sees the scrubbed conversation (tool calls and results included) and the final
+reply, and each judge votes good or bad with a one-line failure. The majority decides, as for
+answerability; a panel left open by errors is `undecided` and the trace is retried later. A
+good trace becomes a reference task; a bad one a near-miss task naming its failure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from data.llm import LLMClient
+from data.prompts import chat_messages, load_prompt
+from data.records import Consensus, Trace, TraceMessage, Usage, Verdict, content_id
+from judges.consensus import decide, majority
+from judges.panel import escape, panel_votes
+
+SYSTEM = load_prompt(__file__, "trace_outcome_system")
+USER = load_prompt(__file__, "trace_outcome_user")
+CHECK = "trace_outcome"
+
+
+class OutcomeVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    good: StrictBool
+    failure: str = Field(default="", max_length=300)
+
+
+@dataclass(frozen=True)
+class Rating:
+    outcome: Literal["good", "bad", "undecided"]
+    failures: list[str]  # what the judges who voted bad said went wrong
+    verdicts: list[Verdict]
+    consensus: Consensus
+
+
+def render(messages: list[TraceMessage]) -> str:
+    """A conversation as text for a judge: each message, tool calls and results spelled out,
+    angle brackets escaped."""
+    lines = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.content.strip():
+            lines.append(f"{m.role}: {escape(m.content.strip())}")
+        for call in m.tool_calls:
+            arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
+            lines.append(f"assistant calls {call.name} {escape(arguments)}")
+    return "\n\n".join(lines)
+
+
+async def rate(trace: Trace, llm: LLMClient) -> Rating:
+    """The panel's rating of the trace's final reply."""
+    user = USER.render(conversation=render(trace.messages[:-1]), answer=escape(trace.answer))
+    votes = await panel_votes(
+        llm,
+        chat_messages(SYSTEM, user),
+        OutcomeVerdict,
+        lambda v: v.good,
+        lambda v: v.failure.strip() if not v.good else "good",
+    )
+    tally = decide([v.decision for v in votes], majority)
+    verdicts = [
+        Verdict(
+            verdict_id=content_id(
+                trace.trace_id, CHECK, v.judge, llm.model(v.judge), SYSTEM.version
+            ),
+            task_id=trace.trace_id,
+            check=CHECK,
+            judge=v.judge,
+            judge_model=llm.model(v.judge),
+            prompt_version=SYSTEM.version,
+            decision=v.decision,
+            confidence=None,
+            reason=v.reason,
+            response="",
+            usage=Usage(),
+        )
+        for v in votes
+    ]
+    consensus = Consensus(
+        task_id=trace.trace_id,
+        check=CHECK,
+        rule="majority",
+        decision=tally.outcome,
+        passes=tally.passes,
+        fails=tally.fails,
+        errors=tally.errors,
+        agreement=tally.agreement,
+    )
+    outcome = {"pass": "good", "fail": "bad", "undecided": "undecided"}[tally.outcome]
+    failures = [v.reason for v in votes if v.decision == "fail" and v.reason]
+    return Rating(outcome, failures, verdicts, consensus)  # type: ignore[arg-type]
