@@ -131,7 +131,8 @@ class TracesConfig(Settings):
     # extra scrubbing, kind -> regular expression, e.g. {employee_id = 'EMP-\\d{5}'} replaces
     # matches by [EMPLOYEE_ID]; a named group `secret` limits the replacement to that group
     scrub_patterns: dict[str, str] = Field(default_factory=dict)
-    phone_region: str = "US"  # how phone numbers without a country code are read
+    # how phone numbers without a country code are read: each region in turn (ISO 3166 codes)
+    phone_regions: list[str] = Field(default_factory=lambda: ["US"], min_length=1)
     # intent clustering: requests closer than this cosine distance (average link) share a cluster
     cluster_distance: float = Field(default=0.7, gt=0, lt=2)
     max_traces: int | None = Field(default=None, ge=1)  # traces turned into tasks, in all

@@ -16,10 +16,10 @@ Nothing here scrubs: the ingestion step does, before anything is stored.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow.parquet as pq
 
@@ -57,6 +57,7 @@ class Unreadable(ValueError):
 
 
 Item = Conversation | Malformed
+T = TypeVar("T")
 
 
 def discover(paths: list[str]) -> list[Path]:
@@ -125,19 +126,31 @@ def _documents(name: str, documents: list[tuple[str, str]]) -> Iterator[Item]:
         if isinstance(document, dict) and set(document) >= PROXY_COLUMNS:
             proxy_rows.append(document)
             continue
-        try:
-            found = otel_spans(document)
-            if found is not None:
-                chat = [s for s in found if _is_chat_span(s)]
-                if not chat:
-                    raise Unreadable("no_genai_spans", f"{len(found)} spans, none a chat span")
+        found = guarded(origin, lambda document=document: otel_spans(document))
+        if isinstance(found, Malformed):
+            yield found
+        elif found is None:
+            yield guarded(origin, lambda d=document, o=origin: openai_exchange(d, o))
+        else:
+            chat = [s for s in found if guarded(origin, lambda s=s: _is_chat_span(s)) is True]
+            if chat:
                 spans += [(origin, s) for s in chat]
-                continue
-            yield openai_exchange(document, origin)
-        except Unreadable as exc:
-            yield Malformed(origin, exc.reason, exc.detail)
+            else:
+                yield Malformed(origin, "no_genai_spans", f"{len(found)} spans, none a chat span")
     yield from _span_traces(name, spans)
     yield from proxy_rollouts(proxy_rows, name)
+
+
+def guarded(origin: str, read: Callable[[], T]) -> T | Malformed:
+    """`read()`, or a `Malformed` saying why it could not read `origin`: its own reason when
+    a check failed, `malformed_record` when the input broke the reader in a way no check
+    foresaw (a string where an object belongs, a missing key)."""
+    try:
+        return read()
+    except Unreadable as exc:
+        return Malformed(origin, exc.reason, exc.detail)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        return Malformed(origin, "malformed_record", f"{type(exc).__name__}: {exc}"[:300])
 
 
 # --- OpenAI-style exchanges --------------------------------------------------------------
@@ -160,7 +173,7 @@ def openai_exchange(document: Any, origin: str) -> Conversation:
         or (response.get("model") if isinstance(response, dict) else "")
         or ""
     )
-    tools = [_tool_definition(t) for t in request.get("tools") or document.get("tools") or []]
+    tools = _tool_definitions(request.get("tools") or document.get("tools") or [])
     return checked(Conversation(origin, "openai", model, messages, tools))
 
 
@@ -197,9 +210,8 @@ def openai_message(raw: Any) -> dict[str, Any]:
         "role": role,
         "content": _text(raw.get("content")),
         "tool_calls": calls,
-        "tool_call_id": str(raw.get("tool_call_id") or raw.get("name") or "")
-        if role == "tool"
-        else "",
+        # a legacy `function` result names the function, not the call: it pairs by position
+        "tool_call_id": str(raw.get("tool_call_id") or "") if role == "tool" else "",
     }
 
 
@@ -232,19 +244,26 @@ def arguments_of(raw: Any) -> dict[str, Any]:
     return {"_value": raw}
 
 
-def _tool_definition(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise Unreadable("bad_tool_definition", type(raw).__name__)
-    function = raw.get("function") if isinstance(raw.get("function"), dict) else raw
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise Unreadable("bad_tool_definition", "a tool without a name")
-    parameters = function.get("parameters")
-    return {
-        "name": name,
-        "description": str(function.get("description") or ""),
-        "parameters": parameters if isinstance(parameters, dict) else {},
-    }
+def _tool_definitions(raw: Any) -> list[dict[str, Any]]:
+    """Function tools; built-in tools without a name (e.g. `web_search_preview`) are left
+    out: a replay has nothing to call them by."""
+    tools = []
+    for tool in _list(raw, "tools"):
+        if not isinstance(tool, dict):
+            raise Unreadable("bad_tool_definition", type(tool).__name__)
+        function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        parameters = function.get("parameters")
+        tools.append(
+            {
+                "name": name,
+                "description": str(function.get("description") or ""),
+                "parameters": parameters if isinstance(parameters, dict) else {},
+            }
+        )
+    return tools
 
 
 def _text(content: Any) -> str:
@@ -346,15 +365,13 @@ def _span_traces(name: str, spans: list[tuple[str, dict[str, Any]]]) -> Iterator
     """One conversation per trace id: its last chat span (by end time) holds the history."""
     last: dict[str, tuple[str, dict[str, Any]]] = {}
     for origin, span in spans:
-        key = str(span.get("traceId") or span.get("context", {}).get("trace_id") or origin)
+        context = span.get("context") if isinstance(span.get("context"), dict) else {}
+        key = str(span.get("traceId") or context.get("trace_id") or origin)
         if key not in last or _end(span) >= _end(last[key][1]):
             last[key] = (origin, span)
     for key, (origin, span) in last.items():
         where = f"{name}#{key}" if key != origin else origin
-        try:
-            yield span_conversation(span, where)
-        except Unreadable as exc:
-            yield Malformed(where, exc.reason, exc.detail)
+        yield guarded(where, lambda span=span, where=where: span_conversation(span, where))
 
 
 def _end(span: dict[str, Any]) -> int:
@@ -377,7 +394,7 @@ def span_conversation(span: dict[str, Any], origin: str) -> Conversation:
         messages += [m for raw in output[:1] for m in _parts_message(raw)]
     else:
         messages = _indexed(attrs, "gen_ai.prompt") + _indexed(attrs, "gen_ai.completion")[:1]
-    tools = [_tool_definition(t) for t in _json_list(attrs.get("gen_ai.tool.definitions") or [])]
+    tools = _tool_definitions(_json_list(attrs.get("gen_ai.tool.definitions") or []))
     model = str(attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or "")
     return checked(Conversation(origin, "otel", model, messages, tools))
 
@@ -394,11 +411,15 @@ def _json_list(value: Any) -> list[Any]:
 def _system_instructions(value: Any) -> list[dict[str, Any]]:
     if not value:
         return []
-    parts = (
-        _json_list(value)
-        if not isinstance(value, str) or value.lstrip().startswith("[")
-        else [{"type": "text", "content": value}]
-    )
+    parts: list[Any] = [{"type": "text", "content": value}]
+    if not isinstance(value, str):
+        parts = _list(value, "gen_ai.system_instructions")
+    elif value.lstrip().startswith("["):  # JSON parts, or text such as "[Persona] ..."
+        try:
+            parsed = json.loads(value)
+            parts = parsed if isinstance(parsed, list) else parts
+        except ValueError:
+            pass
     text = "\n".join(str(p.get("content") or "") for p in parts if isinstance(p, dict))
     return (
         [{"role": "system", "content": text, "tool_calls": [], "tool_call_id": ""}] if text else []
@@ -489,13 +510,16 @@ def read_proxy_records(files: list[Path]) -> Iterator[Item]:
 
 
 def proxy_rollouts(rows: list[dict[str, Any]], name: str) -> Iterator[Item]:
-    """One conversation per rollout of proxy records (parquet rows or their JSON lines): its
-    last successful call's messages and response. An SDK retry shares its call id: the row
-    with the highest retry count (of those, the one read last) is the call's final outcome."""
+    """Conversations from proxy records (parquet rows or their JSON lines). An SDK retry
+    shares its call id: the row with the highest retry count (of those, the one read last) is
+    the call's outcome. Within a rollout, a call continues a conversation when it resends that
+    conversation's last call and its answer; otherwise it starts another (a rollout id taken
+    from an API key's hash holds every exchange made with that key). Each conversation ends
+    with its last successful call."""
     calls: dict[str, dict[str, Any]] = {}
     for i, row in enumerate(rows):
         key = str(row.get("call_id") or i)
-        if key not in calls or int(row.get("retry") or 0) >= int(calls[key].get("retry") or 0):
+        if key not in calls or _int(row.get("retry")) >= _int(calls[key].get("retry")):
             calls[key] = row
     rollouts: dict[str, list[dict[str, Any]]] = {}
     for row in calls.values():
@@ -506,10 +530,44 @@ def proxy_rollouts(rows: list[dict[str, Any]], name: str) -> Iterator[Item]:
         if not done:
             yield Malformed(origin, "no_successful_call", f"{len(group)} calls, none answered 200")
             continue
-        try:
-            yield _proxy_conversation(done[-1], origin)
-        except Unreadable as exc:
-            yield Malformed(origin, exc.reason, exc.detail)
+        threads = guarded(origin, lambda done=done: _threads(done))
+        if isinstance(threads, Malformed):
+            yield threads
+            continue
+        for n, thread in enumerate(threads):
+            where = origin if n == 0 else f"{origin}#{n}"
+            yield guarded(
+                where, lambda last=thread[-1], where=where: _proxy_conversation(last, where)
+            )
+
+
+def _threads(calls: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Calls (in time order) grouped into conversations: a call joins the thread whose last
+    call's messages plus answer its own messages start with."""
+    threads: list[tuple[list[tuple[str, str]], list[dict[str, Any]]]] = []
+    for call in calls:
+        sent = _turns(json.loads(call["messages"]))
+        answer = json.loads(call["response"])
+        message = answer[0].get("message", {}) if answer and isinstance(answer[0], dict) else {}
+        said = sent + _turns([message]) if message else sent
+        for index, (seen, members) in enumerate(threads):
+            if sent[: len(seen)] == seen:
+                threads[index] = (said, [*members, call])
+                break
+        else:
+            threads.append((said, [call]))
+    return [members for _, members in threads]
+
+
+def _turns(messages: list[Any]) -> list[tuple[str, str]]:
+    return [(str(m.get("role")), _text(m.get("content"))) for m in messages if isinstance(m, dict)]
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _proxy_conversation(row: dict[str, Any], origin: str) -> Conversation:
@@ -519,7 +577,8 @@ def _proxy_conversation(row: dict[str, Any], origin: str) -> Conversation:
         params = json.loads(row.get("params") or "{}")
     except (TypeError, ValueError) as exc:
         raise Unreadable("bad_proxy_record", str(exc)) from exc
-    body = {"messages": messages, "tools": params.get("tools") or [], "model": row["model"]}
+    tools = params.get("tools") if isinstance(params, dict) else None
+    body = {"messages": messages, "tools": tools or [], "model": row["model"]}
     conversation = openai_exchange(body | {"response": {"choices": choices}}, origin)
     conversation.format = "proxy"
     return conversation

@@ -11,12 +11,13 @@ Re-ingesting the same files writes nothing new.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from data.config import TracesConfig
 from data.embeddings import embed
 from data.lake import Lake
-from data.records import Status, ToolSpec, Trace, TraceMessage, content_id, utcnow
+from data.records import Status, ToolCall, ToolSpec, Trace, TraceMessage, content_id, utcnow
 from data.scrub import Scrubber, nonzero
 from data.trace_formats import Conversation, Malformed, read_unit, units
 
@@ -25,22 +26,44 @@ Progress = Callable[[str], None]
 
 
 def scrubber_for(cfg: TracesConfig) -> Scrubber:
-    return Scrubber(custom=cfg.scrub_patterns, phone_region=cfg.phone_region)
+    return Scrubber(custom=cfg.scrub_patterns, phone_regions=cfg.phone_regions)
 
 
 def scrubbed_trace(conversation: Conversation, scrubber: Scrubber) -> Trace:
-    """The conversation as a trace, every string scrubbed; its embedding is left empty."""
+    """The conversation as a trace with everything free-form scrubbed (message text, tool
+    arguments and results, tool descriptions and schemas, where it came from, the model name);
+    roles, tool names and call ids are structure and stay. Its embedding is left empty."""
     counts: Counter = Counter()
     messages = [
-        TraceMessage.model_validate(scrubber.scrub_value(m, counts)) for m in conversation.messages
+        TraceMessage(
+            role=m["role"],
+            content=scrubber.scrub(m["content"], counts),
+            tool_calls=[
+                ToolCall(
+                    name=c["name"],
+                    arguments=scrubber.scrub_value(c["arguments"], counts),
+                    call_id=c["call_id"],
+                )
+                for c in m["tool_calls"]
+            ],
+            tool_call_id=m["tool_call_id"],
+        )
+        for m in conversation.messages
     ]
-    tools = [ToolSpec.model_validate(scrubber.scrub_value(t, counts)) for t in conversation.tools]
+    tools = [
+        ToolSpec(
+            name=t["name"],
+            description=scrubber.scrub(t["description"], counts),
+            parameters=scrubber.scrub_value(t["parameters"], counts),
+        )
+        for t in conversation.tools
+    ]
     request = next(m.content for m in reversed(messages) if m.role == "user" and m.content.strip())
     return Trace(
         trace_id=content_id("trace", messages, tools),
-        origin=conversation.origin,
+        origin=scrubber.scrub(conversation.origin, counts),
         format=conversation.format,  # type: ignore[arg-type]
-        model=conversation.model,
+        model=scrubber.scrub(conversation.model, counts),
         messages=messages,
         tools=tools,
         request=request,
@@ -58,7 +81,7 @@ def ingest_traces(
     found = units(paths)
     progress(f"ingest traces: {len(found)} files or shard folders")
     scrubber = scrubber_for(cfg)
-    known = {r["trace_id"] for r in lake.rows("SELECT trace_id FROM traces")}
+    known = {r["trace_id"]: r["origin"] for r in lake.rows("SELECT trace_id, origin FROM traces")}
     recorded = {
         r["item_id"]: (r["status"], r["reason"], r["detail"])
         for r in lake.rows(
@@ -69,18 +92,18 @@ def ingest_traces(
     for name, files in found:
         statuses: list[Status] = []
         fresh: dict[str, Trace] = {}
-        for item in read_unit(files):
+        for item in _items(name, files):
+            origin = scrubber.scrub(item.origin)
             if isinstance(item, Malformed):
-                state, reason, detail = "rejected", item.reason, item.detail
+                state, reason, detail = "rejected", item.reason, scrubber.scrub(item.detail)
             else:
                 trace = scrubbed_trace(item, scrubber)
                 state, reason, detail = "done", "ingested", trace.trace_id
                 if trace.trace_id not in known and trace.trace_id not in fresh:
                     fresh[trace.trace_id] = trace
-                elif recorded.get(item.origin) != (state, reason, detail):
-                    # stored before, and not from this very input by an earlier run
+                elif known.get(trace.trace_id) != origin:  # stored from another input
                     state, reason = "rejected", "duplicate_trace"
-            statuses.append(Status.now(STAGE, item.origin, state, reason, detail, run_id))
+            statuses.append(Status.now(STAGE, origin, state, reason, detail, run_id))
             counts[f"{state}:{reason}"] += 1
         vectors = embed([t.request for t in fresh.values()])
         traces = [
@@ -88,9 +111,18 @@ def ingest_traces(
             for t, v in zip(fresh.values(), vectors, strict=True)
         ]
         lake.write("traces", traces, run_id)
-        known.update(fresh)
+        known.update({t.trace_id: t.origin for t in traces})
         changed = [s for s in statuses if recorded.get(s.item_id) != (s.status, s.reason, s.detail)]
         lake.write("status", changed, run_id)
         scrubbed = sum(sum(t.scrubbed.values()) for t in traces)
         progress(f"ingest traces: {name}: {len(traces)} new, {scrubbed} values scrubbed")
     return counts
+
+
+def _items(name: str, files: list[Path]) -> Iterator[Conversation | Malformed]:
+    """The unit's items; a reader failing in a way no check foresaw ends the unit with a
+    `Malformed` naming the error, and the run goes on."""
+    try:
+        yield from read_unit(files)
+    except Exception as exc:  # noqa: BLE001 - recorded as the unit's outcome, visible in stats
+        yield Malformed(name, "reader_error", f"{type(exc).__name__}: {exc}")

@@ -196,19 +196,19 @@ async def near_miss_task(
 # --- tool replay -------------------------------------------------------------------------
 
 
-def recorded_calls(trace: Trace) -> list[RecordedCall]:
-    """Each tool call of the trace with the result it got (paired by call id, else the next
-    tool message), in the order made."""
+def recorded_calls(messages: list[TraceMessage]) -> list[RecordedCall]:
+    """Each tool call in `messages` with the result it got (paired by call id, else the next
+    unpaired tool message), in the order made."""
     results: dict[str, str] = {}
     unpaired: list[str] = []
-    for m in trace.messages:
+    for m in messages:
         if m.role == "tool":
             if m.tool_call_id:
                 results[m.tool_call_id] = m.content
             else:
                 unpaired.append(m.content)
     recorded = []
-    for call in trace.tool_calls:
+    for call in (c for m in messages for c in m.tool_calls):
         result = results.get(call.call_id) if call.call_id else None
         if result is None and unpaired:
             result = unpaired.pop(0)
@@ -255,8 +255,10 @@ def derived_specs(calls: list[ToolCall]) -> list[ToolSpec]:
 
 
 def replay_task(trace: Trace, model: str) -> Task:
-    """A tool-replay task from a good trace whose tool calls succeeded."""
-    recorded = recorded_calls(trace)
+    """A tool-replay task from a good trace whose tool calls after the last request all
+    succeeded (calls made for earlier requests are history the prompt shows)."""
+    last_user = max(i for i, m in enumerate(trace.messages) if m.role == "user")
+    recorded = recorded_calls(trace.messages[last_user:])
     if not recorded:
         raise CheckFailure("no_tool_calls")
     if not all(succeeded(r) for r in recorded):
@@ -268,7 +270,6 @@ def replay_task(trace: Trace, model: str) -> Task:
         for r in recorded
     ]
     expected = [ToolCall(name=r.call.name, arguments=r.key_arguments) for r in recorded]
-    last_user = max(i for i, m in enumerate(trace.messages) if m.role == "user")
     prompt = prompt_of(trace.messages[: last_user + 1])
     verifier = VerifierSpec(type="tool_calls", tool_calls=expected)
     answer = attempt_text([r.call for r in recorded], trace.answer)

@@ -12,20 +12,23 @@ tool-call verifier scores. Every turn is one model call under the attempt's roll
 from __future__ import annotations
 
 import json
-import math
+import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
-from data.records import RecordedCall, Task, ToolCall, ToolEnvironment
+from data.records import Task, ToolCall, ToolEnvironment
 from harnesses.episode import Episode
 
 NAME = "tool_replay"
 SYSTEM = load_prompt(__file__, "tool_replay_system")
 EXTRA_TURNS = 2  # turns beyond one per recorded call: a lookup too many, and the answer
+NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?")  # "0123" is an id, not a number
+THOUSANDS = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")  # 1,000.50
 NO_RESULT = (
     "No recorded result: production never made this call with these arguments, so it cannot"
     " be replayed. Call a tool with other arguments, or answer."
@@ -40,12 +43,26 @@ class ToolAction(BaseModel):
 
 
 def same_value(expected: Any, actual: Any) -> bool:
-    """Equal as numbers when both read as numbers ("39.90" and 39.9), else as text with case
-    and spacing ignored."""
-    a, b = _number(expected), _number(actual)
-    if a is not None and b is not None:
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-    return " ".join(str(expected).lower().split()) == " ".join(str(actual).lower().split())
+    """Equal after `canonical`: numbers by value ("39.90" and 39.9), ids digit for digit
+    ("02134" is not 2134), text with case and spacing ignored."""
+    return canonical(expected) == canonical(actual)
+
+
+def canonical(value: Any) -> str:
+    """A value as compared: numbers in plain decimal form without trailing zeros, other
+    text lower-cased with spacing collapsed."""
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _plain(Decimal(repr(value)))
+    text = " ".join(str(value).lower().split())
+    if THOUSANDS.fullmatch(text):
+        text = text.replace(",", "")
+    if NUMBER.fullmatch(text):
+        return _plain(Decimal(text))
+    return text
 
 
 def repeats(call: ToolCall, name: str, key_arguments: dict[str, Any]) -> bool:
@@ -62,12 +79,27 @@ def attempt_text(calls: list[ToolCall], answer: str = "") -> str:
     return json.dumps({"calls": made, "answer": answer}, ensure_ascii=False, sort_keys=True)
 
 
-def replay(environment: ToolEnvironment, call: ToolCall) -> str:
-    """The recorded result of the first recorded call `call` repeats, else `NO_RESULT`."""
-    found: RecordedCall | None = next(
-        (r for r in environment.recorded if repeats(call, r.call.name, r.key_arguments)), None
-    )
-    return found.result if found is not None else NO_RESULT
+def replay(environment: ToolEnvironment, call: ToolCall, used: set[int]) -> str:
+    """The recorded result for `call`: among the recorded calls it repeats (same tool, same
+    key arguments), the one it matches on most arguments, a call not yet replayed before one
+    that was, the earliest on a tie; `NO_RESULT` when it repeats none. `used` collects the
+    replayed indexes of this episode."""
+    best: tuple[int, int, int] | None = None
+    for index, recorded in enumerate(environment.recorded):
+        if not repeats(call, recorded.call.name, recorded.key_arguments):
+            continue
+        agreeing = sum(
+            key in call.arguments and same_value(value, call.arguments[key])
+            for key, value in recorded.call.arguments.items()
+        )
+        rank = (index not in used, agreeing, -index)
+        if best is None or rank > best:
+            best = rank
+    if best is None:
+        return NO_RESULT
+    index = -best[2]
+    used.add(index)
+    return environment.recorded[index].result
 
 
 def describe_tools(environment: ToolEnvironment) -> str:
@@ -116,6 +148,7 @@ class ToolReplay:
             llm, _opening(task, environment), rollout, temperature, self.turn_max_tokens, seed
         )
         calls: list[ToolCall] = []
+        used: set[int] = set()
         for _ in range(len(environment.recorded) + EXTRA_TURNS):
             action = await episode.act(ToolAction, '{"tool": ..., "arguments": {...}}')
             if action is None:
@@ -124,7 +157,7 @@ class ToolReplay:
                 return episode.reply(attempt_text(calls, action.answer))
             call = ToolCall(name=action.tool, arguments=action.arguments)
             calls.append(call)
-            episode.tell(f"Result: {replay(environment, call)}")
+            episode.tell(f"Result: {replay(environment, call, used)}")
         return episode.reply(attempt_text(calls))
 
 
@@ -137,12 +170,5 @@ def _opening(task: Task, environment: ToolEnvironment) -> list[dict[str, str]]:
     return [{"role": "system", "content": instructions}, *messages]
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    try:
-        return float(str(value).replace(",", "").strip())
-    except ValueError:
-        return None
+def _plain(number: Decimal) -> str:
+    return format(number.normalize(), "f")

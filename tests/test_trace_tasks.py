@@ -21,7 +21,7 @@ from generators.trace_tasks import (
     recorded_calls,
     replay_task,
 )
-from harnesses.tool_replay import NO_RESULT, ToolReplay, attempt_text, replay
+from harnesses.tool_replay import NO_RESULT, ToolReplay, attempt_text, replay, same_value
 from judges import tool_calls
 from judges.selfcheck import trace_self_check
 from tests.conftest import endpoints_for, make_context, run_llm_stages
@@ -112,7 +112,7 @@ def test_key_arguments_leave_out_free_text():
 
 def test_recorded_calls_pair_results_by_id_then_position():
     trace = refund_trace()
-    assert [r.result for r in recorded_calls(trace)] == [trace.messages[3].content]
+    assert [r.result for r in recorded_calls(trace.messages)] == [trace.messages[3].content]
 
 
 def test_replay_answers_recorded_calls_only():
@@ -127,9 +127,28 @@ def test_replay_answers_recorded_calls_only():
         ],
     )
     asked = ToolCall(name="create_refund", arguments={"order_id": "ord-1", "reason": "any"})
-    assert replay(environment, asked) == "approved"
+    assert replay(environment, asked, set()) == "approved"
     other = ToolCall(name="create_refund", arguments={"order_id": "ORD-2"})
-    assert replay(environment, other) == NO_RESULT
+    assert replay(environment, other, set()) == NO_RESULT
+
+
+def test_replay_of_free_text_calls_follows_arguments_then_order():
+    searches = [
+        RecordedCall(call=ToolCall(name="search", arguments={"query": q}), result=r)
+        for q, r in (("refund policy", "30 days"), ("opening hours", "9 to 5"))
+    ]
+    environment = ToolEnvironment(tools=[], recorded=searches)
+    used: set[int] = set()
+    ask = ToolCall(name="search", arguments={"query": "Opening  hours"})
+    assert replay(environment, ask, used) == "9 to 5"
+    vague = ToolCall(name="search", arguments={"query": "anything"})
+    assert replay(environment, vague, used) == "30 days"  # not yet replayed comes first
+
+
+def test_ids_compare_digit_for_digit_amounts_by_value():
+    assert not same_value("1234567890123", "1234567890124")
+    assert not same_value("02134", 2134)
+    assert same_value("39.90", 39.9) and same_value("1,000.50", 1000.5)
 
 
 def test_replay_harness_episode_makes_calls_then_answers():

@@ -221,3 +221,118 @@ def test_intents_stage_labels_each_cluster_and_records_fallbacks(tmp_path):
     assert abs(sum(i.share for i in intents) - 1) < 1e-9
     assert {i.named_by for i in intents} == {"model", "keywords: label 12 words"}
     assert all(i.label and i.examples for i in intents)
+
+
+LEAKS = [  # (text, the part that must go)
+    ("DB_PASSWORD=Hunter2024!", "Hunter2024!"),
+    ("client_secret: abc123def456", "abc123def456"),
+    ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    ("whsec_abcdefghijklmnopqrstuvwxyz12", "whsec_"),
+    ("https://hooks.slack.com/services/T000/B000/XXXX", "T000/B000"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow (cut off)", "MIIEow"),
+    ("SSN 123-45-6789", "123-45-6789"),
+    ("IBAN GB82 WEST 1234 5698 7654 32", "GB82"),
+    ("jürgen.müller@web.de", "müller"),
+    ("jane%40example.com", "jane"),
+    ("電話番号は+81-90-1234-5678です", "1234"),
+    ("my number is 415 555 0132", "555"),
+]
+KEPT = [
+    "balance 98765.43 USD",
+    "refund 4471902.50",
+    "order 4471902, ORD-4471902, #4471902, INV-2024-000123",
+    "DHL 1234567890 at 1732924800",
+    "id 1000000000009",
+    "uuid 123e4567-e89b-12d3-a456-426614174000",
+    "400 tokens per second; tokens: 5",
+]
+
+
+def test_secret_shapes_found_and_ids_kept():
+    scrubber = Scrubber()
+    assert [text for text, secret in LEAKS if secret in scrubber.scrub(text)] == []
+    assert [text for text in KEPT if scrubber.scrub(text) != text] == []
+
+
+def test_numbers_in_tool_arguments_are_read_with_their_key():
+    counts: Counter = Counter()
+    arguments = {"phone": 4155550132, "card": 4111111111111111, "amount": 39.9, "id": 4471902}
+    assert Scrubber().scrub_value(arguments, counts) == {
+        "phone": "[PHONE]",
+        "card": "[CARD]",
+        "amount": 39.9,
+        "id": 4471902,
+    }
+
+
+def test_structure_is_not_scrubbed_but_origin_and_model_are(tmp_path):
+    line = {
+        "model": "gpt user=ana@example.com",
+        "messages": [
+            {"role": "user", "content": "user42 here"},
+            {"role": "assistant", "content": "hello user42"},
+        ],
+    }
+    path = tmp_path / "ana@example.com.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    config = TracesConfig(scrub_patterns={"handle": r"user[0-9]*"})
+    lake = Lake(tmp_path / "home")
+    assert ingest_traces([str(path)], lake, config, "r", print) == {"done:ingested": 1}
+    [trace] = lake.records("traces")
+    assert [m.role for m in trace.messages] == ["user", "assistant"]
+    assert trace.answer == "hello [HANDLE]"
+    assert "ana@example.com" not in trace.origin + trace.model
+
+
+def test_records_that_break_a_reader_are_recorded_not_raised(tmp_path):
+    span = {"traceId": "t", "spanId": "s", "name": "chat", "context": None}
+    lines = [
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "tool_calls": [{"function": "lookup"}]},
+            ]
+        },
+        {"resourceSpans": [{"scopeSpans": [{"spans": [span | {"attributes": [{"v": 1}]}]}]}]},
+        {"resourceSpans": "not a list"},
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    found, bad = read_all(path)
+    assert not found and len(bad) == 3
+    assert {b.reason for b in bad} <= {"malformed_record", "bad_tool_call", "no_genai_spans"}
+
+
+def test_one_api_key_rollout_splits_into_its_conversations():
+    def call(n, messages, answer):
+        return {
+            "call_id": f"c{n}",
+            "rollout_id": "key:abc",
+            "started_at": f"2026-11-30T10:0{n}:00",
+            "model": "m",
+            "messages": json.dumps(messages),
+            "params": "[]",
+            "response": json.dumps([{"message": {"role": "assistant", "content": answer}}]),
+            "status": 200,
+            "retry": "x",
+        }
+
+    first = [{"role": "user", "content": "Track DC1"}]
+    rows = [
+        call(0, first, "calling"),
+        call(1, [{"role": "user", "content": "Hours?"}], "9 to 5"),
+        call(
+            2,
+            [
+                *first,
+                {"role": "assistant", "content": "calling"},
+                {"role": "user", "content": "and?"},
+            ],
+            "arrives Monday",
+        ),
+    ]
+    from data.trace_formats import proxy_rollouts
+
+    conversations = list(proxy_rollouts(rows, "p"))
+    assert [c.messages[-1]["content"] for c in conversations] == ["arrives Monday", "9 to 5"]
+    assert [c.origin for c in conversations] == ["p#key:abc", "p#key:abc#1"]
