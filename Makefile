@@ -38,6 +38,7 @@ bench: install
 	$(PY) bench/throughput.py
 	$(PY) bench/rerun_cache.py
 	$(PY) bench/calibration.py
+	$(PY) bench/trace_ingest.py
 
 clean:
 	rm -rf .foundry .pytest_cache .ruff_cache

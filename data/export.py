@@ -92,6 +92,8 @@ SELECT * EXCLUDE (family, step) FROM (
     WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
       AND (t.kind <> 'doc_qa'  -- code and trace tasks are not reviewed
            OR t.task_id IN (SELECT item_id FROM status WHERE stage = 'review' AND status = 'done'))
+      AND (t.kind NOT IN ({trace_kinds})  -- a trace task's trace must still be in the lake
+           OR json_extract_string(t.source, '$[0].source_id') IN (SELECT trace_id FROM traces))
       AND d.pass_rate BETWEEN ? AND ?
     QUALIFY row_number() OVER (
         PARTITION BY family ORDER BY band = 'in_band' DESC, step DESC, task_id) = 1

@@ -116,6 +116,18 @@ class Lake:
         _fsync_dir(folder)
         return folder / name
 
+    def compact(self, table: str, keep: Sequence[Record], run_id: str = "") -> int:
+        """Rewrite `table` as one shard holding `keep`, deleting every shard before it; returns
+        how many shards went. For rows that must not stay on disk (a trace scrubbed again
+        under a new pattern). The new shard is in place before any old one is deleted, so a
+        crash in between leaves the old rows readable, and the next compaction removes them."""
+        old = self.shards(table)
+        self.write(table, keep, run_id)
+        for shard in old:
+            shard.unlink()
+        _fsync_dir(self.root / table)
+        return len(old)
+
     # --- reading ---------------------------------------------------------------------------
 
     def shards(self, table: str) -> list[Path]:

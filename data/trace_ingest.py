@@ -5,7 +5,9 @@ request embedded or anything written, so the lake never holds the original text 
 exchange. Every input is accounted for in the `status` table under the stage `trace_ingest`:
 a malformed line (or file, or rollout) is `rejected` with its reason and where it was; an
 exchange is `done` with its trace id, or `rejected` as a duplicate of one already stored.
-Re-ingesting the same files writes nothing new.
+Re-ingesting the same files writes nothing new. When an input yields a different trace than
+before (a scrub pattern was added, or the file changed), the new trace replaces the old one:
+the old trace is deleted from the lake's shards, and tasks made from it leave the export.
 """
 
 from __future__ import annotations
@@ -116,7 +118,26 @@ def ingest_traces(
         lake.write("status", changed, run_id)
         scrubbed = sum(sum(t.scrubbed.values()) for t in traces)
         progress(f"ingest traces: {name}: {len(traces)} new, {scrubbed} values scrubbed")
+    purged = purge_superseded(lake, run_id)
+    if purged:
+        counts["superseded"] = purged
+        progress(f"ingest traces: {purged} traces replaced by their rescrubbed or changed input")
     return counts
+
+
+def purge_superseded(lake: Lake, run_id: str) -> int:
+    """Delete the traces whose input now yields another trace (its latest ingest status names
+    a different trace id); returns how many went."""
+    gone = lake.rows(
+        "SELECT t.trace_id FROM traces t JOIN status s ON s.stage = ? AND s.item_id = t.origin"
+        " AND s.status = 'done' AND s.detail <> t.trace_id",
+        [STAGE],
+    )
+    if not gone:
+        return 0
+    ids = [r["trace_id"] for r in gone]
+    lake.compact("traces", lake.records("traces", "NOT list_contains(?, trace_id)", [ids]), run_id)
+    return len(ids)
 
 
 def _items(name: str, files: list[Path]) -> Iterator[Conversation | Malformed]:

@@ -83,7 +83,7 @@ def check_label(label: str) -> str | None:
         return "empty"
     if len(words) > MAX_LABEL_WORDS:
         return f"{len(words)} words"
-    if "{" in label or "\n" in label:
+    if "{" in label or "\n" in label or label[0] in "([" or "json" in label.lower():
         return "not a plain name"
     return None
 

@@ -47,7 +47,8 @@ MIN_ITEM_WORDS, MAX_ITEM_WORDS, MAX_ITEMS = 3, 40, 5
 MAX_ANSWER_CHARS = 400  # bounds much longer than this overflow llama.cpp's grammar limits
 Item = Annotated[str, Field(max_length=240)]
 KEY_ARGUMENT_CHARS = 64  # longer strings (and any with spaces) are free text, not compared
-ERROR_MARKS = ('"error"', "error:", "error ", "exception", "failed")
+ERROR_PREFIXES = ("error", "exception", "traceback", "failed", "failure")
+ERROR_STATUSES = {"error", "failed", "failure", "exception"}
 
 
 D = TypeVar("D", bound=BaseModel)
@@ -217,9 +218,19 @@ def recorded_calls(messages: list[TraceMessage]) -> list[RecordedCall]:
 
 
 def succeeded(recorded: RecordedCall) -> bool:
-    """A call that got a result which does not report an error."""
-    text = recorded.result.strip().lower()
-    return bool(text) and not any(mark in text[:200] for mark in ERROR_MARKS)
+    """A call that got a result which does not report an error: a JSON object without an
+    `error` (or `errors`) entry or an error status, or text that does not open with one."""
+    text = recorded.result.strip()
+    if not text:
+        return False
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return not text.lower().startswith(ERROR_PREFIXES)
+    if isinstance(value, dict):
+        status = str(value.get("status", "")).lower()
+        return not (value.get("error") or value.get("errors") or status in ERROR_STATUSES)
+    return True
 
 
 def key_arguments(call: ToolCall, spec: ToolSpec | None) -> dict[str, Any]:

@@ -336,3 +336,24 @@ def test_one_api_key_rollout_splits_into_its_conversations():
     conversations = list(proxy_rollouts(rows, "p"))
     assert [c.messages[-1]["content"] for c in conversations] == ["arrives Monday", "9 to 5"]
     assert [c.origin for c in conversations] == ["p#key:abc", "p#key:abc#1"]
+
+
+def test_a_new_scrub_pattern_replaces_the_stored_trace_on_disk(tmp_path):
+    line = {
+        "messages": [
+            {"role": "user", "content": "My employee id is EMP-44123, where is my payslip?"},
+            {"role": "assistant", "content": "Payslips are in the HR portal under Documents."},
+        ]
+    }
+    path = tmp_path / "hr.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    lake = Lake(tmp_path / "home")
+    ingest_traces([str(path)], lake, TracesConfig(), "r1", print)
+    config = TracesConfig(scrub_patterns={"employee_id": r"\bEMP-\d{5}\b"})
+    counts = ingest_traces([str(path)], lake, config, "r2", print)
+    assert counts == {"done:ingested": 1, "superseded": 1}
+    [trace] = lake.records("traces")
+    assert "[EMPLOYEE_ID]" in trace.request
+    on_disk = [pq.read_table(p).to_pylist() for p in lake.shards("traces")]
+    assert "EMP-44123" not in json.dumps(on_disk, default=str)
+    assert ingest_traces([str(path)], lake, config, "r3", print) == {"done:ingested": 1}
