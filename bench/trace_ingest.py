@@ -5,7 +5,7 @@ JSONL file, each copy made distinct, and each phase runs over the whole file:
 
 - **parse**: `json.loads` of every line (the baseline: nothing cheaper reads a trace);
 - **read**: the format readers into conversations (`data.trace_formats`);
-- **scrub**: reading plus scrubbing every string (`data.scrub`);
+- **scrub**: reading plus scrubbing into trace records (`data.trace_ingest.scrubbed_trace`);
 - **ingest**: the whole `foundry ingest traces` step (read, scrub, embed the request, write the
   lake shard and statuses), in a fresh temporary lake.
 
@@ -20,7 +20,6 @@ import json
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +31,7 @@ from data.embeddings import embed  # noqa: E402
 from data.lake import Lake  # noqa: E402
 from data.scrub import Scrubber  # noqa: E402
 from data.trace_formats import Conversation, read_file  # noqa: E402
-from data.trace_ingest import ingest_traces  # noqa: E402
+from data.trace_ingest import ingest_traces, scrubbed_trace  # noqa: E402
 
 SAMPLE = ROOT / "data" / "samples" / "traces" / "support-chat.jsonl"
 
@@ -78,11 +77,9 @@ def main() -> None:
             list(read_file(path))
 
         def scrub() -> None:
-            counts: Counter = Counter()
             for item in read_file(path):
                 if isinstance(item, Conversation):
-                    scrubber.scrub_value(item.messages, counts)
-                    scrubber.scrub_value(item.tools, counts)
+                    scrubbed_trace(item, scrubber)
 
         def ingest() -> None:
             lake = Lake(Path(tmp) / "home")

@@ -75,6 +75,7 @@ IBAN_CANDIDATE = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]
 PHONE_WORDS = re.compile(
     r"(?i)(?:phone|tel|telephone|mobile|cell|call|ring|text|sms|whatsapp|fax|number)\b\W{0,4}$"
 )
+SEVEN_DIGITS = re.compile(r"\d(?:\D{0,3}\d){6}")
 SEPARATOR_GROUPS = re.compile(r"\d[\s.\-/]+\d")
 
 
@@ -164,7 +165,7 @@ class Scrubber:
         return value if rest == str(value) else rest
 
     def _phones(self, text: str, region: str, counts: Counter) -> str:
-        if sum(c.isdigit() for c in text) < 7:
+        if not SEVEN_DIGITS.search(text):  # no phone number is shorter
             return text
         found = phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID)
         pieces, last = [], 0
