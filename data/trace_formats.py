@@ -513,7 +513,7 @@ def proxy_rollouts(rows: list[dict[str, Any]], name: str) -> Iterator[Item]:
     """Conversations from proxy records (parquet rows or their JSON lines). An SDK retry
     shares its call id: the row with the highest retry count (of those, the one read last) is
     the call's outcome. Within a rollout, a call continues a conversation when it resends that
-    conversation's last call and its answer; otherwise it starts another (a rollout id taken
+    conversation's last call; otherwise it starts another (a rollout id taken
     from an API key's hash holds every exchange made with that key). Each conversation ends
     with its last successful call."""
     calls: dict[str, dict[str, Any]] = {}
@@ -543,19 +543,17 @@ def proxy_rollouts(rows: list[dict[str, Any]], name: str) -> Iterator[Item]:
 
 def _threads(calls: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Calls (in time order) grouped into conversations: a call joins the thread whose last
-    call's messages plus answer its own messages start with."""
+    call's messages its own messages start with (an agent resends the history, with its own
+    version of the model's answer, so the answer itself is not compared)."""
     threads: list[tuple[list[tuple[str, str]], list[dict[str, Any]]]] = []
     for call in calls:
         sent = _turns(json.loads(call["messages"]))
-        answer = json.loads(call["response"])
-        message = answer[0].get("message", {}) if answer and isinstance(answer[0], dict) else {}
-        said = sent + _turns([message]) if message else sent
         for index, (seen, members) in enumerate(threads):
             if sent[: len(seen)] == seen:
-                threads[index] = (said, [*members, call])
+                threads[index] = (sent, [*members, call])
                 break
         else:
-            threads.append((said, [call]))
+            threads.append((sent, [call]))
     return [members for _, members in threads]
 
 
