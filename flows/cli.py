@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument(
         "--api-key", help="key for the upstream (else each client's own key is forwarded)"
     )
+    proxy.add_argument(
+        "--raw",
+        action="store_true",
+        help="record calls as they are (default: secrets and personal data scrubbed first,"
+        " as [traces] configures)",
+    )
 
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
@@ -199,14 +205,26 @@ def _lake(args: argparse.Namespace):
 
 
 def _proxy(args: argparse.Namespace) -> int:
+    from data.config import load_config
+    from data.trace_ingest import scrubber_for
     from harnesses.proxy import serve
 
     lake = _lake(args)
+    cfg = load_config(Path(args.config) if args.config else None, lake.home)
+    scrubber = None if args.raw else scrubber_for(cfg.traces)
     run_id = lake.start_run("proxy")
     state = "failed"
     print(f"proxy: http://{args.host}:{args.port}/v1 -> {args.upstream}", file=sys.stderr)
     try:
-        serve(args.upstream, lake, run_id, api_key=args.api_key, host=args.host, port=args.port)
+        serve(
+            args.upstream,
+            lake,
+            run_id,
+            api_key=args.api_key,
+            host=args.host,
+            port=args.port,
+            scrubber=scrubber,
+        )
         state = "completed"
     finally:
         lake.finish_run(run_id, state, {"upstream": args.upstream})

@@ -8,7 +8,9 @@ streamed), model, sampling settings, usage, latency, finish reason and error. Th
 the `X-Rollout-Id` header, else a hash of the API key. An SDK retry resends the same body: it
 shares the first attempt's record id, so the call is recorded once (with the final outcome). A
 client that disconnects mid-stream is recorded as such. Records are buffered and written as lake
-shards every `flush_every_s` and when the proxy stops.
+shards every `flush_every_s` and when the proxy stops. With a `Scrubber` (as `foundry proxy` runs
+in front of production traffic) what is recorded is scrubbed first, so the lake never holds the
+secrets and personal data that passed through; what is forwarded is never changed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import hashlib
 import json
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from starlette.routing import Route
 
 from data.lake import Lake
 from data.records import ProxyCall, content_id, utcnow
+from data.scrub import Scrubber
 
 ROLLOUT_HEADER = "x-rollout-id"
 RETRY_HEADER = "x-stainless-retry-count"  # set by the openai SDKs on every attempt
@@ -56,10 +59,17 @@ SAMPLING_KEYS = (
 class CallRecorder:
     """Buffers proxy calls (a retry replaces its earlier attempt) and writes them as shards."""
 
-    def __init__(self, lake: Lake, run_id: str, flush_every_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        lake: Lake,
+        run_id: str,
+        flush_every_s: float = 1.0,
+        scrubber: Scrubber | None = None,
+    ) -> None:
         self.lake = lake
         self.run_id = run_id
         self.flush_every_s = flush_every_s
+        self.scrubber = scrubber
         self._buffer: dict[str, ProxyCall] = {}
         self._occurrences: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._latest_retry: OrderedDict[str, int] = OrderedDict()
@@ -87,6 +97,8 @@ class CallRecorder:
     def add(self, call: ProxyCall) -> None:
         """Buffer `call`, unless a later retry of the same call was already recorded (an
         abandoned attempt that the upstream answered late never replaces the retry)."""
+        if self.scrubber is not None:
+            call = scrubbed_call(call, self.scrubber)
         with self._lock:
             if self._latest_retry.get(call.call_id, -1) > call.retry:
                 return
@@ -112,6 +124,28 @@ class CallRecorder:
     def _loop(self) -> None:
         while not self._stop.wait(self.flush_every_s):
             self.flush()
+
+
+def scrubbed_call(call: ProxyCall, scrubber: Scrubber) -> ProxyCall:
+    """The call with its messages, settings, response and error scrubbed."""
+    counts: Counter = Counter()
+
+    def clean(text: str) -> str:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return scrubber.scrub(text, counts)
+        return json.dumps(scrubber.scrub_value(value, counts), ensure_ascii=False, sort_keys=True)
+
+    return call.model_copy(
+        update={
+            "messages": clean(call.messages),
+            "params": clean(call.params),
+            "response": clean(call.response),
+            "error": scrubber.scrub(call.error, counts),
+            "rollout_id": scrubber.scrub(call.rollout_id, counts),
+        }
+    )
 
 
 def rollout_of(headers: Any) -> str:
@@ -403,10 +437,18 @@ def running_proxy(
 
 
 def serve(
-    upstream: str, lake: Lake, run_id: str, *, api_key: str | None, host: str, port: int
+    upstream: str,
+    lake: Lake,
+    run_id: str,
+    *,
+    api_key: str | None,
+    host: str,
+    port: int,
+    scrubber: Scrubber | None = None,
 ) -> None:
-    """Run the proxy in the foreground until interrupted (`foundry proxy`)."""
-    recorder = CallRecorder(lake, run_id)
+    """Run the proxy in the foreground until interrupted (`foundry proxy`); with `scrubber`,
+    recorded calls are scrubbed before they are written."""
+    recorder = CallRecorder(lake, run_id, scrubber=scrubber)
     recorder.start()
     try:
         uvicorn.run(create_app(upstream, recorder, api_key), host=host, port=port, log_level="info")

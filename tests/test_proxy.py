@@ -17,6 +17,7 @@ import pytest
 
 from data.lake import Lake
 from data.records import ProxyCall, utcnow
+from data.scrub import Scrubber
 from harnesses.proxy import CallRecorder, StreamAssembler, running_proxy
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -206,3 +207,23 @@ def test_the_stream_assembler_reads_crlf_events_a_tail_and_survives_garbage():
     (choice,) = assembler.response()["choices"]
     assert choice["message"]["content"] == "Kelm" and choice["finish_reason"] == "stop"
     assert len(assembler.problems) == 2  # the list and the broken JSON
+
+
+def test_a_scrubbing_recorder_writes_no_personal_data(lake):
+    recorder = CallRecorder(lake, "run-1", scrubber=Scrubber())
+    messages = [{"role": "user", "content": "I am ana@example.com, call +44 20 7946 0958"}]
+    answer = [{"message": {"role": "assistant", "content": "Hi ana@example.com"}}]
+    recorder.add(
+        ProxyCall(
+            call_id="c", rollout_id="r", started_at=utcnow(), model="m",
+            messages=json.dumps(messages), params="{}",
+            response=json.dumps(answer),
+            finish_reason="stop", prompt_tokens=1, completion_tokens=1, latency_s=0.1,
+            status=200, error="", stream=False, retry=0,
+        )
+    )  # fmt: skip
+    recorder.flush()
+    (call,) = calls(lake)
+    stored = json.dumps(call, default=str)
+    assert "ana@example.com" not in stored and "7946" not in stored
+    assert json.loads(call["messages"])[0]["content"] == "I am [EMAIL], call [PHONE]"
