@@ -18,7 +18,7 @@ from harnesses.base import Harness
 from judges.adaptive import LABELS, SAMPLE, BandRule, Policy, Prior, matching_policy
 from judges.equivalence import grade
 from judges.passrate import learnability, pass_at_k, pool, wilson_interval
-from judges.rewards import Score
+from judges.score import Score
 
 
 @dataclass(frozen=True)

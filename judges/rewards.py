@@ -1,18 +1,22 @@
 """Reward functions: score an attempt against the gold answer as the task's verifier spec says.
 
-Used by the judges (answerability), by calibration (pass rates) and by trainers.
+Used by the judges (answerability), by calibration (pass rates) and by trainers: `verifier_reward`
+has the signature of a TRL `GRPOTrainer` reward function and reads the taskset's own columns.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import string
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
 from data.records import Attempt, VerifierSpec
+from judges import tool_calls
+from judges.score import Score
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014")
@@ -45,13 +49,6 @@ def token_f1(prediction: str, gold: str) -> float:
         return 0.0
     precision, recall = common / len(pred), common / len(ref)
     return 2 * precision * recall / (precision + recall)
-
-
-@dataclass(frozen=True)
-class Score:
-    reward: float
-    why: str
-    exact: bool = False  # the answer is the gold answer itself (after normalisation)
 
 
 def distinct_attempts(
@@ -91,3 +88,49 @@ def score(spec: VerifierSpec, completion: str, gold: str) -> Score:
     if f1 >= spec.f1_threshold:
         return Score(1.0, f"token F1 {f1:.2f} >= {spec.f1_threshold}")
     return Score(0.0, f"token F1 {f1:.2f} < {spec.f1_threshold}")
+
+
+# --- for trainers ------------------------------------------------------------------------
+
+Completion = str | list[dict[str, Any]]
+
+
+def completion_text(completion: Completion) -> str:
+    """The text of a trainer's completion: the string itself (standard format), or the last
+    assistant message's content (conversational format)."""
+    if isinstance(completion, str):
+        return completion
+    replies = [
+        m.get("content") or "" for m in completion if m.get("role", "assistant") == "assistant"
+    ]
+    return str(replies[-1]) if replies else ""
+
+
+def verifier_reward(
+    prompts: list[Any],
+    completions: list[Completion],
+    verifier: list[str | dict[str, Any]],
+    solution: list[str] | None = None,
+    answer: list[str] | None = None,
+    **columns: Any,
+) -> list[float | None]:
+    """A TRL reward function (`reward_funcs=[verifier_reward]`) for the verifiers that need no
+    model and no sandbox: `exact_or_f1` (normalised exact match, else token F1 against the
+    threshold) and `tool_calls` (the share of expected calls made in order). Every other
+    verifier type gets None, which TRL leaves to the other reward functions. The gold answer
+    is the `solution` column (trainer projections) or `answer` (the canonical taskset); the
+    spec is the `verifier` column, as JSON or as a dict."""
+    golds = solution if solution is not None else answer
+    if golds is None:
+        raise ValueError("verifier_reward needs a `solution` or `answer` column")
+    rewards: list[float | None] = []
+    for completion, raw, gold in zip(completions, verifier, golds, strict=True):
+        spec = VerifierSpec.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+        text = completion_text(completion)
+        if spec.type == "exact_or_f1":
+            rewards.append(score(spec, text, gold).reward)
+        elif spec.type == "tool_calls":
+            rewards.append(tool_calls.grade(spec, text).reward)
+        else:
+            rewards.append(None)
+    return rewards

@@ -15,7 +15,7 @@ from data.prompts import chat_messages, load_prompt
 from data.records import Message, Task
 from judges.consensus import decide, majority
 from judges.panel import escape, panel_votes
-from judges.rewards import Score
+from judges.score import Score
 
 SYSTEM = load_prompt(__file__, "rubric_grade_system")
 USER = load_prompt(__file__, "rubric_grade_user")

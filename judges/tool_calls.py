@@ -15,7 +15,7 @@ from typing import Any
 
 from data.records import Task, ToolCall, VerifierSpec
 from harnesses.tool_replay import attempt_text, repeats
-from judges.rewards import Score
+from judges.score import Score
 
 
 def parse_calls(completion: str) -> list[ToolCall] | None:

@@ -20,7 +20,7 @@ from data.records import Checkpoint, Task
 from harnesses.edits import EditError, Edits, parse_edits, split_steps
 from harnesses.sandbox import Limits
 from harnesses.workspace import Step, Trial, try_steps
-from judges.rewards import Score
+from judges.score import Score
 
 
 def checkpoints_of(task: Task) -> list[Checkpoint]:

@@ -59,3 +59,26 @@ def test_bands_and_pools():
     assert band(0.81, 0.2, 0.8) == "too_easy"
     assert [pool(p) for p in (0.25, 0.5, 0.76)] == ["hard", "normal", "easy"]
     assert learnability(0.5) == 1.0 and learnability(1.0) == 0.0
+
+
+def test_verifier_reward_has_the_trl_signature_and_skips_what_needs_a_model():
+    from judges.rewards import verifier_reward
+
+    specs = [
+        VerifierSpec().model_dump_json(),
+        VerifierSpec(context=["Built in", "."]).model_dump(),
+        VerifierSpec(type="llm_equivalence").model_dump_json(),
+        VerifierSpec(type="unit_tests").model_dump_json(),
+    ]
+    completions = [
+        "Answer: Tessaly Port",
+        [{"role": "assistant", "content": "Built in 1887."}],
+        "Tessaly Port",
+        "diff",
+    ]
+    rewards = verifier_reward(
+        [None] * 4, completions, verifier=specs, solution=["Tessaly Port", "1887", "x", "y"]
+    )
+    assert rewards == [1.0, 1.0, None, None]
+    with pytest.raises(ValueError, match="solution"):
+        verifier_reward([None], ["x"], verifier=specs[:1])

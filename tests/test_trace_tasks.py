@@ -246,3 +246,27 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
     # ... nor any prompt a model was sent
     sent = json.dumps(oracle_server.requests)
     assert [p for p in PLANTED if p in sent] == []
+
+
+# --- the trainer-facing reward function ----------------------------------------------------
+
+
+def test_verifier_reward_reads_the_exported_taskset_as_trl_would(tmp_path, oracle_server):
+    from datasets import load_dataset
+
+    from judges.rewards import verifier_reward
+
+    home = tmp_path / "home"
+    ctx = make_context(home, calibrate={"k": 2})
+    ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
+    run_llm_stages(ctx, endpoints_for(oracle_server))
+    result = export_taskset(ctx.lake, "traces", home / "tasksets")
+    rows = load_dataset("parquet", data_files=str(result.path / "part-*.parquet"), split="train")
+    columns = {name: rows[name] for name in rows.column_names if name != "prompt"}
+    # the gold answers as conversational completions score 1 where no model is needed
+    golds = [[{"role": "assistant", "content": a}] for a in rows["answer"]]
+    rewards = verifier_reward(rows["prompt"], golds, **columns)
+    for kind, reward in zip(rows["kind"], rewards, strict=True):
+        assert reward == (1.0 if kind == "tool_replay" else None)
+    empty = verifier_reward(rows["prompt"], [""] * len(rows), **columns)
+    assert {r for k, r in zip(rows["kind"], empty, strict=True) if k == "tool_replay"} == {0.0}
