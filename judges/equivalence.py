@@ -12,15 +12,21 @@ panel left undecided by errors raises instead of scoring 0 or 1.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
+from data.llm_cache import ResponseCache
 from data.prompts import chat_messages, load_prompt
-from data.records import Task
+from data.records import Lineage, Message, Task, VerifierSpec
 from judges import tool_calls
 from judges.consensus import decide, majority
 from judges.panel import escape, panel_votes
-from judges.rewards import Score, score
+from judges.rewards import Score, columns_of, completion_text, score
 from judges.rubric_grade import rubric_grade
 
 SYSTEM = load_prompt(__file__, "equivalence_system")
@@ -72,3 +78,61 @@ async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
         raise LLMError("judge_undecided", "; ".join(v.reason for v in votes))
     reasons = "; ".join(f"{v.judge}: {v.decision} ({v.reason})" for v in votes)
     return Score(1.0 if tally.outcome == "pass" else 0.0, f"equivalence panel: {reasons}"[:300])
+
+
+def judge_reward(
+    endpoints: dict[str, Endpoint], cache: ResponseCache | None = None
+) -> Callable[..., list[float | None]]:
+    """A TRL reward function for the verifier types a judge decides (`llm_equivalence`,
+    `rubric`): each completion is graded as calibration grades it, by the judge panel at
+    `endpoints` (as `data.endpoints` resolves them). Other types, and completions the panel
+    leaves undecided, get None. It reads the same columns as `judges.rewards.verifier_reward`."""
+
+    def reward(
+        prompts: list[Any],
+        completions: list[Any],
+        verifier: list[str | dict[str, Any]],
+        solution: list[str] | None = None,
+        answer: list[str] | None = None,
+        **columns: Any,
+    ) -> list[float | None]:
+        specs, golds = columns_of(verifier, solution, answer)
+
+        async def one(llm: LLMClient, prompt: Any, completion: Any, spec, gold) -> float | None:
+            if spec.type not in ("llm_equivalence", "rubric"):
+                return None
+            task = _trainer_task(prompt, gold, spec)
+            try:
+                return (await grade(task, completion_text(completion), llm)).reward
+            except LLMError:
+                return None
+
+        async def run() -> list[float | None]:
+            llm = LLMClient(endpoints, cache, run_id="trainer")
+            try:
+                batch = zip(prompts, completions, specs, golds, strict=True)
+                return list(await asyncio.gather(*(one(llm, *row) for row in batch)))
+            finally:
+                await llm.aclose()
+
+        return asyncio.run(run())
+
+    return reward
+
+
+def _trainer_task(prompt: Any, gold: str, spec: VerifierSpec) -> Task:
+    """A stand-in task for grading a trainer's completion: its prompt, gold and verifier."""
+    if isinstance(prompt, str):
+        prompt = [{"role": "user", "content": prompt}]
+    messages = [Message(role=m["role"], content=m["content"] or "") for m in prompt]
+    lineage = Lineage(generator="trainer", generator_version="", prompt_hash="", model="", seed="")
+    return Task(
+        task_id="",
+        kind="doc_qa",
+        prompt=messages,
+        answer=gold,
+        verifier=spec,
+        evidence=[],
+        source=[],
+        lineage=lineage,
+    )

@@ -106,6 +106,21 @@ def completion_text(completion: Completion) -> str:
     return str(replies[-1]) if replies else ""
 
 
+def columns_of(
+    verifier: list[str | dict[str, Any]], solution: list[str] | None, answer: list[str] | None
+) -> tuple[list[VerifierSpec], list[str]]:
+    """The verifier specs and gold answers of a trainer's batch (`solution`, else `answer`)."""
+    golds = solution if solution is not None else answer
+    if golds is None:
+        raise ValueError("a reward function needs a `solution` or `answer` column")
+    specs = [
+        VerifierSpec.model_validate(json.loads(v) if isinstance(v, str) else v) for v in verifier
+    ]
+    if len(specs) != len(golds):
+        raise ValueError(f"{len(specs)} verifier specs for {len(golds)} gold answers")
+    return specs, golds
+
+
 def verifier_reward(
     prompts: list[Any],
     completions: list[Completion],
@@ -120,12 +135,9 @@ def verifier_reward(
     verifier type gets None, which TRL leaves to the other reward functions. The gold answer
     is the `solution` column (trainer projections) or `answer` (the canonical taskset); the
     spec is the `verifier` column, as JSON or as a dict."""
-    golds = solution if solution is not None else answer
-    if golds is None:
-        raise ValueError("verifier_reward needs a `solution` or `answer` column")
     rewards: list[float | None] = []
-    for completion, raw, gold in zip(completions, verifier, golds, strict=True):
-        spec = VerifierSpec.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+    specs, golds = columns_of(verifier, solution, answer)
+    for completion, spec, gold in zip(completions, specs, golds, strict=True):
         text = completion_text(completion)
         if spec.type == "exact_or_f1":
             rewards.append(score(spec, text, gold).reward)

@@ -90,3 +90,27 @@ def test_exact_or_f1_tasks_never_ask_the_panel():
     llm = ScriptedLLM(gullible_judge)
     assert asyncio.run(grade(task, INJECTION, llm)).reward == 0.0
     assert llm.requests == []
+
+
+def test_judge_reward_asks_the_panel_for_judged_types_only(oracle_server):
+    from judges.equivalence import judge_reward
+    from tests.conftest import endpoints_for
+
+    reward = judge_reward(endpoints_for(oracle_server))
+    specs = [
+        VerifierSpec(type="llm_equivalence").model_dump_json(),
+        VerifierSpec(type="llm_equivalence").model_dump_json(),
+        VerifierSpec(type="rubric", rubric=["names the port"]).model_dump_json(),
+        VerifierSpec().model_dump_json(),
+    ]
+    prompts = [[{"role": "user", "content": "Where was she born?"}]] * 4
+    completions = [
+        [{"role": "assistant", "content": "Tessaly Port"}],  # exact: no judge asked
+        "the harbour town",  # no token overlap: the panel decides (the oracle says no)
+        "Tessaly Port",  # the rubric judge compares with the reference
+        "Tessaly Port",  # exact_or_f1: left to verifier_reward
+    ]
+    before = len(oracle_server.requests)
+    rewards = reward(prompts, completions, verifier=specs, answer=["Tessaly Port"] * 4)
+    assert rewards == [1.0, 0.0, 1.0, None]
+    assert len(oracle_server.requests) - before == 2
