@@ -95,11 +95,12 @@ def ingest_traces(
         statuses: list[Status] = []
         fresh: dict[str, Trace] = {}
         for item in _items(name, files):
-            origin = scrubber.scrub(item.origin)
             if isinstance(item, Malformed):
+                origin = scrubber.scrub(item.origin)
                 state, reason, detail = "rejected", item.reason, scrubber.scrub(item.detail)
             else:
                 trace = scrubbed_trace(item, scrubber)
+                origin = trace.origin
                 state, reason, detail = "done", "ingested", trace.trace_id
                 if trace.trace_id not in known and trace.trace_id not in fresh:
                     fresh[trace.trace_id] = trace

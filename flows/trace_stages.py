@@ -17,7 +17,7 @@ from data.records import Intent, Record, Task, Trace, content_id
 from data.trace_ingest import ingest_traces
 from flows.context import LLMStage, Outcome, StageContext, pending_items
 from generators.checks import CheckFailure
-from generators.intents import cluster_requests, label_cluster
+from generators.intents import EXAMPLE_CHARS, EXAMPLES, cluster_requests, label_cluster
 from generators.trace_tasks import answer_task, near_miss_task, replay_task
 from judges.trace_outcome import rate
 
@@ -56,7 +56,8 @@ async def cluster_intents(
     requests = [r["request"] for r in rows]
 
     async def named(members: list[int]) -> tuple[str, str]:
-        others = [requests[i] for i in range(len(rows)) if i not in set(members)]
+        inside = set(members)
+        others = [request for i, request in enumerate(requests) if i not in inside]
         return await label_cluster([requests[i] for i in members], others, client, clustering)
 
     names = await asyncio.gather(*(named(c.members) for c in clusters))
@@ -69,7 +70,7 @@ async def cluster_intents(
             size=len(cluster.members),
             share=len(cluster.members) / len(rows),
             trace_ids=[rows[i]["trace_id"] for i in cluster.members],
-            examples=[requests[i][:240] for i in cluster.members[:5]],
+            examples=[requests[i][:EXAMPLE_CHARS] for i in cluster.members[:EXAMPLES]],
         )
         for number, (cluster, (label, named_by)) in enumerate(zip(clusters, names, strict=True))
     ]
@@ -114,23 +115,18 @@ def load_traces(ctx: StageContext, trace_ids: list[str]) -> dict[str, Any]:
     duplicate_of = {
         tid: kept[match[0]] for tid, match in zip(order, matches, strict=True) if match is not None
     }
-    tasks = ctx.lake.rows(
-        "SELECT task_id, prompt, json_extract_string(source, '$[0].source_id') AS origin"
-        " FROM tasks ORDER BY task_id"
-    )
-    others = [t for t in tasks if t["origin"] not in set(trace_ids)]
-    known = embed([_question(t["prompt"]) for t in others])
+    batch = set(trace_ids)
+    others = [
+        t for t in ctx.lake.records("tasks") if not t.source or t.source[0].source_id not in batch
+    ]
+    known = embed([t.question for t in others])
     traces = ctx.lake.records("traces", "list_contains(?, trace_id)", [trace_ids])
     return {
         t.trace_id: TraceInput(
-            t, duplicate_of.get(t.trace_id, ""), known, [o["task_id"] for o in others]
+            t, duplicate_of.get(t.trace_id, ""), known, [o.task_id for o in others]
         )
         for t in traces
     }
-
-
-def _question(prompt: list[dict[str, str]]) -> str:
-    return next((m["content"] for m in reversed(prompt) if m["role"] == "user"), "")
 
 
 async def trace_tasks_one(
