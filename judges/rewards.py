@@ -7,48 +7,13 @@ has the signature of a TRL `GRPOTrainer` reward function and reads the taskset's
 from __future__ import annotations
 
 import json
-import re
-import string
-import unicodedata
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from data.records import Attempt, VerifierSpec
 from judges import tool_calls
+from judges.answer_match import final_answer, match, normalize_answer
 from judges.score import Score
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014")
-_ANSWER_PREFIX = re.compile(r"^\s*(final answer|answer)\s*[:\-]\s*", re.IGNORECASE)
-
-
-def normalize_answer(text: str) -> str:
-    """Lower-case, drop punctuation (so "2,200" == "2200") and articles, collapse whitespace."""
-    text = unicodedata.normalize("NFKC", text).lower().translate(_PUNCT)
-    return " ".join(_ARTICLES.sub(" ", text).split())
-
-
-def final_answer(completion: str) -> str:
-    """The answer part of a completion: its first non-empty line, minus an "Answer:" prefix."""
-    for line in completion.strip().splitlines():
-        if line.strip():
-            return _ANSWER_PREFIX.sub("", line).strip()
-    return ""
-
-
-def exact_match(prediction: str, gold: str) -> bool:
-    return bool(normalize_answer(gold)) and normalize_answer(prediction) == normalize_answer(gold)
-
-
-def token_f1(prediction: str, gold: str) -> float:
-    """SQuAD-style token F1 between normalised answers."""
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    common = sum((Counter(pred) & Counter(ref)).values())
-    if not pred or not ref or common == 0:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
 
 
 def distinct_attempts(
@@ -64,30 +29,10 @@ def distinct_attempts(
     return list(chosen.values())[:limit]
 
 
-def fill_of(answer: str, context: list[str]) -> str:
-    """What an answer that repeats a fill-in-the-blank sentence put in the blank."""
-    before, after = (normalize_answer(c) for c in context)
-    text = normalize_answer(answer)
-    if before and text.startswith(before + " "):
-        text = text[len(before) :].strip()
-    if after and text.endswith(" " + after):
-        text = text[: -len(after)].strip()
-    return text
-
-
 def score(spec: VerifierSpec, completion: str, gold: str) -> Score:
     """1.0 if the completion's answer matches the gold answer under `spec`, else 0.0."""
-    answer = final_answer(completion)
-    if spec.context and answer:
-        answer = fill_of(answer, spec.context)
-    if not answer:
-        return Score(0.0, "empty answer")
-    if exact_match(answer, gold):
-        return Score(1.0, "exact match", exact=True)
-    f1 = token_f1(answer, gold)
-    if f1 >= spec.f1_threshold:
-        return Score(1.0, f"token F1 {f1:.2f} >= {spec.f1_threshold}")
-    return Score(0.0, f"token F1 {f1:.2f} < {spec.f1_threshold}")
+    reward, why, exact = match(completion, gold, spec.f1_threshold, spec.context)
+    return Score(reward, why, exact=exact)
 
 
 # --- for trainers ------------------------------------------------------------------------

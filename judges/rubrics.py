@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from data.llm import LLMClient
 from data.prompts import chat_messages, load_prompt
 from data.records import Attempt, RubricItem, Task, content_id
+from judges.answer_match import normalize_answer
 from judges.equivalence import escape
-from judges.rewards import distinct_attempts, normalize_answer
+from judges.rewards import distinct_attempts
 
 SYSTEM = load_prompt(__file__, "rubric_system")
 USER = load_prompt(__file__, "rubric_user")

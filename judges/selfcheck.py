@@ -12,8 +12,8 @@ from data.llm import LLMClient
 from data.records import Task
 from data.spans import answer_candidates
 from judges import tool_calls
+from judges.answer_match import normalize_answer
 from judges.equivalence import grade
-from judges.rewards import normalize_answer
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 
