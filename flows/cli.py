@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from data.projections import FORMATS
+
 QUIET_PREFECT = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -85,6 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
     export.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
     export.add_argument("--solver", help="use this model's re-calibration (foundry calibrate)")
+    export.add_argument(
+        "--format",
+        action="append",
+        choices=FORMATS,
+        dest="formats",
+        help="also write this trainer projection (repeatable; default: [export] formats):"
+        " trl (GRPOTrainer), verifiers (classic columns + v1 taskset package),"
+        " prime-rl (rl.toml source), sft (accepted rollouts as messages)",
+    )
+    export.add_argument(
+        "--push-to-hub", metavar="REPO", help="push the version to this Hugging Face dataset repo"
+    )
 
     judges = sub.add_parser("judges", help="judge quality figures")
     judge_commands = judges.add_subparsers(dest="judges_command", required=True)
@@ -180,7 +194,15 @@ def main(argv: list[str] | None = None) -> int:
         counts = pipeline.calibrate_flow(solver=args.solver, solver_url=args.solver_url, **common)
         print(json.dumps(counts, indent=2))
     elif args.command == "export":
-        _print_export(pipeline.export_flow(out=args.out, band=band, solver=args.solver, **common))
+        summary = pipeline.export_flow(
+            out=args.out,
+            band=band,
+            solver=args.solver,
+            formats=args.formats,
+            push_to_hub=args.push_to_hub,
+            **common,
+        )
+        _print_export(summary)
     elif args.command == "judges":
         figures = pipeline.judge_variance_flow(
             tasks=args.tasks, seeds=args.seeds, temperature=args.temperature, **common
@@ -192,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
 def _print_export(export: dict) -> None:
     state = "written" if export["written"] else "unchanged, same as latest"
     print(f"taskset: {export['path']} ({export['n_tasks']} tasks, {state})")
+    for fmt, done in export["projections"].items():
+        left_out = ", ".join(f"{k} {v}" for k, v in done["skipped"].items())
+        note = f"; left out: {left_out}" if left_out else ""
+        print(f"  {fmt}: {done['path']} ({done['rows']} rows{note})")
+    if export.get("pushed_to"):
+        print(f"pushed to the Hub: {export['pushed_to']}")
 
 
 def _lake(args: argparse.Namespace):

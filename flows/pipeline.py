@@ -22,7 +22,9 @@ from data.config import load_config, with_solver
 from data.endpoints import Endpoint, resolve_endpoints
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_usage
+from data.hub import push_version
 from data.lake import Lake
+from data.projections import Projection, project
 from data.sample_repo import build_sample_repo
 from flows.code_stages import (
     ingest_repository,
@@ -119,6 +121,33 @@ def export_task(
     return export_taskset(
         ctx.lake, ctx.config.export.name, base, band, ctx.config.export.rows_per_part, solver
     )
+
+
+@task(name="project", cache_policy=NO_CACHE, task_run_name="project-{fmt}")
+def project_task(ctx: StageContext, version: Path, fmt: str) -> Projection:
+    return project(version, fmt, ctx.lake)
+
+
+def _export_summary(
+    ctx: StageContext, result: ExportResult, formats: list[str] | None
+) -> dict[str, Any]:
+    """The export's figures, after writing its trainer projections (`formats`, else the
+    configured ones)."""
+    summary: dict[str, Any] = {
+        "path": str(result.path),
+        "n_tasks": result.n_tasks,
+        "written": result.written,
+        "projections": {},
+    }
+    for fmt in formats if formats is not None else ctx.config.export.formats:
+        done = project_task(ctx, result.path, fmt)
+        summary["projections"][fmt] = {
+            "path": str(done.path),
+            "rows": done.rows,
+            "written": done.written,
+            "skipped": done.skipped,
+        }
+    return summary
 
 
 def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, int]]:
@@ -247,10 +276,17 @@ def export_flow(
     out: str | None = None,
     band: tuple[float, float] | None = None,
     solver: str | None = None,
+    formats: list[str] | None = None,
+    push_to_hub: str | None = None,
 ) -> dict[str, Any]:
+    """Write the next taskset version (or find it unchanged), its trainer projections
+    (`formats`, else `[export] formats`), and push it to the Hugging Face Hub if asked."""
     with stage_context("export", home, config) as ctx:
         result = export_task(ctx, out, band, solver)
-        return {"path": str(result.path), "n_tasks": result.n_tasks, "written": result.written}
+        summary = _export_summary(ctx, result, formats)
+        if push_to_hub:
+            summary["pushed_to"] = push_version(result.path, push_to_hub)
+        return summary
 
 
 @flow(name="pipeline")
@@ -290,12 +326,7 @@ def pipeline_flow(
         if pending_rebuilds(ctx):
             summary["rebuild"] = rebuild_task(ctx)
         summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
-        result = export_task(ctx, out, band)
-        summary["export"] = {
-            "path": str(result.path),
-            "n_tasks": result.n_tasks,
-            "written": result.written,
-        }
+        summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         summary["funnel"] = funnel(ctx.lake)
         return summary

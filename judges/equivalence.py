@@ -22,11 +22,11 @@ from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
 from data.prompts import chat_messages, load_prompt
-from data.records import Lineage, Message, Task, VerifierSpec
+from data.records import Task
 from judges import tool_calls
 from judges.consensus import decide, majority
 from judges.panel import escape, panel_votes
-from judges.rewards import Score, columns_of, completion_text, score
+from judges.rewards import Score, columns_of, completion_text, score, trainer_task
 from judges.rubric_grade import rubric_grade
 
 SYSTEM = load_prompt(__file__, "equivalence_system")
@@ -101,7 +101,7 @@ def judge_reward(
         async def one(llm: LLMClient, prompt: Any, completion: Any, spec, gold) -> float | None:
             if spec.type not in ("llm_equivalence", "rubric"):
                 return None
-            task = _trainer_task(prompt, gold, spec)
+            task = trainer_task(prompt, gold, spec)
             try:
                 return (await grade(task, completion_text(completion), llm)).reward
             except LLMError:
@@ -118,21 +118,3 @@ def judge_reward(
         return asyncio.run(run())
 
     return reward
-
-
-def _trainer_task(prompt: Any, gold: str, spec: VerifierSpec) -> Task:
-    """A stand-in task for grading a trainer's completion: its prompt, gold and verifier."""
-    if isinstance(prompt, str):
-        prompt = [{"role": "user", "content": prompt}]
-    messages = [Message(role=m["role"], content=m["content"] or "") for m in prompt]
-    lineage = Lineage(generator="trainer", generator_version="", prompt_hash="", model="", seed="")
-    return Task(
-        task_id="",
-        kind="doc_qa",
-        prompt=messages,
-        answer=gold,
-        verifier=spec,
-        evidence=[],
-        source=[],
-        lineage=lineage,
-    )

@@ -38,13 +38,13 @@ def band(pass_rate: float, low: float, high: float) -> Band:
     return "in_band"
 
 
+# prime-rl's difficulty pools: each pool's inclusive ceiling on the mean reward, in order
+POOL_CEILINGS: dict[Pool, float] = {"hard": 0.25, "normal": 0.75, "easy": 1.0}
+
+
 def pool(pass_rate: float) -> Pool:
-    """prime-rl's difficulty pools: hard <= 0.25, normal <= 0.75, easy above."""
-    if pass_rate <= 0.25:
-        return "hard"
-    if pass_rate <= 0.75:
-        return "normal"
-    return "easy"
+    """prime-rl's difficulty pool of a pass rate: hard <= 0.25, normal <= 0.75, easy above."""
+    return next((name for name, top in POOL_CEILINGS.items() if pass_rate <= top), "easy")
 
 
 def learnability(pass_rate: float) -> float:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from data.records import Attempt, VerifierSpec
+from data.records import Attempt, Lineage, Message, Task, TaskKind, VerifierSpec, Workspace
 from judges import tool_calls
 from judges.answer_match import final_answer, match, normalize_answer
 from judges.score import Score
@@ -91,3 +91,31 @@ def verifier_reward(
         else:
             rewards.append(None)
     return rewards
+
+
+def trainer_task(
+    prompt: Any,
+    gold: str,
+    spec: VerifierSpec,
+    kind: TaskKind = "doc_qa",
+    workspace: str | dict[str, Any] | None = None,
+) -> Task:
+    """A stand-in task for grading a trainer's completion: its prompt, gold answer, verifier
+    and (code tasks) workspace, as the taskset's columns hold them."""
+    if isinstance(prompt, str):
+        prompt = [{"role": "user", "content": prompt}]
+    messages = [Message(role=m["role"], content=m["content"] or "") for m in prompt]
+    lineage = Lineage(generator="trainer", generator_version="", prompt_hash="", model="", seed="")
+    if isinstance(workspace, str):
+        workspace = json.loads(workspace)
+    return Task(
+        task_id="",
+        kind=kind,
+        prompt=messages,
+        answer=gold,
+        verifier=spec,
+        evidence=[],
+        source=[],
+        lineage=lineage,
+        workspace=Workspace.model_validate(workspace) if workspace else None,
+    )

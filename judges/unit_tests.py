@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from data.languages import Language, Python
 from data.records import Checkpoint, Task
 from harnesses.edits import EditError, Edits, parse_edits, split_steps
 from harnesses.sandbox import Limits
 from harnesses.workspace import Step, Trial, try_steps
+from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
 
 
@@ -113,6 +116,42 @@ class UnitTests:
         if len(verdicts) < len(points):
             why += f"; steps {len(verdicts) + 1}-{len(points)} not taken"
         return Score(passed / len(points), f"{passed:.0f}/{len(points)} checkpoints; {why}")
+
+
+def unit_test_reward(unit_tests: UnitTests) -> Callable[..., list[float | None]]:
+    """A TRL reward function for code tasks (verifier type `unit_tests`): each completion is
+    applied to the task's `workspace` column and its tests run in the sandbox, as calibration
+    scores it; a commit sequence scores the share of checkpoints passed. Other verifier types,
+    and tasks whose repository `unit_tests` has no mirror of, get None."""
+
+    def reward(
+        prompts: list[Any],
+        completions: list[Any],
+        verifier: list[str | dict[str, Any]],
+        workspace: list[str | None],
+        kind: list[str],
+        solution: list[str] | None = None,
+        answer: list[str] | None = None,
+        **columns: Any,
+    ) -> list[float | None]:
+        specs, golds = columns_of(verifier, solution, answer)
+
+        async def one(row: tuple) -> float | None:
+            prompt, completion, spec, gold, room, task_kind = row
+            if spec.type != "unit_tests" or not room:
+                return None
+            task = trainer_task(prompt, gold, spec, task_kind, room)
+            if task.workspace is None or task.workspace.repo_id not in unit_tests.mirrors:
+                return None
+            return (await unit_tests.grade(task, completion_text(completion))).reward
+
+        async def run() -> list[float | None]:
+            batch = zip(prompts, completions, specs, golds, workspace, kind, strict=True)
+            return list(await asyncio.gather(*(one(row) for row in batch)))
+
+        return asyncio.run(run())
+
+    return reward
 
 
 def _verdict(trial: Trial, point: Checkpoint) -> Score:

@@ -13,6 +13,7 @@ import pytest
 from data.export import export_taskset
 from data.funnel import format_funnel, funnel
 from data.git import git
+from data.projections import project
 from data.records import Task, Workspace
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
@@ -30,6 +31,7 @@ from generators.function_rebuild import (
 )
 from generators.replay_tasks import hunk_regions
 from harnesses.edits import file_diff
+from judges.unit_tests import unit_test_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -307,3 +309,37 @@ def test_commit_sequences_have_a_checkpoint_per_step(code_run):
     assert half.reward == 0.5 and half.why.startswith("1/2 checkpoints")
     assert asyncio.run(ctx.unit_tests.grade(task, task.answer)).reward == 1.0
     assert any(r["kind"] == "commit_sequence" for r in rows)
+
+
+def test_the_trainer_reward_runs_a_code_tasks_tests_in_the_sandbox(code_run):
+    ctx, _, rows = code_run
+    reward = unit_test_reward(ctx.unit_tests)
+    task = next(r for r in rows if r["kind"] == "function_rebuild")
+    doc_spec = json.dumps({"type": "exact_or_f1"})
+    scores = reward(
+        prompts=[task["prompt"]] * 2 + [[{"role": "user", "content": "q"}]],
+        completions=[[{"role": "assistant", "content": task["answer"]}], "no patch here", "x"],
+        verifier=[task["verifier"], task["verifier"], doc_spec],
+        workspace=[task["workspace"], task["workspace"], None],
+        kind=["function_rebuild", "function_rebuild", "doc_qa"],
+        solution=[task["answer"], task["answer"], "x"],
+    )
+    assert scores == [1.0, 0.0, None]
+
+
+def test_code_rollouts_that_passed_become_sft_transcripts(code_run, tmp_path):
+    ctx, _, rows = code_run
+    version = export_taskset(ctx.lake, "code", tmp_path).path
+    sft = project(version, "sft", ctx.lake)
+    examples = pq.read_table(sft.path / "part-00000.parquet").to_pylist()
+    passed = ctx.lake.rows(
+        "SELECT count(DISTINCT (task_id, response)) AS n FROM attempts WHERE reward = 1"
+        " AND list_contains(?, task_id)",
+        [[r["task_id"] for r in rows]],
+    )
+    assert sft.rows == len(examples) == passed[0]["n"] > 0
+    by_id = {r["task_id"]: r for r in rows}
+    for example in examples:
+        prompt = by_id[example["task_id"]]["prompt"]
+        assert example["messages"][: len(prompt)] == prompt
+        assert example["messages"][-1]["role"] == "assistant" and example["reward"] == 1.0

@@ -1,0 +1,73 @@
+"""A prime-rl `rl.toml` fragment that trains on an exported taskset's verifiers v1 package.
+
+It adds one `[[orchestrator.train.source]]` for the package (`data/verifiers_package.py`) with
+the difficulty-pool sampler: pools at the ceilings calibration labels tasks with (`pool`
+column), prime-rl's default weights, and the calibrated share of tasks in each pool as comments.
+prime-rl re-scores pools from its own rollouts as training goes; tasks flagged hackable are
+excluded by key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from data.verifiers_package import packaged, taskset_id
+from judges.passrate import POOL_CEILINGS
+
+POOL_WEIGHTS = {"hard": 0.2, "normal": 1.0, "easy": 0.2}  # prime-rl's defaults
+GROUP_SIZE = 8
+
+
+def write_rl_toml(path: Path, version: Path, tasks: list[dict[str, Any]]) -> tuple[int, dict]:
+    """Write the fragment for the packaged tasks of `version`; returns (tasks it trains on,
+    tasks left out per reason)."""
+    manifest = json.loads((version / "manifest.json").read_text())
+    skipped: dict[str, int] = {}
+    trained, hackable = [], []
+    for task in tasks:
+        reason = packaged(task)
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
+        elif task["hackable"]:
+            hackable.append(task["task_id"])
+        else:
+            trained.append(task)
+    if hackable:
+        skipped["hackable"] = len(hackable)
+    package = version.resolve() / "verifiers" / "taskset"
+    path.write_text(rl_toml(manifest["name"], manifest["version"], package, trained, hackable))
+    return len(trained), dict(sorted(skipped.items()))
+
+
+def rl_toml(
+    name: str, version: str, package: Path, tasks: list[dict[str, Any]], excluded: list[str]
+) -> str:
+    """The fragment's text: one training source for `package` (the verifiers projection's v1
+    taskset package) over `tasks`, without the `excluded` task keys."""
+    ident = taskset_id(name)
+    pools = Counter(t["pool"] for t in tasks)
+    lines = [
+        f"# prime-rl training source: taskfoundry taskset {name} {version}, {len(tasks)} tasks.",
+        f"# Install the package first: pip install {package}",
+        "# Then merge this fragment into a run: uv run rl @ rl.toml @ this-file.toml",
+        "",
+        "[[orchestrator.train.source]]",
+        f'name = "{ident}"',
+        f'env.taskset.id = "{ident}"',
+        'env.agent.harness.id = "null"',
+        'env.agent.runtime.type = "subprocess"',
+        f"group_size = {GROUP_SIZE}",
+        'sampler.type = "difficulty_pool"',
+    ]
+    for pool, ceiling in POOL_CEILINGS.items():
+        lines.append(f"# {pool}: {pools.get(pool, 0)} tasks by calibration")
+        lines.append(
+            f"sampler.pools.{pool} = {{ threshold = {ceiling}, weight = {POOL_WEIGHTS[pool]} }}"
+        )
+    if excluded:
+        lines.append("# tasks flagged hackable by review: not trained on")
+        lines.append(f"select.exclude.keys = {json.dumps(sorted(excluded))}")
+    return "\n".join(lines) + "\n"

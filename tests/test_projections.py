@@ -1,0 +1,177 @@
+"""Trainer projections of an exported taskset (trl, verifiers, prime-rl, sft): each loads with
+`datasets`, the reward functions score their gold answers, the verifiers v1 package loads in the
+verifiers library's own virtualenv, and a re-export writes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from datasets import load_dataset
+
+from data.errors import ReasonedError
+from data.export import export_taskset
+from data.hub import push_version
+from data.projections import FORMATS, canonical_rows, project
+from data.verifiers_package import packaged, taskset_id
+from flows.cli import main
+from flows.stages import ingest_docs
+from judges.rewards import verifier_reward
+from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.oracle import Oracle
+
+ROOT = Path(__file__).resolve().parent.parent
+VERIFIERS_PYTHON = Path(
+    os.environ.get("FOUNDRY_VERIFIERS_PYTHON", ROOT / ".venv-verifiers/bin/python")
+)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("projections")
+    ctx = make_context(root / "home", generate={"max_chunks": 8}, calibrate={"k": 4})
+    docs = sorted(SAMPLE_DOCS.glob("*.md"))[:3]
+    ingest_docs([str(d) for d in docs], ctx)
+    with FakeOpenAIServer(Oracle()) as server:
+        run_llm_stages(ctx, endpoints_for(server))
+    version = export_taskset(ctx.lake, "docqa", root / "tasksets").path
+    projections = {fmt: project(version, fmt, ctx.lake) for fmt in FORMATS}
+    return ctx, version, projections
+
+
+def rows_of(path: Path):
+    return load_dataset("parquet", data_files=str(path / "*.parquet"), split="train")
+
+
+def test_every_parquet_projection_loads_with_datasets(exported):
+    _, version, projections = exported
+    n_tasks = json.loads((version / "manifest.json").read_text())["n_tasks"]
+    trl = rows_of(projections["trl"].path)
+    assert len(trl) == n_tasks > 0
+    assert {"prompt", "solution", "verifier", "kind", "task_id", "pool"} <= set(trl.column_names)
+    assert trl[0]["prompt"][-1]["role"] == "user"
+    classic = rows_of(projections["verifiers"].path)
+    assert classic["example_id"] == list(range(n_tasks))
+    info = json.loads(classic[0]["info"])
+    assert info["task_id"] == trl[0]["task_id"] and info["verifier"]["type"]
+    assert classic[0]["question"] == classic[0]["prompt"][-1]["content"]
+    sft = rows_of(projections["sft"].path)
+    assert len(sft) == projections["sft"].rows > 0
+    assert all(m[-1]["role"] == "assistant" for m in sft["messages"])
+    assert set(sft["task_id"]) <= set(trl["task_id"]) and set(sft["reward"]) == {1.0}
+
+
+def test_the_trl_reward_gives_every_gold_answer_full_marks(exported):
+    _, _, projections = exported
+    trl = rows_of(projections["trl"].path)
+    gold = [[{"role": "assistant", "content": s}] for s in trl["solution"]]
+    rewards = verifier_reward(trl["prompt"], gold, **{c: trl[c] for c in ("verifier", "solution")})
+    types = [json.loads(v)["type"] for v in trl["verifier"]]
+    assert all(r == 1.0 for r, t in zip(rewards, types, strict=True) if t == "exact_or_f1")
+    assert all(r is None for r, t in zip(rewards, types, strict=True) if t != "exact_or_f1")
+    wrong = verifier_reward(trl["prompt"], ["zzz"] * len(trl), trl["verifier"], trl["solution"])
+    assert all(r in (0.0, None) for r in wrong)
+
+
+def test_prime_rl_fragment_trains_on_the_package_with_calibrated_pools(exported):
+    _, version, projections = exported
+    config = tomllib.loads((projections["prime-rl"].path / "rl.toml").read_text())
+    (source,) = config["orchestrator"]["train"]["source"]
+    assert source["env"]["taskset"]["id"] == taskset_id("docqa")
+    pools = source["sampler"]["pools"]
+    assert [pools[p]["threshold"] for p in ("hard", "normal", "easy")] == [0.25, 0.75, 1.0]
+    assert source["sampler"]["type"] == "difficulty_pool"
+
+
+def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(exported, tmp_path):
+    _, version, projections = exported
+    assert VERIFIERS_PYTHON.exists(), "the verifiers virtualenv is missing: run `make test`"
+    package = projections["verifiers"].path / "taskset"
+    site = tmp_path / "site"
+    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
+    install += ["--no-build-isolation", "--target", site, package]
+    subprocess.run([str(a) for a in install], check=True, timeout=300)
+    check = subprocess.run(
+        [
+            VERIFIERS_PYTHON,
+            ROOT / "tests" / "verifiers_check.py",
+            taskset_id("docqa"),
+            projections["prime-rl"].path / "rl.toml",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        cwd=tmp_path,
+    )
+    assert check.returncode == 0, check.stderr[-3000:]
+    figures = json.loads(check.stdout.strip().splitlines()[-1])
+    assert figures["id"] and figures["unique_keys"] and figures["env"] == "SingleAgentEnv"
+    assert figures["tasks"] == projections["prime-rl"].rows > 0
+    assert figures["gold"] == [1.0] * figures["tasks"] and all(figures["validated"])
+    assert figures["wrong"] == [0.0] * figures["tasks"]
+
+
+def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(exported):
+    _, version, projections = exported
+    left_out = sum(packaged(task) is not None for task in canonical_rows(version))
+    assert sum(projections["verifiers"].skipped.values()) == left_out
+    readme = (projections["verifiers"].path / "taskset" / "README.md").read_text()
+    assert f"vf-validate {taskset_id('docqa')}" in readme
+
+
+def test_projecting_again_writes_nothing_and_a_torn_write_is_redone(exported):
+    ctx, version, projections = exported
+    again = project(version, "trl", ctx.lake)
+    assert not again.written and again.rows == projections["trl"].rows
+    (version / ".sft.tmp").mkdir()  # a write killed before its rename
+    (version / ".sft.tmp" / "part-00000.parquet").write_text("torn")
+    assert not project(version, "sft", ctx.lake).written
+    with pytest.raises(ValueError, match="unknown export format"):
+        project(version, "csv", ctx.lake)
+
+
+def test_the_card_shows_the_difficulty_histogram_and_judge_agreement(exported):
+    _, version, _ = exported
+    manifest = json.loads((version / "manifest.json").read_text())
+    assert sum(manifest["difficulty_histogram"]) == manifest["n_tasks"]
+    assert manifest["judge_agreement"]["open_book"]["decisions"] >= manifest["n_tasks"]
+    card = (version / "README.md").read_text()
+    assert "## Difficulty" in card and "0.9-1.0 |" in card
+    assert "open_book:" in card and "mean agreement" in card
+
+
+def test_pushing_to_the_hub_without_a_token_says_so(exported, monkeypatch, tmp_path):
+    _, version, _ = exported
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(ReasonedError, match="needs a token"):
+        push_version(version, "someone/tasks")
+
+
+def test_export_with_formats_through_the_cli(exported, capsys):
+    ctx, _, _ = exported
+    home = str(ctx.config.home)
+    assert (
+        main(
+            [
+                "export",
+                "--home",
+                home,
+                "--out",
+                str(ctx.config.home / "cli"),
+                "--format",
+                "trl",
+                "--format",
+                "sft",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "  trl: " in out and "  sft: " in out and "verifiers" not in out

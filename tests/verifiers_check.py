@@ -1,0 +1,52 @@
+"""Run by tests/test_projections.py with the verifiers virtualenv's Python (verifiers needs
+openai 2.x, the project has 3.x): loads an exported v1 taskset package through the verifiers
+library as prime-rl does, and checks every task's gold answer scores 1 and a wrong one 0, with
+no model. Prints one JSON line with the figures.
+
+Usage: python verifiers_check.py TASKSET_ID RL_TOML
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import verifiers.v1 as vf
+from verifiers.v1.graph import MessageNode
+from verifiers.v1.state import state_cls
+
+
+def reply_trace(task: vf.Task, reply: str) -> vf.Trace:
+    """A finished episode whose only sampled turn is `reply`."""
+    trace = vf.Trace(
+        task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+        state=state_cls(type(task))(),
+        agent=vf.AgentInfo(config=vf.AgentConfig(), name="check", trainable=False),
+    )
+    for message in task.data.prompt:
+        trace.nodes.append(MessageNode(message=message))
+    trace.nodes.append(MessageNode(message=vf.AssistantMessage(content=reply), sampled=True))
+    return trace
+
+
+async def check(taskset_id: str, rl_toml: str) -> dict:
+    source = tomllib.loads(Path(rl_toml).read_text())["orchestrator"]["train"]["source"][0]
+    env = vf.load_environment(vf.resolve_env_config(source["env"]))
+    tasks = list(env.taskset.select(vf.SelectConfig.model_validate(source.get("select", {}))))
+    figures = {"env": type(env).__name__, "tasks": len(tasks), "gold": [], "wrong": []}
+    figures["unique_keys"] = len({t.key for t in tasks}) == len(tasks)
+    figures["validated"] = [await t.validate(None) for t in tasks]
+    for task in tasks:
+        for name, reply in (("gold", task.data.answer), ("wrong", "zzz qqq unrelated")):
+            trace = reply_trace(task, reply)
+            await task.score(trace)
+            figures[name].append(trace.reward)
+    figures["id"] = taskset_id == source["env"]["taskset"]["id"]
+    return figures
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(check(sys.argv[1], sys.argv[2]))))
