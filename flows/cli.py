@@ -100,6 +100,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--push-to-hub", metavar="REPO", help="push the version to this Hugging Face dataset repo"
     )
 
+    train = sub.add_parser(
+        "train", parents=[common], help="GRPO-train a policy on a taskset (TRL), its rewards"
+    )
+    train.add_argument("--taskset", required=True, help="a taskset folder or one of its versions")
+    train.add_argument(
+        "--model", default="embedded", help="policy: embedded (SmolLM2-135M), a folder or hub id"
+    )
+    train.add_argument("--smoke", action="store_true", help="two short CPU steps: the wiring")
+    train.add_argument("--steps", type=int, help="training steps (default 200)")
+    train.add_argument("--out", help="output folder (default $FOUNDRY_HOME/train/NAME-VERSION)")
+    train.add_argument(
+        "--judge", action="store_true", help="also reward judged verifiers with the judge panel"
+    )
+
     judges = sub.add_parser("judges", help="judge quality figures")
     judge_commands = judges.add_subparsers(dest="judges_command", required=True)
     report = judge_commands.add_parser(
@@ -203,6 +217,19 @@ def main(argv: list[str] | None = None) -> int:
             **common,
         )
         _print_export(summary)
+    elif args.command == "train":
+        from flows.train import train_flow
+
+        result = train_flow(
+            taskset=args.taskset,
+            model=args.model,
+            smoke=args.smoke,
+            steps=args.steps,
+            out=args.out,
+            judge=args.judge,
+            **common,
+        )
+        print(json.dumps(result, indent=2))
     elif args.command == "judges":
         figures = pipeline.judge_variance_flow(
             tasks=args.tasks, seeds=args.seeds, temperature=args.temperature, **common

@@ -9,9 +9,17 @@ from pathlib import Path
 import pytest
 
 from data.config import FoundryConfig
+from data.export import export_taskset
 from data.lake import Lake
+from data.projections import FORMATS, project
 from flows.context import StageContext
-from flows.stages import LLM_STAGES, run_llm_batch, run_stages, solver_through_proxy
+from flows.stages import (
+    LLM_STAGES,
+    ingest_docs,
+    run_llm_batch,
+    run_stages,
+    solver_through_proxy,
+)
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints
@@ -58,3 +66,18 @@ def run_llm_stages(ctx: StageContext, endpoints) -> Counter:
 
 def endpoints_for(server: FakeOpenAIServer, **overrides):
     return fake_endpoints(server.base_url, model="fake-model", **overrides)
+
+
+@pytest.fixture(scope="session")
+def docqa_taskset(tmp_path_factory):
+    """A doc-QA taskset from three sample documents with the oracle as every model, exported
+    with every trainer projection: (context, version folder, projections by format)."""
+    root = tmp_path_factory.mktemp("projections")
+    ctx = make_context(root / "home", generate={"max_chunks": 8}, calibrate={"k": 4})
+    docs = sorted(SAMPLE_DOCS.glob("*.md"))[:3]
+    ingest_docs([str(d) for d in docs], ctx)
+    with FakeOpenAIServer(Oracle()) as server:
+        run_llm_stages(ctx, endpoints_for(server))
+    version = export_taskset(ctx.lake, "docqa", root / "tasksets").path
+    projections = {fmt: project(version, fmt, ctx.lake) for fmt in FORMATS}
+    return ctx, version, projections

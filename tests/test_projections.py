@@ -14,16 +14,11 @@ import pytest
 from datasets import load_dataset
 
 from data.errors import ReasonedError
-from data.export import export_taskset
 from data.hub import push_version
-from data.projections import FORMATS, canonical_rows, project
+from data.projections import canonical_rows, project
 from data.verifiers_package import packaged, taskset_id
 from flows.cli import main
-from flows.stages import ingest_docs
 from judges.rewards import verifier_reward
-from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
-from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.oracle import Oracle
 
 ROOT = Path(__file__).resolve().parent.parent
 VERIFIERS_PYTHON = Path(
@@ -31,25 +26,12 @@ VERIFIERS_PYTHON = Path(
 )
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    root = tmp_path_factory.mktemp("projections")
-    ctx = make_context(root / "home", generate={"max_chunks": 8}, calibrate={"k": 4})
-    docs = sorted(SAMPLE_DOCS.glob("*.md"))[:3]
-    ingest_docs([str(d) for d in docs], ctx)
-    with FakeOpenAIServer(Oracle()) as server:
-        run_llm_stages(ctx, endpoints_for(server))
-    version = export_taskset(ctx.lake, "docqa", root / "tasksets").path
-    projections = {fmt: project(version, fmt, ctx.lake) for fmt in FORMATS}
-    return ctx, version, projections
-
-
 def rows_of(path: Path):
     return load_dataset("parquet", data_files=str(path / "*.parquet"), split="train")
 
 
-def test_every_parquet_projection_loads_with_datasets(exported):
-    _, version, projections = exported
+def test_every_parquet_projection_loads_with_datasets(docqa_taskset):
+    _, version, projections = docqa_taskset
     n_tasks = json.loads((version / "manifest.json").read_text())["n_tasks"]
     trl = rows_of(projections["trl"].path)
     assert len(trl) == n_tasks > 0
@@ -66,8 +48,8 @@ def test_every_parquet_projection_loads_with_datasets(exported):
     assert set(sft["task_id"]) <= set(trl["task_id"]) and set(sft["reward"]) == {1.0}
 
 
-def test_the_trl_reward_gives_every_gold_answer_full_marks(exported):
-    _, _, projections = exported
+def test_the_trl_reward_gives_every_gold_answer_full_marks(docqa_taskset):
+    _, _, projections = docqa_taskset
     trl = rows_of(projections["trl"].path)
     gold = [[{"role": "assistant", "content": s}] for s in trl["solution"]]
     rewards = verifier_reward(trl["prompt"], gold, **{c: trl[c] for c in ("verifier", "solution")})
@@ -78,8 +60,8 @@ def test_the_trl_reward_gives_every_gold_answer_full_marks(exported):
     assert all(r in (0.0, None) for r in wrong)
 
 
-def test_prime_rl_fragment_trains_on_the_package_with_calibrated_pools(exported):
-    _, version, projections = exported
+def test_prime_rl_fragment_trains_on_the_package_with_calibrated_pools(docqa_taskset):
+    _, version, projections = docqa_taskset
     config = tomllib.loads((projections["prime-rl"].path / "rl.toml").read_text())
     (source,) = config["orchestrator"]["train"]["source"]
     assert source["env"]["taskset"]["id"] == taskset_id("docqa")
@@ -88,8 +70,8 @@ def test_prime_rl_fragment_trains_on_the_package_with_calibrated_pools(exported)
     assert source["sampler"]["type"] == "difficulty_pool"
 
 
-def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(exported, tmp_path):
-    _, version, projections = exported
+def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(docqa_taskset, tmp_path):
+    _, version, projections = docqa_taskset
     assert VERIFIERS_PYTHON.exists(), "the verifiers virtualenv is missing: run `make test`"
     package = projections["verifiers"].path / "taskset"
     site = tmp_path / "site"
@@ -117,16 +99,16 @@ def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(exported,
     assert figures["wrong"] == [0.0] * figures["tasks"]
 
 
-def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(exported):
-    _, version, projections = exported
+def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_taskset):
+    _, version, projections = docqa_taskset
     left_out = sum(packaged(task) is not None for task in canonical_rows(version))
     assert sum(projections["verifiers"].skipped.values()) == left_out
     readme = (projections["verifiers"].path / "taskset" / "README.md").read_text()
     assert f"vf-validate {taskset_id('docqa')}" in readme
 
 
-def test_projecting_again_writes_nothing_and_a_torn_write_is_redone(exported):
-    ctx, version, projections = exported
+def test_projecting_again_writes_nothing_and_a_torn_write_is_redone(docqa_taskset):
+    ctx, version, projections = docqa_taskset
     again = project(version, "trl", ctx.lake)
     assert not again.written and again.rows == projections["trl"].rows
     (version / ".sft.tmp").mkdir()  # a write killed before its rename
@@ -136,8 +118,8 @@ def test_projecting_again_writes_nothing_and_a_torn_write_is_redone(exported):
         project(version, "csv", ctx.lake)
 
 
-def test_the_card_shows_the_difficulty_histogram_and_judge_agreement(exported):
-    _, version, _ = exported
+def test_the_card_shows_the_difficulty_histogram_and_judge_agreement(docqa_taskset):
+    _, version, _ = docqa_taskset
     manifest = json.loads((version / "manifest.json").read_text())
     assert sum(manifest["difficulty_histogram"]) == manifest["n_tasks"]
     assert manifest["judge_agreement"]["open_book"]["decisions"] >= manifest["n_tasks"]
@@ -146,16 +128,16 @@ def test_the_card_shows_the_difficulty_histogram_and_judge_agreement(exported):
     assert "open_book:" in card and "mean agreement" in card
 
 
-def test_pushing_to_the_hub_without_a_token_says_so(exported, monkeypatch, tmp_path):
-    _, version, _ = exported
+def test_pushing_to_the_hub_without_a_token_says_so(docqa_taskset, monkeypatch, tmp_path):
+    _, version, _ = docqa_taskset
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     with pytest.raises(ReasonedError, match="needs a token"):
         push_version(version, "someone/tasks")
 
 
-def test_export_with_formats_through_the_cli(exported, capsys):
-    ctx, _, _ = exported
+def test_export_with_formats_through_the_cli(docqa_taskset, capsys):
+    ctx, _, _ = docqa_taskset
     home = str(ctx.config.home)
     assert (
         main(
