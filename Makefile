@@ -48,6 +48,7 @@ bench: install
 	$(PY) bench/rerun_cache.py
 	$(PY) bench/calibration.py
 	$(PY) bench/trace_ingest.py
+	$(PY) bench/rewards.py
 
 clean:
 	rm -rf .foundry .pytest_cache .ruff_cache

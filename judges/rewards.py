@@ -6,6 +6,7 @@ has the signature of a TRL `GRPOTrainer` reward function and reads the taskset's
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +52,13 @@ def completion_text(completion: Completion) -> str:
     return str(replies[-1]) if replies else ""
 
 
+@functools.lru_cache(maxsize=4096)
+def spec_of(text: str) -> VerifierSpec:
+    """A verifier spec from its JSON column, parsed once: a GRPO batch repeats each task's spec
+    for every completion of its group, and a trainer sees the same tasks epoch after epoch."""
+    return VerifierSpec.model_validate_json(text)
+
+
 def columns_of(
     verifier: list[str | dict[str, Any]], solution: list[str] | None, answer: list[str] | None
 ) -> tuple[list[VerifierSpec], list[str]]:
@@ -58,9 +66,7 @@ def columns_of(
     golds = solution if solution is not None else answer
     if golds is None:
         raise ValueError("a reward function needs a `solution` or `answer` column")
-    specs = [
-        VerifierSpec.model_validate(json.loads(v) if isinstance(v, str) else v) for v in verifier
-    ]
+    specs = [spec_of(v) if isinstance(v, str) else VerifierSpec.model_validate(v) for v in verifier]
     if len(specs) != len(golds):
         raise ValueError(f"{len(specs)} verifier specs for {len(golds)} gold answers")
     return specs, golds

@@ -21,9 +21,9 @@ from flows.cli import main
 from judges.rewards import verifier_reward
 
 ROOT = Path(__file__).resolve().parent.parent
-VERIFIERS_PYTHON = Path(
-    os.environ.get("FOUNDRY_VERIFIERS_PYTHON", ROOT / ".venv-verifiers/bin/python")
-)
+VENV_PYTHON = ROOT / ".venv-verifiers" / "bin" / "python"
+# absolute, not resolved: the venv's python is a symlink whose target knows no venv
+VERIFIERS_PYTHON = Path(os.environ.get("FOUNDRY_VERIFIERS_PYTHON", VENV_PYTHON)).absolute()
 
 
 def rows_of(path: Path):
