@@ -1,4 +1,5 @@
-"""Answer matching with the standard library only: normalised exact match and token F1.
+"""Answer matching with the standard library only: numbers by value, else normalised exact
+match and token F1.
 
 The one implementation of the `exact_or_f1` verifier. Exported taskset packages ship a copy of
 this file as it is (see `data/verifiers_package.py`), so it must import nothing but the
@@ -11,6 +12,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
+from decimal import Decimal, InvalidOperation
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation + "\u2018\u2019\u201c\u201d\u2013\u2014")
@@ -45,6 +47,23 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+")
+_CURRENCY = "$\u20ac\u00a3\u00a5"
+
+
+def as_number(text: str) -> Decimal | None:
+    """The value of an answer that is a plain number ("2,200", "$1.50", "-3", "12.5%"), else
+    None. Thousands separators, a currency sign and a percent sign are allowed, nothing else."""
+    text = text.strip().rstrip(".").strip()
+    text = text.removesuffix("%").strip().lstrip(_CURRENCY).strip()
+    if not _NUMBER.fullmatch(text):
+        return None
+    try:
+        return Decimal(text.replace(",", ""))
+    except InvalidOperation:
+        return None
+
+
 def fill_of(answer: str, context: list[str]) -> str:
     """What an answer that repeats a fill-in-the-blank sentence put in the blank."""
     before, after = (normalize_answer(c) for c in context)
@@ -59,10 +78,15 @@ def fill_of(answer: str, context: list[str]) -> str:
 def match(
     completion: str, gold: str, f1_threshold: float, context: list[str] | tuple[str, ...] = ()
 ) -> tuple[float, str, bool]:
-    """(reward, why, exact): 1.0 if the completion's answer matches the gold answer by
-    normalised exact match or token F1 >= `f1_threshold`, else 0.0. `context` is the text
-    before and after a fill-in-the-blank task's blank."""
+    """(reward, why, exact): 1.0 if the completion's answer matches the gold answer by value
+    (both plain numbers), else by normalised exact match or token F1 >= `f1_threshold`; else
+    0.0. `context` is the text before and after a fill-in-the-blank task's blank."""
     answer = final_answer(completion)
+    expected, given = as_number(gold), as_number(answer)
+    if expected is not None and given is not None:  # by value: "1.5" is not "15"
+        if given == expected:
+            return 1.0, "numeric match", True
+        return 0.0, f"numeric mismatch: {given} is not {expected}", False
     if context and answer:
         answer = fill_of(answer, list(context))
     if not answer:

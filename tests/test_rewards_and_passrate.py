@@ -83,3 +83,18 @@ def test_verifier_reward_has_the_trl_signature_and_skips_what_needs_a_model():
     assert rewards == [1.0, 1.0, None, None]
     with pytest.raises(ValueError, match="solution"):
         verifier_reward([None], ["x"], verifier=specs[:1])
+
+
+@pytest.mark.parametrize(
+    ("reply", "gold", "reward"),
+    [
+        ("1.5", "15", 0.0),  # normalising alone would drop the point and accept it
+        ("2,200", "2200", 1.0),
+        ("$2,200.00", "2200", 1.0),
+        ("Answer: 1843", "1842", 0.0),
+        ("-3", "-3.0", 1.0),
+        ("2200 people", "2200", 1.0),  # not a plain number: token F1 decides
+    ],
+)
+def test_plain_numbers_are_compared_by_value(reply, gold, reward):
+    assert score(SPEC, reply, gold).reward == reward
