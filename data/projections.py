@@ -166,8 +166,8 @@ def _write_verifiers(out: Path, version: Path, tasks: list[dict[str, Any]]) -> t
 
     rows = [verifiers_row(i, t) for i, t in enumerate(tasks)]
     _write_rows(out, rows, VERIFIERS_SCHEMA)
-    skipped = write_package(out / "taskset", version, tasks)
-    return len(rows), skipped
+    left_out = write_package(out / "taskset", version, tasks)
+    return len(rows), {f"from_v1_package:{reason}": n for reason, n in left_out.items()}
 
 
 def _write_prime_rl(out: Path, version: Path, tasks: list[dict[str, Any]]) -> tuple[int, dict]:

@@ -102,7 +102,9 @@ def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(docqa_tas
 def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_taskset):
     _, version, projections = docqa_taskset
     left_out = sum(packaged(task) is not None for task in canonical_rows(version))
-    assert sum(projections["verifiers"].skipped.values()) == left_out
+    skipped = projections["verifiers"].skipped
+    assert sum(skipped.values()) == left_out
+    assert all(reason.startswith("from_v1_package:") for reason in skipped)
     readme = (projections["verifiers"].path / "taskset" / "README.md").read_text()
     assert f"vf-validate {taskset_id('docqa')}" in readme
 
