@@ -283,7 +283,8 @@ def judge_agreement(consensus: Iterable[dict[str, Any]]) -> dict[str, dict[str, 
     }
 
 
-def _histogram_lines(counts: list[int]) -> str:
+def histogram_lines(counts: list[int]) -> str:
+    """A text bar chart of `difficulty_histogram` counts, one line per bin."""
     width = max(counts, default=0) or 1
     lines = []
     for i, count in enumerate(counts):
@@ -342,7 +343,7 @@ whose outcome a judge panel rated, scrubbed of secrets and personal data before 
 The solver's pass rate per task (`pass_rate`), in bins of 0.1:
 
 ```
-{_histogram_lines(manifest["difficulty_histogram"])}
+{histogram_lines(manifest["difficulty_histogram"])}
 ```
 
 ## Judge agreement

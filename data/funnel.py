@@ -202,3 +202,18 @@ def run_usage(lake: Lake, run_id: str) -> dict[str, int]:
         [run_id],
     )[0]
     return {k: int(v) for k, v in row.items()}
+
+
+def run_usage_by_role(lake: Lake, run_id: str) -> list[dict[str, Any]]:
+    """LLM requests of one run per role: live calls, cache hits, errors, tokens, cost."""
+    return lake.rows(
+        "SELECT role, count(*) FILTER (WHERE NOT cached) AS calls,"
+        " count(*) FILTER (WHERE cached) AS cache_hits,"
+        " count(*) FILTER (WHERE NOT ok) AS errors,"
+        " coalesce(sum(prompt_tokens) FILTER (WHERE NOT cached), 0)::BIGINT AS prompt_tokens,"
+        " coalesce(sum(completion_tokens) FILTER (WHERE NOT cached), 0)::BIGINT"
+        " AS completion_tokens,"
+        " round(coalesce(sum(cost_usd), 0), 6)::DOUBLE AS cost_usd"
+        " FROM llm_calls WHERE run_id = ? GROUP BY role ORDER BY role",
+        [run_id],
+    )

@@ -26,6 +26,7 @@ from data.hub import push_version
 from data.lake import Lake
 from data.projections import Projection, project
 from data.sample_repo import build_sample_repo
+from flows.artifacts import publish_run_artifacts
 from flows.code_stages import (
     ingest_repository,
     pending_rebuilds,
@@ -327,6 +328,7 @@ def pipeline_flow(
             summary["rebuild"] = rebuild_task(ctx)
         summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
         summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
+        summary["artifacts"] = publish_run_artifacts(ctx, summary["export"])
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         summary["funnel"] = funnel(ctx.lake)
         return summary

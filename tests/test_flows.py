@@ -7,6 +7,7 @@ import shutil
 
 import pyarrow.parquet as pq
 
+from flows.artifacts import KEYS
 from flows.cli import main
 from tests.conftest import SAMPLE_DOCS
 
@@ -28,6 +29,13 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert manifest["n_tasks"] > 0 and manifest["models"]["generator"] == ["fake-model"]
     calls = len(oracle_server.requests)
     assert calls > 0
+    artifacts = run_artifacts()
+    assert set(artifacts) == set(KEYS)
+    stages = {row["stage"]: row for row in json.loads(artifacts["foundry-funnel"].data)}
+    assert stages["generate"]["items"] > 0 and "done" in stages["verify"]
+    assert "pass rate per task" in artifacts["foundry-difficulty"].data
+    assert {r["role"] for r in json.loads(artifacts["foundry-llm"].data)} >= {"generator", "solver"}
+    assert str(latest.resolve()) in artifacts["foundry-taskset"].data
 
     assert main(["run", "--home", str(home)]) == 0  # sources exist: nothing to ingest, all done
     assert "0 live" in capsys.readouterr().out
@@ -81,3 +89,15 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
 def test_band_must_be_ordered(capsys):
     assert main(["export", "--band", "0.9", "0.1"]) == 2
     assert "--band" in capsys.readouterr().err
+
+
+def run_artifacts() -> dict:
+    """The latest artifact of each of the pipeline's keys, read back through the Prefect API."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=list(KEYS)))
+        )
+    return {artifact.key: artifact for artifact in sorted(found, key=lambda a: a.created)}

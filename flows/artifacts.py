@@ -1,0 +1,73 @@
+"""Prefect artifacts of a pipeline run: what the run did, visible in the UI beside the run.
+
+Keyed, so the UI keeps each key's history across runs: the funnel (per stage: items in, done,
+rejected and failed, with reasons), the exported taskset's difficulty histogram and judge
+agreement, LLM calls, tokens and cost per role for this run, and the export itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from data.export import histogram_lines
+from data.funnel import funnel, run_usage_by_role
+from flows.context import StageContext
+
+KEYS = ("foundry-funnel", "foundry-difficulty", "foundry-judges", "foundry-llm", "foundry-taskset")
+
+
+def publish_run_artifacts(ctx: StageContext, export: dict[str, Any]) -> list[str]:
+    """Create this run's artifacts from the lake and the export summary; returns their keys."""
+    stages = funnel(ctx.lake)["stages"]
+    create_table_artifact(
+        [
+            {
+                "stage": name,
+                "items": stage["items"],
+                "done": stage["done"],
+                "rejected": stage["rejected"],
+                "failed": stage["failed"],
+                "reasons": ", ".join(f"{r} {n}" for r, n in sorted(stage["reasons"].items())),
+            }
+            for name, stage in stages.items()
+            if stage["items"]
+        ],
+        key="foundry-funnel",
+        description="Items per stage: done, rejected and failed, with reasons (whole lake)",
+    )
+    manifest = json.loads((Path(export["path"]) / "manifest.json").read_text())
+    bands = ", ".join(f"{band} {n}" for band, n in manifest["by_band"].items())
+    create_markdown_artifact(
+        f"### {manifest['name']} {manifest['version']}: pass rate per task\n\n"
+        f"{manifest['n_tasks']} tasks ({bands})\n\n"
+        f"```\n{histogram_lines(manifest['difficulty_histogram'])}\n```\n",
+        key="foundry-difficulty",
+        description="The exported taskset's difficulty histogram",
+    )
+    create_table_artifact(
+        [{"check": check, **figures} for check, figures in manifest["judge_agreement"].items()]
+        or [{"check": "-", "decisions": 0, "mean_agreement": None}],
+        key="foundry-judges",
+        description="Judge panel decisions in the exported taskset and their mean agreement",
+    )
+    create_table_artifact(
+        run_usage_by_role(ctx.lake, ctx.run_id)
+        or [{"role": "-", "calls": 0, "cache_hits": 0, "cost_usd": 0.0}],
+        key="foundry-llm",
+        description="This run's LLM calls, cache hits, errors, tokens and cost per role",
+    )
+    projections = "".join(
+        f"- `{fmt}`: `{done['path']}` ({done['rows']} rows)\n"
+        for fmt, done in export["projections"].items()
+    )
+    state = "written" if export["written"] else "unchanged (same as the latest version)"
+    create_markdown_artifact(
+        f"### Taskset `{export['path']}`\n\n{export['n_tasks']} tasks, {state}\n\n{projections}",
+        key="foundry-taskset",
+        description="Where this run's taskset version is, and its trainer projections",
+    )
+    return list(KEYS)
