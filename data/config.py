@@ -152,6 +152,14 @@ class TracesConfig(Settings):
         return patterns
 
 
+class BudgetConfig(Settings):
+    """A run's LLM budget (data/budget.py): live tokens and cost at the configured prices. When
+    one is reached the run finishes what is in flight, exports, and leaves the rest pending."""
+
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+
+
 ExportFormat = Literal["trl", "verifiers", "prime-rl", "sft"]
 
 
@@ -176,6 +184,7 @@ class FoundryConfig(Settings):
     code: CodeConfig = CodeConfig()
     traces: TracesConfig = TracesConfig()
     export: ExportConfig = ExportConfig()
+    budget: BudgetConfig = BudgetConfig()
 
 
 def with_solver(config: FoundryConfig, model: str, base_url: str | None) -> FoundryConfig:

@@ -99,6 +99,20 @@ def funnel(lake: Lake) -> dict[str, Any]:
         "recalibrated_bands": _nested(r for r in bands if r["stage"] != "calibrate"),
         "attempts": attempts,
         "proxy": proxy,
+        "cost": _cost_per_task(usage, stages["verify"]["done"]),
+    }
+
+
+def _cost_per_task(usage: list[dict[str, Any]], accepted: int) -> dict[str, Any]:
+    """All live LLM spend, and per task accepted by verification."""
+    usd = sum(row["cost_usd"] for row in usage)
+    tokens = sum(row["prompt_tokens"] + row["completion_tokens"] for row in usage)
+    return {
+        "usd": round(usd, 6),
+        "tokens": tokens,
+        "accepted_tasks": accepted,
+        "usd_per_accepted_task": round(usd / accepted, 6) if accepted else None,
+        "tokens_per_accepted_task": round(tokens / accepted) if accepted else None,
     }
 
 
@@ -182,6 +196,12 @@ def format_funnel(summary: dict[str, Any]) -> str:
         lines.append(
             f"{role:<12} {u['calls']:>6} {u['cache_hits']:>11} {u['errors']:>7}"
             f" {u['prompt_tokens']:>11} {u['completion_tokens']:>15} {u['cost_usd']:>9.4f}"
+        )
+    cost = summary["cost"]
+    if cost["accepted_tasks"]:
+        lines.append(
+            f"per accepted task ({cost['accepted_tasks']}): ${cost['usd_per_accepted_task']:.4f},"
+            f" {cost['tokens_per_accepted_task']:,} tokens"
         )
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ from typing import Any, NoReturn, TypeVar
 import openai
 from pydantic import BaseModel, ValidationError
 
+from data.budget import Budget
 from data.endpoints import Endpoint
 from data.errors import ReasonedError
 from data.llm_cache import ResponseCache, request_key
@@ -49,11 +50,16 @@ class LLMClient:
     """Async client over the resolved endpoints; create it inside the event loop that uses it."""
 
     def __init__(
-        self, endpoints: dict[str, Endpoint], cache: ResponseCache | None, run_id: str = ""
+        self,
+        endpoints: dict[str, Endpoint],
+        cache: ResponseCache | None,
+        run_id: str = "",
+        budget: Budget | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.cache = cache
         self.run_id = run_id
+        self.budget = budget  # refuses live requests once spent
         self.calls: list[LLMCall] = []
         self._clients: dict[tuple[str, str, float, int], openai.AsyncOpenAI] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
@@ -243,6 +249,8 @@ class LLMClient:
             usage = Usage(**hit["usage"])
             self._record(endpoint, usage, 0.0, cached=True, error="")
             return hit["texts"], usage, True, key
+        if self.budget is not None and self.budget.exhausted:
+            raise LLMError("budget_exhausted", self.budget.describe())
         started = time.monotonic()
         try:
             async with self._limit(endpoint):
@@ -285,6 +293,8 @@ class LLMClient:
         self, endpoint: Endpoint, usage: Usage, latency: float, *, cached: bool, error: str
     ) -> None:
         cost = 0.0 if cached else endpoint.cost(usage.prompt_tokens, usage.completion_tokens)
+        if self.budget is not None and not cached:
+            self.budget.charge(usage.prompt_tokens + usage.completion_tokens, cost)
         self.calls.append(
             LLMCall(
                 call_id=uuid.uuid4().hex,

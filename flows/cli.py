@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
     run.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
+    run.add_argument("--max-tokens", type=int, help="stop at this many live LLM tokens")
+    run.add_argument("--max-cost", type=float, help="stop at this LLM cost in USD")
 
     ingest = sub.add_parser("ingest", help="add sources to the lake")
     kinds = ingest.add_subparsers(dest="kind", required=True)
@@ -175,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             traces=args.traces,
             out=args.out,
             band=band,
+            max_tokens=args.max_tokens,
+            max_cost_usd=args.max_cost,
             **common,
         )
         usage = summary["usage"]
@@ -182,7 +186,20 @@ def main(argv: list[str] | None = None) -> int:
             f"LLM calls this run: {usage['calls']} live, {usage['cache_hits']} from cache,"
             f" {usage['errors']} errors, {usage['tokens']} tokens"
         )
+        cost = summary["funnel"]["cost"]
+        if cost["accepted_tasks"]:
+            per_task = cost["tokens_per_accepted_task"]
+            print(
+                f"per accepted task (all runs, {cost['accepted_tasks']} tasks):"
+                f" ${cost['usd_per_accepted_task']:.4f}, {per_task:,} tokens"
+            )
         _print_export(summary["export"])
+        if summary["budget"]["exhausted"]:
+            spent = summary["budget"]
+            print(
+                f"stopped at the budget: {spent['tokens']:,} tokens, ${spent['cost_usd']:.4f};"
+                " the rest is pending for the next run"
+            )
     elif args.command == "ingest" and args.kind == "repo":
         counts = pipeline.ingest_repo_flow(origin=args.origin, rev=args.rev, **common)
         print(json.dumps(counts, indent=2))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data.budget import Budget
 from data.config import FoundryConfig
 from data.ingest import Progress
 from data.lake import Lake
@@ -33,6 +34,7 @@ class StageContext:
     progress: Progress = lambda message: None  # noqa: E731
     plans: dict[tuple[str, str], calibration.Plan] = field(default_factory=dict)
     harnesses: dict[str, Harness] = field(default_factory=dict)
+    budget: Budget = field(default_factory=Budget)  # the run's LLM spend against its limits
     _unit_tests: UnitTests | None = None
 
     @property

@@ -18,6 +18,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from data.budget import Budget
 from data.config import load_config, with_solver
 from data.endpoints import Endpoint, resolve_endpoints
 from data.export import ExportResult, export_taskset
@@ -64,7 +65,8 @@ def stage_context(command: str, home: str | None, config: str | None) -> Iterato
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
     lake = Lake(cfg.home)
     run_id = lake.start_run(command)
-    ctx = StageContext(lake=lake, config=cfg, run_id=run_id, progress=_progress)
+    budget = Budget(cfg.budget.max_tokens, cfg.budget.max_cost_usd)
+    ctx = StageContext(lake=lake, config=cfg, run_id=run_id, progress=_progress, budget=budget)
     state = "failed"
     try:
         yield ctx
@@ -299,11 +301,20 @@ def pipeline_flow(
     band: tuple[float, float] | None = None,
     repos: list[str] | None = None,
     traces: list[str] | None = None,
+    max_tokens: int | None = None,
+    max_cost_usd: float | None = None,
 ) -> dict[str, Any]:
     """Ingest `paths` (documents), `repos` (git repositories: paths or URLs) and `traces`
     (production trace files), or, when none is given and the lake is empty, the bundled
-    samples of each; run every stage over what is not done yet, and export."""
+    samples of each; run every stage over what is not done yet, and export. `max_tokens` and
+    `max_cost_usd` override the configured budget."""
     with stage_context("run", home, config) as ctx:
+        if max_tokens is not None or max_cost_usd is not None:
+            limits = ctx.config.budget
+            ctx.budget = Budget(
+                max_tokens if max_tokens is not None else limits.max_tokens,
+                max_cost_usd if max_cost_usd is not None else limits.max_cost_usd,
+            )
         summary: dict[str, Any] = {}
         empty = not any(ctx.lake.shards(table) for table in SOURCE_TABLES)
         if not paths and not repos and not traces and empty:
@@ -329,6 +340,7 @@ def pipeline_flow(
         summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
         summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
         summary["artifacts"] = publish_run_artifacts(ctx, summary["export"])
+        summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         summary["funnel"] = funnel(ctx.lake)
         return summary

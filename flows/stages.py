@@ -103,7 +103,7 @@ def run_llm_batch(
         return outcome
 
     async def run_all() -> tuple[list[Outcome], list[LLMCall]]:
-        client = LLMClient(endpoints, ctx.cache, ctx.run_id)
+        client = LLMClient(endpoints, ctx.cache, ctx.run_id, ctx.budget)
         try:
             outcomes = await asyncio.gather(*(guarded(item, client) for item in items))
         finally:
@@ -496,7 +496,8 @@ def run_stages(stages: Sequence[LLMStage], ctx: StageContext, run_batch: BatchRu
     """Run `stages` in order over their pending items, batch by batch; go round again while a
     stage derives new tasks (a remedy of the review, a variant of the repair), so they are
     verified and calibrated in the same run. A round takes only items no earlier round took, so
-    an item that failed waits for the next run, as does what the last round leaves."""
+    an item that failed waits for the next run, as does what the last round leaves. Once the
+    run's budget is spent no further batch starts: what is left stays pending."""
     summary: dict[str, Counter] = {stage.name: Counter() for stage in stages}
     taken: dict[str, set[str]] = {stage.name: set() for stage in stages}
     for _ in range(1 + REMEDY_ROUNDS + ctx.config.repair.max_steps):
@@ -506,6 +507,9 @@ def run_stages(stages: Sequence[LLMStage], ctx: StageContext, run_batch: BatchRu
             taken[stage.name].update(items)
             groups = batches(items, ctx.config.batch_size)
             for index, group in enumerate(groups):
+                if ctx.budget.exhausted:
+                    ctx.progress(f"budget reached ({ctx.budget.describe()}): the rest waits")
+                    return summary
                 counts = run_batch(stage, index, group)
                 summary[stage.name].update(counts)
                 derived += sum(counts.get(key, 0) for key in DERIVED)
