@@ -12,7 +12,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench clean ui
 
 install: $(STAMP)
 
@@ -34,6 +34,13 @@ run: install
 
 test: install $(VERIFIERS_STAMP)
 	FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python $(PY) -m pytest -q
+
+# The Prefect UI at http://127.0.0.1:4200 with the nightly and adhoc deployments served;
+# Ctrl-C stops both.
+ui: install
+	$(VENV)/bin/prefect server start --host 127.0.0.1 --port 4200 & server=$$!; \
+	trap 'kill $$server' EXIT INT TERM; \
+	PREFECT_API_URL=http://127.0.0.1:4200/api $(VENV)/bin/foundry serve
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -11,7 +11,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -152,6 +152,20 @@ class TracesConfig(Settings):
         return patterns
 
 
+class SourcesConfig(Settings):
+    """What the scheduled (`nightly`) deployment runs the pipeline on."""
+
+    docs: list[str] = Field(default_factory=list)
+    repos: list[str] = Field(default_factory=list)
+    traces: list[str] = Field(default_factory=list)
+
+
+class ServeConfig(Settings):
+    """`foundry serve`: the deployments it registers and serves."""
+
+    cron: str = "0 3 * * *"  # the nightly run, in the server's time zone
+
+
 class BudgetConfig(Settings):
     """A run's LLM budget (data/budget.py): live tokens and cost at the configured prices. When
     one is reached the run finishes what is in flight, exports, and leaves the rest pending."""
@@ -185,6 +199,8 @@ class FoundryConfig(Settings):
     traces: TracesConfig = TracesConfig()
     export: ExportConfig = ExportConfig()
     budget: BudgetConfig = BudgetConfig()
+    sources: SourcesConfig = SourcesConfig()
+    serve: ServeConfig = ServeConfig()
 
 
 def with_solver(config: FoundryConfig, model: str, base_url: str | None) -> FoundryConfig:
@@ -198,6 +214,19 @@ def with_solver(config: FoundryConfig, model: str, base_url: str | None) -> Foun
         )
     solver = current.model_copy(update={"model": model, "base_url": url})
     return config.model_copy(update={"roles": config.roles.model_copy(update={"solver": solver})})
+
+
+def with_overrides(config: FoundryConfig, overrides: dict[str, Any]) -> FoundryConfig:
+    """`config` with the settings in `overrides` (nested like the file) put over it."""
+
+    def merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+        out = dict(base)
+        for key, value in top.items():
+            nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+            out[key] = merged(out[key], value) if nested else value
+        return out
+
+    return FoundryConfig.model_validate(merged(config.model_dump(), overrides))
 
 
 def find_config_file(explicit: Path | None, home: Path) -> Path | None:

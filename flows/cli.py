@@ -147,6 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
         " as [traces] configures)",
     )
 
+    serve = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="register and serve the nightly and adhoc deployments on a Prefect server",
+    )
+    serve.add_argument(
+        "--wait", type=float, default=120.0, help="seconds to wait for the server to answer"
+    )
+
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
@@ -165,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         return _judges_report(args)
     if args.command == "proxy":
         return _proxy(args)
+    if args.command == "serve":
+        return _serve(args)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from flows import pipeline  # Prefect is imported only for commands that run flows
@@ -301,6 +312,45 @@ def _proxy(args: argparse.Namespace) -> int:
     finally:
         lake.finish_run(run_id, state, {"upstream": args.upstream})
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Wait for the Prefect server at PREFECT_API_URL, then serve the deployments."""
+    import time
+
+    import httpx
+
+    api = os.environ.get("PREFECT_API_URL")
+    if not api:
+        print(
+            "foundry serve needs a Prefect server: start one (`prefect server start`) and set"
+            " PREFECT_API_URL=http://127.0.0.1:4200/api, or run `make ui`, which does both",
+            file=sys.stderr,
+        )
+        return 2
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            if httpx.get(f"{api.rstrip('/')}/health", timeout=5).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            print(f"foundry serve: no Prefect server answers at {api}", file=sys.stderr)
+            return 2
+        time.sleep(1)
+    for key, value in QUIET_PREFECT.items():
+        os.environ.setdefault(key, value)
+    from data.config import load_config
+    from flows.deployments import serve_deployments
+
+    cfg = load_config(Path(args.config) if args.config else None, _home(args))
+    serve_deployments(cfg, args.config)
+    return 0
+
+
+def _home(args: argparse.Namespace) -> Path | None:
+    return Path(args.home).resolve() if args.home else None
 
 
 def _judges_report(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from data.budget import Budget
-from data.config import load_config, with_solver
+from data.config import load_config, with_overrides, with_solver
 from data.endpoints import Endpoint, resolve_endpoints
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_usage
@@ -60,9 +60,14 @@ def _progress(message: str) -> None:
 
 
 @contextmanager
-def stage_context(command: str, home: str | None, config: str | None) -> Iterator[StageContext]:
-    """Load the configuration, open the lake and record the run (failed if an error escapes)."""
+def stage_context(
+    command: str, home: str | None, config: str | None, overrides: dict[str, Any] | None = None
+) -> Iterator[StageContext]:
+    """Load the configuration (with `overrides` over it), open the lake and record the run
+    (failed if an error escapes)."""
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
+    if overrides:
+        cfg = with_overrides(cfg, overrides)
     lake = Lake(cfg.home)
     run_id = lake.start_run(command)
     budget = Budget(cfg.budget.max_tokens, cfg.budget.max_cost_usd)
@@ -303,12 +308,14 @@ def pipeline_flow(
     traces: list[str] | None = None,
     max_tokens: int | None = None,
     max_cost_usd: float | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Ingest `paths` (documents), `repos` (git repositories: paths or URLs) and `traces`
     (production trace files), or, when none is given and the lake is empty, the bundled
     samples of each; run every stage over what is not done yet, and export. `max_tokens` and
-    `max_cost_usd` override the configured budget."""
-    with stage_context("run", home, config) as ctx:
+    `max_cost_usd` override the configured budget, `overrides` any setting (nested as in the
+    file)."""
+    with stage_context("run", home, config, overrides) as ctx:
         if max_tokens is not None or max_cost_usd is not None:
             limits = ctx.config.budget
             ctx.budget = Budget(

@@ -1,0 +1,109 @@
+"""The deployments `foundry serve` registers and serves against a Prefect server.
+
+- `nightly`: the whole pipeline on the configured `[sources]`, on the `[serve] cron` schedule;
+- `adhoc`: a backfill as one form in the UI ("Custom run"): sources, limits, band, models and
+  budget as typed parameters over the configuration.
+
+`foundry serve` runs until stopped; each flow run it picks up runs in a subprocess of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, serve
+from prefect.deployments.runner import RunnerDeployment
+
+from data.config import FoundryConfig
+from flows.pipeline import pipeline_flow
+
+
+@flow(name="adhoc")
+def adhoc_flow(
+    docs: list[str] | None = None,
+    repos: list[str] | None = None,
+    traces: list[str] | None = None,
+    max_chunks: int | None = None,
+    max_replays: int | None = None,
+    max_functions: int | None = None,
+    max_traces: int | None = None,
+    band_low: float = 0.0,
+    band_high: float = 1.0,
+    generator_model: str | None = None,
+    solver_model: str | None = None,
+    max_tokens: int | None = None,
+    max_cost_usd: float | None = None,
+    home: str | None = None,
+    config: str | None = None,
+) -> dict[str, Any]:
+    """A backfill: ingest what is given, run every stage over what is pending, export.
+
+    Args:
+        docs: document files or folders to ingest (.md .txt .html)
+        repos: git repositories to ingest: paths or URLs
+        traces: production trace files or folders (.jsonl .json .parquet)
+        max_chunks: generate from at most this many chunks
+        max_replays: describe at most this many replayed commits
+        max_functions: function-rebuild candidates per repository
+        max_traces: turn at most this many traces into tasks
+        band_low: export only tasks with a pass rate of at least this
+        band_high: export only tasks with a pass rate of at most this
+        generator_model: the generator role's model (on its configured server)
+        solver_model: the solver role's model (on its configured server)
+        max_tokens: stop at this many live LLM tokens
+        max_cost_usd: stop at this LLM cost
+        home: the foundry home (default: the server's)
+        config: a foundry.toml to use
+    """
+    overrides: dict[str, Any] = {}
+    limits = {
+        ("generate", "max_chunks"): max_chunks,
+        ("code", "max_replays"): max_replays,
+        ("code", "max_functions"): max_functions,
+        ("traces", "max_traces"): max_traces,
+        ("roles", "generator"): {"model": generator_model} if generator_model else None,
+        ("roles", "solver"): {"model": solver_model} if solver_model else None,
+    }
+    for (section, key), value in limits.items():
+        if value is not None:
+            overrides.setdefault(section, {})[key] = value
+    band = None if (band_low, band_high) == (0.0, 1.0) else (band_low, band_high)
+    return pipeline_flow(
+        paths=docs or [],
+        repos=repos or [],
+        traces=traces or [],
+        band=band,
+        max_tokens=max_tokens,
+        max_cost_usd=max_cost_usd,
+        overrides=overrides or None,
+        home=home,
+        config=config,
+    )
+
+
+def deployments(cfg: FoundryConfig, config: str | None) -> list[RunnerDeployment]:
+    """`nightly` (the pipeline on `cfg.sources`, on `cfg.serve.cron`) and `adhoc`."""
+    common = {"home": str(cfg.home.resolve()), "config": config}
+    nightly = pipeline_flow.to_deployment(
+        name="nightly",
+        cron=cfg.serve.cron,
+        parameters={
+            "paths": cfg.sources.docs,
+            "repos": cfg.sources.repos,
+            "traces": cfg.sources.traces,
+            **common,
+        },
+        description="The whole pipeline on the configured sources, on a schedule",
+    )
+    adhoc = adhoc_flow.to_deployment(
+        name="adhoc",
+        parameters=common,
+        description="A backfill: sources, limits, band, models and budget as a form",
+    )
+    return [nightly, adhoc]
+
+
+def serve_deployments(cfg: FoundryConfig, config: str | None) -> None:
+    """Register the deployments with the Prefect server and run their flow runs until
+    stopped."""
+    serve(*deployments(cfg, config))
