@@ -36,11 +36,13 @@ test: install $(VERIFIERS_STAMP)
 	FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python $(PY) -m pytest -q
 
 # The Prefect UI at http://127.0.0.1:4200 with the nightly and adhoc deployments served;
-# Ctrl-C stops both.
+# Ctrl-C stops both: foundry serve first (it pauses its schedules through the server), then
+# the server (in a session of its own, so that Ctrl-C reaches it only through the trap).
 ui: install
-	$(VENV)/bin/prefect server start --host 127.0.0.1 --port 4200 & server=$$!; \
-	trap 'kill $$server' EXIT INT TERM; \
-	PREFECT_API_URL=http://127.0.0.1:4200/api $(VENV)/bin/foundry serve
+	setsid $(VENV)/bin/prefect server start --host 127.0.0.1 --port 4200 & server=$$!; \
+	PREFECT_API_URL=http://127.0.0.1:4200/api $(VENV)/bin/foundry serve & serve=$$!; \
+	trap 'kill $$serve 2>/dev/null; wait $$serve; kill $$server 2>/dev/null; wait' EXIT INT TERM; \
+	wait $$serve
 
 lint: install
 	$(VENV)/bin/ruff check .
