@@ -56,16 +56,7 @@ def funnel(lake: Lake) -> dict[str, Any]:
         stage["items"] += row["n"]
         stage[row["status"]] += row["n"]
         stage["reasons"][f"{row['status']}:{row['reason']}"] = row["n"]
-    usage = lake.rows(
-        "SELECT role, count(*) FILTER (WHERE NOT cached) AS calls,"
-        " count(*) FILTER (WHERE cached) AS cache_hits,"
-        " count(*) FILTER (WHERE NOT ok) AS errors,"
-        " coalesce(sum(prompt_tokens) FILTER (WHERE NOT cached), 0)::BIGINT AS prompt_tokens,"
-        " coalesce(sum(completion_tokens) FILTER (WHERE NOT cached), 0)::BIGINT"
-        " AS completion_tokens,"
-        " coalesce(sum(cost_usd), 0)::DOUBLE AS cost_usd"
-        " FROM llm_calls GROUP BY role ORDER BY role"
-    )
+    usage = usage_by_role(lake)
     calibrated = (
         " FROM difficulty d JOIN status s ON s.item_id = d.task_id AND s.status = 'done'"
         f" AND s.stage LIKE 'calibrate%' AND {MEASURED_BY}"
@@ -224,8 +215,10 @@ def run_usage(lake: Lake, run_id: str) -> dict[str, int]:
     return {k: int(v) for k, v in row.items()}
 
 
-def run_usage_by_role(lake: Lake, run_id: str) -> list[dict[str, Any]]:
-    """LLM requests of one run per role: live calls, cache hits, errors, tokens, cost."""
+def usage_by_role(lake: Lake, run_id: str | None = None) -> list[dict[str, Any]]:
+    """LLM requests per role (of one run, or of all): live calls, cache hits, errors, live
+    tokens, cost."""
+    where, params = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
     return lake.rows(
         "SELECT role, count(*) FILTER (WHERE NOT cached) AS calls,"
         " count(*) FILTER (WHERE cached) AS cache_hits,"
@@ -233,7 +226,7 @@ def run_usage_by_role(lake: Lake, run_id: str) -> list[dict[str, Any]]:
         " coalesce(sum(prompt_tokens) FILTER (WHERE NOT cached), 0)::BIGINT AS prompt_tokens,"
         " coalesce(sum(completion_tokens) FILTER (WHERE NOT cached), 0)::BIGINT"
         " AS completion_tokens,"
-        " round(coalesce(sum(cost_usd), 0), 6)::DOUBLE AS cost_usd"
-        " FROM llm_calls WHERE run_id = ? GROUP BY role ORDER BY role",
-        [run_id],
+        " coalesce(sum(cost_usd), 0)::DOUBLE AS cost_usd"
+        f" FROM llm_calls {where} GROUP BY role ORDER BY role",
+        params,
     )

@@ -14,15 +14,17 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from data.export import histogram_lines
-from data.funnel import funnel, run_usage_by_role
+from data.funnel import usage_by_role
 from flows.context import StageContext
 
 KEYS = ("foundry-funnel", "foundry-difficulty", "foundry-judges", "foundry-llm", "foundry-taskset")
 
 
-def publish_run_artifacts(ctx: StageContext, export: dict[str, Any]) -> list[str]:
-    """Create this run's artifacts from the lake and the export summary; returns their keys."""
-    stages = funnel(ctx.lake)["stages"]
+def publish_run_artifacts(
+    ctx: StageContext, export: dict[str, Any], stages: dict[str, dict[str, Any]]
+) -> list[str]:
+    """Create this run's artifacts from the funnel's `stages`, the lake and the export
+    summary; returns their keys."""
     create_table_artifact(
         [
             {
@@ -55,7 +57,10 @@ def publish_run_artifacts(ctx: StageContext, export: dict[str, Any]) -> list[str
         description="Judge panel decisions in the exported taskset and their mean agreement",
     )
     create_table_artifact(
-        run_usage_by_role(ctx.lake, ctx.run_id)
+        [
+            {**row, "cost_usd": round(row["cost_usd"], 6)}
+            for row in usage_by_role(ctx.lake, ctx.run_id)
+        ]
         or [{"role": "-", "calls": 0, "cache_hits": 0, "cost_usd": 0.0}],
         key="foundry-llm",
         description="This run's LLM calls, cache hits, errors, tokens and cost per role",

@@ -7,8 +7,9 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import get_args
 
-from data.projections import FORMATS
+from data.config import ExportFormat
 
 QUIET_PREFECT = {
     "DO_NOT_TRACK": "1",
@@ -92,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--format",
         action="append",
-        choices=FORMATS,
+        choices=get_args(ExportFormat),
         dest="formats",
         help="also write this trainer projection (repeatable; default: [export] formats):"
         " trl (GRPOTrainer), verifiers (classic columns + v1 taskset package),"

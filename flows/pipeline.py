@@ -346,10 +346,12 @@ def pipeline_flow(
             summary["rebuild"] = rebuild_task(ctx)
         summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
         summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
-        summary["artifacts"] = publish_run_artifacts(ctx, summary["export"])
         summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         summary["funnel"] = funnel(ctx.lake)
+        summary["artifacts"] = publish_run_artifacts(
+            ctx, summary["export"], summary["funnel"]["stages"]
+        )
         return summary
 
 
