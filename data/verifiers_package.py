@@ -19,23 +19,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data.export import MESSAGE
+from data.export import TASKSET_SCHEMA
 from judges import answer_match
 
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"
 SCORED_TYPES = ("exact_or_f1", "llm_equivalence")
 VERIFIERS_REQUIREMENT = "verifiers>=0.4,<0.5"
+# the canonical taskset's columns the package's tasks carry
 PACKAGE_SCHEMA = pa.schema(
-    [
-        ("task_id", pa.string()),
-        ("kind", pa.string()),
-        ("prompt", pa.list_(MESSAGE)),
-        ("answer", pa.string()),
-        ("verifier", pa.string()),
-        ("pass_rate", pa.float64()),
-        ("band", pa.string()),
-        ("pool", pa.string()),
-    ]
+    TASKSET_SCHEMA.field(name)
+    for name in ("task_id", "kind", "prompt", "answer", "verifier", "pass_rate", "band", "pool")
 )
 
 
