@@ -12,7 +12,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: install run test lint format bench clean ui
+.PHONY: install run test lint format bench clean ui browser
 
 install: $(STAMP)
 
@@ -29,10 +29,21 @@ $(VERIFIERS_STAMP): Makefile
 	$(VERIFIERS_VENV)/bin/python -m pip install -q 'verifiers==0.4.0' pyarrow hatchling
 	touch $(VERIFIERS_STAMP)
 
+# Headless Chromium for the report's browser test (tests/test_report.py), from Debian packages
+# when it is not on PATH yet; where it cannot be installed, that test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	  command -v apt-get >/dev/null 2>&1 && { [ -z "$$sudo" ] || command -v sudo >/dev/null 2>&1; } \
+	  && $$sudo apt-get update -qq \
+	  && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+	} || echo "make browser: could not install chromium (needs apt-get and root or sudo);" \
+	  "the report's browser test will be skipped"
+
 run: install
 	$(VENV)/bin/foundry run --config data/samples/demo.toml
 
-test: install $(VERIFIERS_STAMP)
+test: install $(VERIFIERS_STAMP) browser
 	FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python $(PY) -m pytest -q
 
 # The Prefect UI at http://127.0.0.1:4200 with the nightly and adhoc deployments served;

@@ -202,6 +202,15 @@ def _latest_version(root: Path) -> Path | None:
     return versions[-1] if versions else None
 
 
+def taskset_version(path: Path) -> Path:
+    """The version folder `path` names: a version itself, or a taskset's `latest`."""
+    if (path / "manifest.json").is_file():
+        return path
+    if (path / "latest" / "manifest.json").is_file():
+        return (path / "latest").resolve()
+    raise FileNotFoundError(f"{path} is neither a taskset version nor a taskset with `latest`")
+
+
 def _version_number(path: Path) -> int:
     return int(re.sub(r"\D", "", path.name))
 

@@ -159,6 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
+
+    page = sub.add_parser(
+        "report",
+        parents=[common],
+        help="a static HTML page: funnel, difficulty, judge agreement, cost, sample tasks",
+    )
+    page.add_argument("--out", required=True, help="the HTML file to write")
+    page.add_argument(
+        "--taskset",
+        help="a taskset folder or one of its versions (default: the configured taskset's latest)",
+    )
     return parser
 
 
@@ -171,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "stats":
         return _stats(args)
+    if args.command == "report":
+        return _report(args)
     if args.command == "judges" and args.judges_command == "report":
         return _judges_report(args)
     if args.command == "proxy":
@@ -278,14 +291,18 @@ def _print_export(export: dict) -> None:
         print(f"pushed to the Hub: {export['pushed_to']}")
 
 
-def _lake(args: argparse.Namespace):
+def _config(args: argparse.Namespace):
     from data.config import load_config
-    from data.lake import Lake
 
-    cfg = load_config(
+    return load_config(
         Path(args.config) if args.config else None, Path(args.home) if args.home else None
     )
-    return Lake(cfg.home)
+
+
+def _lake(args: argparse.Namespace):
+    from data.lake import Lake
+
+    return Lake(_config(args).home)
 
 
 def _proxy(args: argparse.Namespace) -> int:
@@ -385,6 +402,28 @@ def _stats(args: argparse.Namespace) -> int:
         print(format_judge_report(summary["judges"]))
         print()
         print(format_review_report(summary["review"]))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from data.export import taskset_version
+    from data.lake import Lake
+    from data.report import render_report, write_report
+
+    cfg = _config(args)
+    try:
+        version = taskset_version(Path(args.taskset or cfg.home / "tasksets" / cfg.export.name))
+    except FileNotFoundError as exc:
+        if args.taskset:
+            print(f"foundry report: {exc}", file=sys.stderr)
+            return 2
+        version = None  # nothing exported yet: the page says so
+    report = render_report(Lake(cfg.home), version)
+    path = write_report(report, Path(args.out))
+    shown = f"taskset {version} ({report.n_tasks} tasks)" if version else "no exported taskset"
+    plots = ", ".join(p.removeprefix("plot-") for p in report.plots) or "none"
+    print(f"report: {path}")
+    print(f"  {shown}; plots: {plots}")
     return 0
 
 

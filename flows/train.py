@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 
 from data.config import load_config
 from data.endpoints import resolve_endpoints
+from data.export import taskset_version
 from data.lake import Lake
 from data.policy import EMBEDDED, policy_path
 from data.projections import project
@@ -32,15 +33,6 @@ from judges.rewards import verifier_reward
 from judges.unit_tests import unit_test_reward
 
 DEFAULT_STEPS = 200
-
-
-def taskset_version(path: Path) -> Path:
-    """The version folder `path` names: a version itself, or a taskset's `latest`."""
-    if (path / "manifest.json").is_file():
-        return path
-    if (path / "latest" / "manifest.json").is_file():
-        return (path / "latest").resolve()
-    raise FileNotFoundError(f"{path} is neither a taskset version nor a taskset with `latest`")
 
 
 def settings_for(smoke: bool, steps: int | None) -> TrainSettings:

@@ -1,0 +1,360 @@
+"""`foundry report`: one static HTML page on the lake and a taskset version.
+
+The funnel, the difficulty histogram, pass rate against judge agreement, LLM tokens and cost per
+role, and a sample of tasks per kind. plotly.js is embedded once in the page (no CDN), so the
+file opens offline; every plot is a `div` with a stable id (`plot-funnel`, ...).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from data.funnel import funnel
+from data.lake import Lake
+from data.projections import canonical_rows, last_user_message
+from data.records import utcnow
+
+SAMPLES_PER_KIND = 3
+TEXT_LIMIT = 500  # characters of a sample's question or answer shown
+BANDS = ("too_easy", "in_band", "too_hard")
+OUTCOME_COLOURS = {"done": "#4c956c", "rejected": "#e09f3e", "failed": "#c0392b"}
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222;
+       padding: 0 1rem; }
+h1 { margin-bottom: 0.2rem; }
+section { margin-top: 2.5rem; }
+.meta, .note { color: #555; }
+.empty { padding: 1rem; background: #f6f6f6; border-left: 4px solid #bbb; }
+table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; }
+th, td { border: 1px solid #ddd; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.text { white-space: pre-wrap; max-width: 30rem; }
+"""
+
+
+@dataclass(frozen=True)
+class Report:
+    html: str
+    version: Path | None  # the taskset version shown, None when there is none
+    n_tasks: int
+    plots: tuple[str, ...]  # ids of the plot divs drawn, e.g. "plot-funnel"
+
+
+class _Plots:
+    """The page's plot divs, written without plotly.js (the page embeds it once)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def div(self, fig: go.Figure, name: str, height: int = 420) -> str:
+        plot_id = f"plot-{name}"
+        self.ids.append(plot_id)
+        fig.update_layout(
+            template="plotly_white", height=height, margin={"l": 70, "r": 30, "t": 40, "b": 60}
+        )
+        return pio.to_html(
+            fig,
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=plot_id,
+            default_height=f"{height}px",
+            config=PLOT_CONFIG,
+        )
+
+
+def render_report(
+    lake: Lake, version: Path | None, samples_per_kind: int = SAMPLES_PER_KIND
+) -> Report:
+    """The report page on `lake` and the taskset `version` folder (None: the lake's sections
+    only, the taskset's say that there is none)."""
+    summary = funnel(lake)
+    manifest = json.loads((version / "manifest.json").read_text()) if version else None
+    tasks = canonical_rows(version) if version else []
+    plots = _Plots()
+    sections = [
+        _section("funnel", "Funnel", _funnel(summary, plots)),
+        _section("difficulty", "Difficulty", _difficulty(manifest, plots)),
+        _section("agreement", "Pass rate and judge agreement", _agreement(manifest, tasks, plots)),
+        _section("cost", "Cost", _cost(summary, plots)),
+        _section("samples", "Sample tasks", _samples(manifest, tasks, samples_per_kind)),
+    ]
+    title = f"{manifest['name']} {manifest['version']}" if manifest else "no taskset"
+    plotly_js = f"<script>{get_plotlyjs()}</script>" if plots.ids else ""
+    page = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>taskfoundry report: {_e(title)}</title>
+<style>{STYLE}</style>
+{plotly_js}
+</head>
+<body>
+<h1>taskfoundry report</h1>
+{_header(lake, version, manifest)}
+{"".join(sections)}
+</body>
+</html>
+"""
+    return Report(page, version, len(tasks), tuple(plots.ids))
+
+
+def write_report(report: Report, out: Path) -> Path:
+    """Write the page to `out` atomically (a temporary file renamed into place)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f"{out.name}.tmp")
+    tmp.write_text(report.html, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _section(name: str, title: str, body: str) -> str:
+    return f'\n<section id="{name}">\n<h2>{_e(title)}</h2>\n{body}\n</section>\n'
+
+
+def _empty(text: str) -> str:
+    return f'<p class="empty">{_e(text)}</p>'
+
+
+def _table(header: list[str], rows: list[list[Any]], classes: list[str] | None = None) -> str:
+    """An HTML table, every cell escaped; `classes` styles each column's cells."""
+    attributes = [f' class="{c}"' if c else "" for c in classes or [""] * len(header)]
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{a}>{_e(v)}</td>" for a, v in zip(attributes, row, strict=True))
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _header(lake: Lake, version: Path | None, manifest: dict[str, Any] | None) -> str:
+    lines = [f"generated {utcnow():%Y-%m-%d %H:%M} UTC from the lake at {lake.root}"]
+    if manifest and version:
+        kinds = ", ".join(f"{k} {n}" for k, n in manifest["by_kind"].items()) or "none"
+        bands = ", ".join(f"{b} {manifest['by_band'][b]}" for b in BANDS)
+        lines.append(
+            f"taskset {manifest['name']} {manifest['version']} ({version}), exported"
+            f" {manifest['created_at'][:16].replace('T', ' ')}: {manifest['n_tasks']} tasks;"
+            f" by kind: {kinds}; by band: {bands}"
+        )
+    else:
+        lines.append("no exported taskset: `foundry export` writes one")
+    return "".join(f'<p class="meta">{_e(line)}</p>' for line in lines)
+
+
+def _funnel(summary: dict[str, Any], plots: _Plots) -> str:
+    stages = {name: s for name, s in summary["stages"].items() if s["items"]}
+    if not stages:
+        return _empty("The lake holds no items yet: `foundry run` or `foundry ingest` adds some.")
+    fig = go.Figure(
+        [
+            go.Bar(
+                name=outcome,
+                x=list(stages),
+                y=[s[outcome] for s in stages.values()],
+                marker_color=colour,
+            )
+            for outcome, colour in OUTCOME_COLOURS.items()
+        ]
+    )
+    fig.update_layout(
+        barmode="stack", xaxis_title="stage", yaxis_title="items", legend_title="outcome"
+    )
+    reasons = [
+        [stage, *reason.split(":", 1), n]
+        for stage, s in stages.items()
+        for reason, n in sorted(s["reasons"].items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+    table = _table(["stage", "outcome", "reason", "items"], reasons, ["", "", "", "num"])
+    return plots.div(fig, "funnel") + "<h3>Outcomes by reason</h3>" + table
+
+
+def _difficulty(manifest: dict[str, Any] | None, plots: _Plots) -> str:
+    if not manifest:
+        return _empty("No exported taskset, so no measured difficulty.")
+    if not manifest["n_tasks"]:
+        return _empty("The taskset holds no tasks.")
+    counts = manifest["difficulty_histogram"]
+    bins = [f"{i / len(counts):.1f}–{(i + 1) / len(counts):.1f}" for i in range(len(counts))]
+    fig = go.Figure(go.Bar(x=bins, y=counts, marker_color="#3d6fb6"))
+    fig.update_layout(xaxis_title="solver pass rate", yaxis_title="tasks", bargap=0.05)
+    bands = _table(["band", "tasks"], [[b, manifest["by_band"][b]] for b in BANDS], ["", "num"])
+    return plots.div(fig, "difficulty") + bands
+
+
+def _agreement(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], plots: _Plots) -> str:
+    if not manifest:
+        return _empty("No exported taskset, so no judged tasks.")
+    points: Counter[tuple[str, float, float]] = Counter()
+    unjudged = 0
+    for task in tasks:
+        agreement = [float(c["agreement"]) for c in json.loads(task["consensus"])]
+        if agreement:
+            mean = round(sum(agreement) / len(agreement), 3)
+            points[(task["kind"], mean, task["pass_rate"])] += 1
+        else:
+            unjudged += 1
+    if not points:
+        return _empty("No task in the taskset carries judge panel decisions.")
+    by_kind: dict[str, list[tuple[float, float, int]]] = {}
+    for (kind, x, y), n in sorted(points.items()):
+        by_kind.setdefault(kind, []).append((x, y, n))
+    largest = max(points.values())
+    fig = go.Figure()
+    for kind, mine in by_kind.items():
+        xs, ys, counts = zip(*mine, strict=True)
+        fig.add_trace(
+            go.Scatter(
+                name=kind,
+                x=xs,
+                y=ys,
+                customdata=counts,
+                mode="markers",
+                marker={
+                    "size": counts,
+                    "sizemode": "area",
+                    "sizeref": 2 * largest / 40**2,
+                    "sizemin": 6,
+                    "opacity": 0.7,
+                    "line": {"width": 1, "color": "white"},
+                },
+                hovertemplate="agreement %{x:.2f}<br>pass rate %{y:.2f}<br>%{customdata} tasks",
+            )
+        )
+    fig.update_layout(
+        xaxis={"title": "judge agreement (mean over the task's checks)", "range": [-0.05, 1.05]},
+        yaxis={"title": "solver pass rate", "range": [-0.05, 1.05]},
+        legend={"title": "kind", "itemsizing": "constant"},
+        showlegend=True,  # also for a single kind
+    )
+    note = (
+        "Each marker is the tasks of one kind at one (agreement, pass rate); its area grows with"
+        " their number. Agreement is the share of the panel siding with its decision."
+    )
+    if unjudged:
+        note += f" {unjudged} tasks without judged checks (e.g. code tasks) are not shown."
+    checks = _table(
+        ["check", "panel decisions", "mean agreement"],
+        [[c, v["decisions"], v["mean_agreement"]] for c, v in manifest["judge_agreement"].items()],
+        ["", "num", "num"],
+    )
+    return plots.div(fig, "agreement") + f'<p class="note">{_e(note)}</p>' + checks
+
+
+def _cost(summary: dict[str, Any], plots: _Plots) -> str:
+    usage = summary["llm"]
+    if not usage:
+        return _empty("No LLM calls recorded.")
+    roles = list(usage)
+    priced = any(u["cost_usd"] for u in usage.values())
+    fig = make_subplots(
+        rows=1,
+        cols=2 if priced else 1,
+        subplot_titles=["live tokens", "cost (USD)"] if priced else None,
+    )
+    for part, colour in (("prompt_tokens", "#3d6fb6"), ("completion_tokens", "#9bbbe0")):
+        tokens = [usage[r][part] for r in roles]
+        fig.add_trace(go.Bar(name=part.replace("_", " "), x=roles, y=tokens, marker_color=colour))
+    if priced:
+        costs = [usage[r]["cost_usd"] for r in roles]
+        fig.add_trace(
+            go.Bar(name="cost", x=roles, y=costs, marker_color="#4c956c", showlegend=False),
+            row=1,
+            col=2,
+        )
+    fig.update_layout(barmode="stack", legend_title="tokens")
+    fig.update_xaxes(title_text="role")
+    fig.update_yaxes(title_text="tokens", col=1)
+    rows = [
+        [
+            r,
+            u["calls"],
+            u["cache_hits"],
+            u["errors"],
+            u["prompt_tokens"],
+            u["completion_tokens"],
+            f"{u['cost_usd']:.4f}",
+        ]
+        for r, u in usage.items()
+    ]
+    table = _table(
+        ["role", "live calls", "cache hits", "errors", "prompt tokens", "completion tokens", "USD"],
+        rows,
+        ["", "num", "num", "num", "num", "num", "num"],
+    )
+    cost = summary["cost"]
+    line = f"All runs: ${cost['usd']:.4f}, {cost['tokens']:,} live tokens"
+    if cost["accepted_tasks"]:
+        line += (
+            f"; per task accepted by verification ({cost['accepted_tasks']}):"
+            f" ${cost['usd_per_accepted_task']:.4f}, {cost['tokens_per_accepted_task']:,} tokens"
+        )
+    if not priced:
+        line += ". No model has a price, so only tokens are plotted."
+    return plots.div(fig, "cost") + f'<p class="note">{_e(line)}</p>' + table
+
+
+def _samples(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], n: int) -> str:
+    if not manifest:
+        return _empty("No exported taskset, so no tasks to show.")
+    if not tasks:
+        return _empty("The taskset holds no tasks.")
+    kinds = sorted({task["kind"] for task in tasks})
+    parts = []
+    for kind in kinds:
+        mine = _sample([t for t in tasks if t["kind"] == kind], n)
+        rows = [
+            [
+                t["task_id"][:12],
+                _clip(last_user_message(t["prompt"])),
+                _clip(t["answer"]),
+                f"{t['pass_rate']:.2f} (n={t['pass_n']})",
+                t["band"],
+            ]
+            for t in mine
+        ]
+        total = sum(t["kind"] == kind for t in tasks)
+        table = _table(
+            ["task", "question", "answer", "pass rate", "band"],
+            rows,
+            ["", "text", "text", "num", ""],
+        )
+        parts.append(
+            f'<div class="samples" data-kind="{_e(kind)}"><h3>{_e(kind)}</h3>'
+            f'<p class="note">{len(mine)} of {total} tasks</p>{table}</div>'
+        )
+    return "\n".join(parts)
+
+
+def _sample(tasks: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """`n` tasks taking the bands in turn (first by task id within each band), so a sample
+    shows the range of difficulty."""
+    seen: Counter[str] = Counter()
+    ranked = []
+    for task in sorted(tasks, key=lambda t: t["task_id"]):
+        ranked.append((seen[task["band"]], BANDS.index(task["band"]), task["task_id"], task))
+        seen[task["band"]] += 1
+    return [task for *_, task in sorted(ranked, key=lambda r: r[:3])[:n]]
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 1] + "…"
