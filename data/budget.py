@@ -24,6 +24,19 @@ class Budget:
             self.tokens += tokens
             self.cost_usd += cost_usd
 
+    def settle(self, tokens: int, cost_usd: float) -> None:
+        """Raise the spend to what the run is known to have spent (its recorded calls): batches
+        on other processes charge their own copies of the budget."""
+        with self._lock:
+            self.tokens = max(self.tokens, tokens)
+            self.cost_usd = max(self.cost_usd, cost_usd)
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, _lock=threading.Lock())
+
     @property
     def exhausted(self) -> bool:
         over_tokens = self.max_tokens is not None and self.tokens >= self.max_tokens

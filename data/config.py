@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from data.kinds import TaskKind
 
 DEFAULT_HOME = Path(".foundry")
 
@@ -174,6 +177,54 @@ class BudgetConfig(Settings):
     max_cost_usd: float | None = Field(default=None, gt=0)
 
 
+class RunnerConfig(Settings):
+    """Where a pipeline run's Prefect tasks (batches of items) run: in threads of the flow's
+    process, or on a Dask cluster (prefect-dask): a local one of `workers` processes, or the
+    scheduler at `address`. Up to `workers` batches of a stage run at once."""
+
+    kind: Literal["threads", "dask"] = "threads"
+    workers: int = Field(default=1, ge=1)
+    address: str | None = None  # dask: an existing scheduler, e.g. "tcp://10.0.0.5:8786"
+    # where the solver's recording proxy listens, beside the flow: an address of the flow's
+    # host that workers on other hosts reach
+    proxy_host: str = "127.0.0.1"
+
+
+class ScopeConfig(Settings):
+    """What a run makes tasks of: the task kinds (default every kind) and the days of the
+    commits and traces they come from (`since` and `until` inclusive, UTC; default all time).
+    Documents have no date; an undated trace is outside any window. Verify, calibrate, review
+    and repair take only tasks of the chosen kinds. The three trace kinds come from one rating
+    of each trace, so naming one of them rates the traces in the window, and the tasks of
+    unnamed trace kinds this makes wait, unverified, for a run that names them."""
+
+    kinds: list[TaskKind] | None = None
+    since: date | None = None
+    until: date | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScopeConfig:
+        if self.since and self.until and self.since > self.until:
+            raise ValueError(f"scope: since {self.since} is after until {self.until}")
+        return self
+
+    def makes(self, *kinds: str) -> bool:
+        """Whether any of `kinds` is in scope."""
+        return self.kinds is None or any(kind in self.kinds for kind in kinds)
+
+    def covers(self, moment: datetime | str | None) -> bool:
+        """Whether `moment` (a datetime or ISO 8601 text; naive means UTC) is in the window."""
+        if self.since is None and self.until is None:
+            return True
+        if moment is None or moment == "":
+            return False
+        when = datetime.fromisoformat(moment) if isinstance(moment, str) else moment
+        when = when if when.tzinfo else when.replace(tzinfo=UTC)
+        start = datetime.combine(self.since, time(), UTC) if self.since else None
+        end = datetime.combine(self.until + timedelta(days=1), time(), UTC) if self.until else None
+        return (start is None or when >= start) and (end is None or when < end)
+
+
 ExportFormat = Literal["trl", "verifiers", "prime-rl", "sft"]
 
 
@@ -200,6 +251,8 @@ class FoundryConfig(Settings):
     export: ExportConfig = ExportConfig()
     budget: BudgetConfig = BudgetConfig()
     sources: SourcesConfig = SourcesConfig()
+    scope: ScopeConfig = ScopeConfig()
+    runner: RunnerConfig = RunnerConfig()
     serve: ServeConfig = ServeConfig()
 
 

@@ -215,6 +215,13 @@ def run_usage(lake: Lake, run_id: str) -> dict[str, int]:
     return {k: int(v) for k, v in row.items()}
 
 
+def run_spend(lake: Lake, run_id: str) -> tuple[int, float]:
+    """The live tokens and cost one run's recorded LLM calls have spent."""
+    rows = usage_by_role(lake, run_id)
+    tokens = sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows)
+    return tokens, sum(r["cost_usd"] for r in rows)
+
+
 def usage_by_role(lake: Lake, run_id: str | None = None) -> list[dict[str, Any]]:
     """LLM requests per role (of one run, or of all): live calls, cache hits, errors, live
     tokens, cost."""

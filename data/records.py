@@ -17,6 +17,8 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from data.kinds import CODE_KINDS, TRACE_KINDS, TaskKind
+
 SCHEMA_VERSION = "1"
 
 Band = Literal["too_easy", "in_band", "too_hard"]
@@ -406,6 +408,7 @@ class Trace(Record):
     scrubbed: dict[str, int]
     embedding: list[float]  # of `request`
     ingested_at: datetime
+    occurred_at: datetime | None = None  # when the exchange happened, where its format says
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -423,19 +426,6 @@ class Intent(Record):
     share: float
     trace_ids: list[str]
     examples: list[str]
-
-
-TaskKind = Literal[
-    "doc_qa",
-    "commit_replay",
-    "function_rebuild",
-    "commit_sequence",
-    "trace_answer",
-    "near_miss",
-    "tool_replay",
-]
-CODE_KINDS: tuple[str, ...] = ("commit_replay", "function_rebuild", "commit_sequence")
-TRACE_KINDS: tuple[str, ...] = ("trace_answer", "near_miss", "tool_replay")
 
 
 class Task(Record):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +37,7 @@ class Conversation:
     model: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
+    occurred_at: datetime | None = None  # when the exchange happened, where the format says
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,45 @@ def openai_exchange(document: Any, origin: str) -> Conversation:
         or ""
     )
     tools = _tool_definitions(request.get("tools") or document.get("tools") or [])
-    return checked(Conversation(origin, "openai", model, messages, tools))
+    when = moment(_first_time(document, request, response))
+    return checked(Conversation(origin, "openai", model, messages, tools, when))
+
+
+def _first_time(document: dict[str, Any], request: dict[str, Any], response: Any) -> Any:
+    """The exchange's time as a format gives it: a `timestamp`, `created_at` or `created` field
+    of the line or its request, else the chat completion's `created` (also inside a batch
+    output's `body`)."""
+    completion = response if isinstance(response, dict) else {}
+    body = completion.get("body") if isinstance(completion.get("body"), dict) else {}
+    for holder in (document, request, completion, body):
+        for key in ("timestamp", "created_at", "created"):
+            if holder.get(key) not in (None, ""):
+                return holder[key]
+    return None
+
+
+def moment(value: Any) -> datetime | None:
+    """`value` (a datetime, ISO 8601 text, or Unix time in s, ms, µs or ns) as an aware
+    datetime; None when it is none of those (an exchange then has no known time)."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, str) and not value.strip().lstrip("-").replace(".", "", 1).isdigit():
+        try:
+            return moment(datetime.fromisoformat(value.strip()))
+        except ValueError:
+            return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    for threshold, scale in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3)):  # ns, µs, ms
+        if abs(number) >= threshold:
+            number /= scale
+            break
+    try:
+        return datetime.fromtimestamp(number, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _response_message(response: Any) -> dict[str, Any]:
@@ -396,7 +436,8 @@ def span_conversation(span: dict[str, Any], origin: str) -> Conversation:
         messages = _indexed(attrs, "gen_ai.prompt") + _indexed(attrs, "gen_ai.completion")[:1]
     tools = _tool_definitions(_json_list(attrs.get("gen_ai.tool.definitions") or []))
     model = str(attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or "")
-    return checked(Conversation(origin, "otel", model, messages, tools))
+    when = moment(span.get("startTimeUnixNano") or span.get("start_time"))
+    return checked(Conversation(origin, "otel", model, messages, tools, when))
 
 
 def _json_list(value: Any) -> list[Any]:
@@ -579,4 +620,5 @@ def _proxy_conversation(row: dict[str, Any], origin: str) -> Conversation:
     body = {"messages": messages, "tools": tools or [], "model": row["model"]}
     conversation = openai_exchange(body | {"response": {"choices": choices}}, origin)
     conversation.format = "proxy"
+    conversation.occurred_at = moment(row["started_at"])
     return conversation

@@ -73,6 +73,7 @@ def scrubbed_trace(conversation: Conversation, scrubber: Scrubber) -> Trace:
         scrubbed=nonzero(counts),
         embedding=[],
         ingested_at=utcnow(),
+        occurred_at=conversation.occurred_at,
     )
 
 

@@ -6,10 +6,12 @@ import argparse
 import json
 import os
 import sys
+from datetime import date
 from pathlib import Path
 from typing import get_args
 
 from data.config import ExportFormat
+from data.kinds import TaskKind
 
 QUIET_PREFECT = {
     "DO_NOT_TRACK": "1",
@@ -50,6 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
     run.add_argument("--max-tokens", type=int, help="stop at this many live LLM tokens")
     run.add_argument("--max-cost", type=float, help="stop at this LLM cost in USD")
+    run.add_argument(
+        "--kind",
+        action="append",
+        choices=get_args(TaskKind),
+        help="make only this task kind (repeatable; default: every kind)",
+    )
+    run.add_argument(
+        "--since", type=date.fromisoformat, help="only commits and traces from this day (UTC)"
+    )
+    run.add_argument(
+        "--until", type=date.fromisoformat, help="only commits and traces up to this day (UTC)"
+    )
 
     ingest = sub.add_parser("ingest", help="add sources to the lake")
     kinds = ingest.add_subparsers(dest="kind", required=True)
@@ -156,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--wait", type=float, default=120.0, help="seconds to wait for the server to answer"
     )
+    serve.add_argument(
+        "--pool",
+        help="register the deployments for this work pool and exit: its workers (`prefect"
+        " worker start --pool NAME`, on any host with this checkout at the same path) run them",
+    )
 
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
@@ -204,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             band=band,
             max_tokens=args.max_tokens,
             max_cost_usd=args.max_cost,
+            overrides=_scope(args),
             **common,
         )
         usage = summary["usage"]
@@ -278,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(json.dumps(figures, indent=2))
     return 0
+
+
+def _scope(args: argparse.Namespace) -> dict | None:
+    """`run`'s --kind, --since and --until as settings over the configured `[scope]`."""
+    given = {"kinds": args.kind, "since": args.since, "until": args.until}
+    scope = {key: value for key, value in given.items() if value is not None}
+    return {"scope": scope} if scope else None
 
 
 def _print_export(export: dict) -> None:
@@ -360,9 +387,13 @@ def _serve(args: argparse.Namespace) -> int:
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from data.config import load_config
-    from flows.deployments import serve_deployments
+    from flows.deployments import deploy_to_pool, serve_deployments
 
     cfg = load_config(Path(args.config) if args.config else None, _home(args))
+    if args.pool:
+        for name in deploy_to_pool(cfg, args.config, args.pool):
+            print(f"deployed {name} to work pool {args.pool}")
+        return 0
     serve_deployments(cfg, args.config)
     return 0
 

@@ -37,13 +37,21 @@ REPLAY_BATCH = 8  # commits per shard of results
 RETRY_REPLAY = {"dependencies_unavailable"}  # the package index may be back next run
 
 
+REPLAY_KINDS = ("commit_replay", "commit_sequence")  # the kinds built on replayed commits
+
+
 def pending_replays(ctx: StageContext) -> list[str]:
-    """Ingested commits (`repo_id:sha`) without a final replay outcome, oldest first."""
+    """Ingested commits (`repo_id:sha`) in the scope's window without a final replay outcome,
+    oldest first (none when no kind built on replays is in scope)."""
+    if not ctx.config.scope.makes(*REPLAY_KINDS):
+        return []
     finished = ctx.lake.finished_items("replay")
     rows = ctx.lake.rows(
-        "SELECT repo_id || ':' || sha AS id FROM commits ORDER BY repo_id, authored_at, sha"
+        "SELECT repo_id || ':' || sha AS id, authored_at FROM commits"
+        " ORDER BY repo_id, authored_at, sha"
     )
-    return [row["id"] for row in rows if row["id"] not in finished]
+    scope = ctx.config.scope
+    return [r["id"] for r in rows if r["id"] not in finished and scope.covers(r["authored_at"])]
 
 
 def replay_commits(ctx: StageContext) -> Counter:
@@ -132,8 +140,8 @@ def _replay_one(
 
 def pending_rebuilds(ctx: StageContext) -> list[str]:
     """Repositories whose functions have not been tried yet (none if `code.max_functions` is
-    0)."""
-    if ctx.config.code.max_functions == 0:
+    0 or function-rebuild tasks are out of scope)."""
+    if ctx.config.code.max_functions == 0 or not ctx.config.scope.makes("function_rebuild"):
         return []
     return pending_items(ctx, "rebuild", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
 
@@ -197,14 +205,19 @@ def rebuild_functions(ctx: StageContext) -> Counter:
 
 
 def pending_describe(ctx: StageContext) -> list[str]:
-    """Replayed commits without a task yet, oldest first, within `code.max_replays`."""
-    limit = ctx.config.code.max_replays
-    clause = f" LIMIT {int(limit)}" if limit is not None else ""
-    sql = (
-        "SELECT r.repo_id || ':' || r.sha AS id FROM replays r JOIN commits c USING (repo_id, sha)"
-        f" ORDER BY c.authored_at, id{clause}"
+    """Replayed commits in the scope's window without a task yet, oldest first, within
+    `code.max_replays`."""
+    if not ctx.config.scope.makes(*REPLAY_KINDS):
+        return []
+    finished = ctx.lake.finished_items("describe")
+    rows = ctx.lake.rows(
+        "SELECT r.repo_id || ':' || r.sha AS id, c.authored_at FROM replays r"
+        " JOIN commits c USING (repo_id, sha) ORDER BY c.authored_at, id"
     )
-    return pending_items(ctx, "describe", sql)
+    scope = ctx.config.scope
+    window = [r["id"] for r in rows if scope.covers(r["authored_at"])]
+    limit = ctx.config.code.max_replays
+    return [item for item in window[:limit] if item not in finished]
 
 
 def load_replays(ctx: StageContext, items: list[str]) -> dict[str, Any]:
@@ -251,7 +264,7 @@ def _links(ctx: StageContext) -> dict[str, list[Link]]:
     """Every chain of `code.sequence_steps` consecutive commits whose commit-replay tasks
     exist, by item id (`repo_id:sha+sha…`)."""
     steps = ctx.config.code.sequence_steps
-    if steps < 2:
+    if steps < 2 or not ctx.config.scope.makes("commit_sequence"):
         return {}
     tasks = {}
     for row in ctx.lake.rows(_REPLAY_TASKS_SQL):
@@ -261,7 +274,8 @@ def _links(ctx: StageContext) -> dict[str, list[Link]]:
     found: dict[str, list[Link]] = {}
     for repo_id in sorted({repo for repo, _ in tasks}):
         commits = ctx.lake.records("commits", "repo_id = ?", [repo_id])
-        usable = {sha for repo, sha in tasks if repo == repo_id}
+        in_window = {c.sha for c in commits if ctx.config.scope.covers(c.authored_at)}
+        usable = {sha for repo, sha in tasks if repo == repo_id and sha in in_window}
         for run in chains(commits, usable, steps):
             item = f"{repo_id}:" + "+".join(c.sha for c in run)
             found[item] = [Link(c, replays[(repo_id, c.sha)], tasks[(repo_id, c.sha)]) for c in run]

@@ -24,6 +24,10 @@ from judges import calibration
 from judges.unit_tests import UnitTests
 
 
+def quiet(message: str) -> None:
+    """The progress sink that drops every line (a module function, so a context pickles)."""
+
+
 @dataclass
 class StageContext:
     """What every stage needs: where the lake is, the settings, the run, a progress sink."""
@@ -31,7 +35,7 @@ class StageContext:
     lake: Lake
     config: FoundryConfig
     run_id: str
-    progress: Progress = lambda message: None  # noqa: E731
+    progress: Progress = quiet
     plans: dict[tuple[str, str], calibration.Plan] = field(default_factory=dict)
     harnesses: dict[str, Harness] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)  # the run's LLM spend against its limits
@@ -55,6 +59,10 @@ class StageContext:
             parallel = self.config.sandbox.parallel or max(1, (os.cpu_count() or 2) // 2)
             self._unit_tests = UnitTests(mirrors, self.limits, parallel)
         return self._unit_tests
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What another process (a Dask worker) gets: the per-process caches stay behind."""
+        return {**self.__dict__, "harnesses": {}, "_unit_tests": None}
 
     def status(
         self, stage: str, item_id: str, status: ItemStatus, reason: str, detail: str = ""
@@ -80,10 +88,19 @@ class LLMStage:
     pending: Callable[[StageContext], list[str]]
     load: Callable[[StageContext, list[str]], dict[str, Any]]
     work: Callable[[StageContext, str, Any, LLMClient], Awaitable[Outcome]]
+    independent_batches: bool = True  # False: a batch reads what earlier ones wrote
 
 
 def batches(items: Sequence[str], size: int) -> list[list[str]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def kinds_in_scope(ctx: StageContext, column: str = "kind") -> str:
+    """A SQL condition on `column` that holds for the task kinds in scope."""
+    kinds = ctx.config.scope.kinds
+    if kinds is None:
+        return "TRUE"
+    return f"{column} IN ({', '.join(repr(str(kind)) for kind in kinds)})" if kinds else "FALSE"
 
 
 def pending_items(ctx: StageContext, stage: str, sql: str) -> list[str]:

@@ -1,20 +1,24 @@
 """The deployments `foundry serve` registers and serves against a Prefect server.
 
 - `nightly`: the whole pipeline on the configured `[sources]`, on the `[serve] cron` schedule;
-- `adhoc`: a backfill as one form in the UI ("Custom run"): sources, limits, band, models and
-  budget as typed parameters over the configuration.
+- `adhoc`: a backfill as one form in the UI ("Custom run"): sources, task kinds, the days of
+  the commits and traces, limits, band, models and budget as typed parameters over the
+  configuration.
 
 `foundry serve` runs until stopped; each flow run it picks up runs in a subprocess of it.
 """
 
 from __future__ import annotations
 
+from datetime import date
+from pathlib import Path
 from typing import Any
 
-from prefect import flow, serve
+from prefect import Flow, flow, serve
 from prefect.deployments.runner import RunnerDeployment
 
 from data.config import FoundryConfig
+from data.kinds import TaskKind
 from flows.pipeline import pipeline_flow
 
 
@@ -23,6 +27,9 @@ def adhoc_flow(
     docs: list[str] | None = None,
     repos: list[str] | None = None,
     traces: list[str] | None = None,
+    kinds: list[TaskKind] | None = None,
+    since: date | None = None,
+    until: date | None = None,
     max_chunks: int | None = None,
     max_replays: int | None = None,
     max_functions: int | None = None,
@@ -42,6 +49,9 @@ def adhoc_flow(
         docs: document files or folders to ingest (.md .txt .html)
         repos: git repositories to ingest: paths or URLs
         traces: production trace files or folders (.jsonl .json .parquet)
+        kinds: make only these task kinds (default: every kind)
+        since: only commits authored and traces recorded on or after this day (UTC)
+        until: only commits authored and traces recorded on or before this day (UTC)
         max_chunks: generate from at most this many chunks
         max_replays: describe at most this many replayed commits
         max_functions: function-rebuild candidates per repository
@@ -63,6 +73,9 @@ def adhoc_flow(
         ("traces", "max_traces"): max_traces,
         ("roles", "generator"): {"model": generator_model} if generator_model else None,
         ("roles", "solver"): {"model": solver_model} if solver_model else None,
+        ("scope", "kinds"): kinds or None,  # none ticked in the form: every kind
+        ("scope", "since"): since,
+        ("scope", "until"): until,
     }
     for (section, key), value in limits.items():
         if value is not None:
@@ -81,29 +94,58 @@ def adhoc_flow(
     )
 
 
-def deployments(cfg: FoundryConfig, config: str | None) -> list[RunnerDeployment]:
-    """`nightly` (the pipeline on `cfg.sources`, on `cfg.serve.cron`) and `adhoc`."""
-    common = {"home": str(cfg.home.resolve()), "config": config}
-    nightly = pipeline_flow.to_deployment(
-        name="nightly",
-        cron=cfg.serve.cron,
-        parameters={
+CHECKOUT = Path(__file__).resolve().parent.parent  # where work-pool workers load the flows
+
+
+def specs(cfg: FoundryConfig, config: str | None) -> list[tuple[Flow, str, dict[str, Any]]]:
+    """Each deployment's flow, entrypoint and settings: `nightly` (the pipeline on
+    `cfg.sources`, on `cfg.serve.cron`) and `adhoc`."""
+    common = {
+        "home": str(cfg.home.resolve()),
+        "config": str(Path(config).resolve()) if config else None,
+    }
+    nightly = {
+        "name": "nightly",
+        "cron": cfg.serve.cron,
+        "parameters": {
             "paths": cfg.sources.docs,
             "repos": cfg.sources.repos,
             "traces": cfg.sources.traces,
             **common,
         },
-        description="The whole pipeline on the configured sources, on a schedule",
-    )
-    adhoc = adhoc_flow.to_deployment(
-        name="adhoc",
-        parameters=common,
-        description="A backfill: sources, limits, band, models and budget as a form",
-    )
-    return [nightly, adhoc]
+        "description": "The whole pipeline on the configured sources, on a schedule",
+    }
+    adhoc = {
+        "name": "adhoc",
+        "parameters": common,
+        "description": "A backfill: sources, kinds, days, limits, band, models, budget as a form",
+    }
+    return [
+        (pipeline_flow, "flows/pipeline.py:pipeline_flow", nightly),
+        (adhoc_flow, "flows/deployments.py:adhoc_flow", adhoc),
+    ]
+
+
+def deployments(cfg: FoundryConfig, config: str | None) -> list[RunnerDeployment]:
+    """The deployments `foundry serve` serves."""
+    return [made.to_deployment(**settings) for made, _, settings in specs(cfg, config)]
 
 
 def serve_deployments(cfg: FoundryConfig, config: str | None) -> None:
     """Register the deployments with the Prefect server and run their flow runs until
     stopped."""
     serve(*deployments(cfg, config))
+
+
+def deploy_to_pool(cfg: FoundryConfig, config: str | None, pool: str) -> list[str]:
+    """Register the deployments for the work pool `pool`, their flows loaded from this
+    checkout: every host whose worker serves the pool runs them from the same path (shared
+    storage). Returns the deployments' names."""
+    names = []
+    for made, entrypoint, settings in specs(cfg, config):
+        remote = made.from_source(source=str(CHECKOUT), entrypoint=entrypoint)
+        remote.deploy(
+            work_pool_name=pool, build=False, push=False, print_next_steps=False, **settings
+        )
+        names.append(f"{made.name}/{settings['name']}")
+    return names

@@ -17,12 +17,13 @@ from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture, as_completed
 
 from data.budget import Budget
 from data.config import load_config, with_overrides, with_solver
 from data.endpoints import Endpoint, resolve_endpoints
 from data.export import ExportResult, export_taskset
-from data.funnel import funnel, run_usage
+from data.funnel import funnel, run_spend, run_usage
 from data.hub import push_version
 from data.lake import Lake
 from data.projections import Projection, project
@@ -36,6 +37,7 @@ from flows.code_stages import (
     replay_commits,
 )
 from flows.context import LLMStage, StageContext
+from flows.runners import task_runner
 from flows.stages import (
     LLM_STAGES,
     ingest_docs,
@@ -159,7 +161,8 @@ def _export_summary(
 
 
 def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, int]]:
-    """Run the named LLM stages in order; the model endpoints are opened only if needed."""
+    """Run the named LLM stages in order, their batches on the configured task runner; the
+    model endpoints (and the runner) are opened only if needed."""
     stages = [stage_named(name) for name in names]
     if not any(s.pending(ctx) for s in stages):
         ctx.progress("nothing pending for " + ", ".join(names))
@@ -167,12 +170,36 @@ def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, 
     with (
         resolve_endpoints(ctx.config, ctx.config.home / "logs") as resolved,
         solver_through_proxy(ctx, resolved) as endpoints,
+        task_runner(ctx.config.runner) as runner,
     ):
 
-        def run_batch(stage: LLMStage, index: int, items: list[str]) -> Counter:
-            return Counter(llm_batch_task(stage.name, index, items, ctx, endpoints))
+        def run_batches(stage: LLMStage, groups: list[list[str]]) -> Iterator[Counter]:
+            """Up to `runner.workers` batches at once (one where a batch reads what the ones
+            before it wrote), each submitted with the budget spent so far; none is started
+            once it is spent."""
+            width = ctx.config.runner.workers if stage.independent_batches else 1
+            queue = list(enumerate(groups))
+            running: list[PrefectFuture] = []
+            while queue or running:
+                while queue and len(running) < width and not ctx.budget.exhausted:
+                    index, items = queue.pop(0)
+                    parameters = {
+                        "stage": stage.name,
+                        "index": index,
+                        "items": items,
+                        "ctx": ctx,
+                        "endpoints": endpoints,
+                    }
+                    running.append(runner.submit(llm_batch_task, parameters))
+                if not running:
+                    return
+                finished = next(as_completed(running))
+                running.remove(finished)
+                counts = Counter(finished.result())
+                ctx.budget.settle(*run_spend(ctx.lake, ctx.run_id))
+                yield counts
 
-        summary = run_stages(stages, ctx, run_batch)
+        summary = run_stages(stages, ctx, run_batches)
     return {name: dict(counts) for name, counts in summary.items()}
 
 

@@ -13,7 +13,7 @@ import asyncio
 import time
 import traceback
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,7 +25,14 @@ from data.ingest import ingest_documents
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
 from flows.code_stages import DESCRIBE, SEQUENCE, code_repo
-from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
+from flows.context import (
+    LLMStage,
+    Outcome,
+    StageContext,
+    batches,
+    kinds_in_scope,
+    pending_items,
+)
 from flows.repair import Stop, next_move
 from flows.trace_stages import INTENTS, TRACE_TASKS
 from generators import doc_qa, function_rebuild
@@ -64,7 +71,12 @@ def solver_through_proxy(
     rollout's calls in the lake (`proxy_calls`, grouped by the attempt's rollout id)."""
     solver = endpoints["solver"]
     with running_proxy(
-        solver.base_url, ctx.lake, ctx.run_id, api_key=solver.api_key, timeout_s=solver.timeout_s
+        solver.base_url,
+        ctx.lake,
+        ctx.run_id,
+        api_key=solver.api_key,
+        host=ctx.config.runner.proxy_host,
+        timeout_s=solver.timeout_s,
     ) as url:
         yield {**endpoints, "solver": replace(solver, base_url=url)}
 
@@ -126,7 +138,10 @@ def run_llm_batch(
 
 
 def pending_generate(ctx: StageContext) -> list[str]:
-    """Chunks not yet through `generate`, in a stable order, within `generate.max_chunks`."""
+    """Chunks not yet through `generate`, in a stable order, within `generate.max_chunks`
+    (none when document tasks are out of scope)."""
+    if not ctx.config.scope.makes("doc_qa"):
+        return []
     limit = ctx.config.generate.max_chunks
     clause = f" LIMIT {int(limit)}" if limit is not None else ""
     return pending_items(
@@ -162,7 +177,8 @@ async def generate_one(ctx: StageContext, chunk_id: str, loaded: Any, client: LL
 
 
 def pending_verify(ctx: StageContext) -> list[str]:
-    return pending_items(ctx, "verify", "SELECT task_id AS id FROM tasks ORDER BY task_id")
+    sql = f"SELECT task_id AS id FROM tasks WHERE {kinds_in_scope(ctx)} ORDER BY task_id"
+    return pending_items(ctx, "verify", sql)
 
 
 def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
@@ -212,7 +228,12 @@ VERIFIED = "SELECT item_id AS id FROM status WHERE stage = 'verify' AND status =
 
 
 def pending_calibrate(ctx: StageContext) -> list[str]:
-    return pending_items(ctx, "calibrate", VERIFIED)
+    sql = (
+        "SELECT s.item_id AS id FROM status s JOIN tasks t ON t.task_id = s.item_id"
+        f" WHERE s.stage = 'verify' AND s.status = 'done' AND {kinds_in_scope(ctx, 't.kind')}"
+        " ORDER BY id"
+    )
+    return pending_items(ctx, "calibrate", sql)
 
 
 def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
@@ -221,13 +242,16 @@ def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
 
 
 def calibration_plan(ctx: StageContext, solver: str, harness: str) -> calibration.Plan:
-    """The run's calibration plan for this solver and harness, made once per run from the
-    outcomes of the tasks calibrated before it."""
+    """The run's calibration plan for this solver and harness, made from the outcomes of the
+    tasks calibrated by earlier runs (not this one's, so every batch gets the same plan
+    whichever finishes first)."""
     key = (solver, harness)
     if key not in ctx.plans:
         history = ctx.lake.rows(
-            "SELECT n, passes FROM difficulty WHERE solver_model = ? AND harness = ?",
-            [solver, harness],
+            "SELECT d.n, d.passes FROM difficulty d JOIN status s ON s.item_id = d.task_id"
+            " AND s.stage LIKE 'calibrate%' AND s.detail = d.solver_model || '|' || d.harness"
+            " WHERE d.solver_model = ? AND d.harness = ? AND s.run_id <> ?",
+            [solver, harness, ctx.run_id],
         )
         outcomes = [(r["n"], r["passes"]) for r in history]
         ctx.plans[key] = calibration.plan(ctx.config.calibrate, outcomes)
@@ -321,6 +345,8 @@ def stage_named(name: str) -> LLMStage:
 def pending_review(ctx: StageContext) -> list[str]:
     """Calibrated document tasks (code tasks are scored by their tests: no rubric, and no
     answer to hedge)."""
+    if not ctx.config.scope.makes("doc_qa"):
+        return []
     return pending_items(
         ctx,
         "review",
@@ -373,6 +399,7 @@ def pending_repair(ctx: StageContext) -> list[str]:
         " LEFT JOIN status p ON p.item_id = c.item_id AND p.stage = 'repair'"
         " WHERE c.stage = 'calibrate' AND c.status = 'done' AND c.reason <> 'in_band'"
         " AND (r.item_id IS NOT NULL OR t.kind <> 'doc_qa')"
+        f" AND {kinds_in_scope(ctx, 't.kind')}"
         " AND (p.status IS NULL OR p.status = 'failed'"
         " OR (p.reason = 'step_limit' AND TRY_CAST(p.detail AS INTEGER) < ?))"
         " ORDER BY id",
@@ -489,15 +516,32 @@ LLM_STAGES = [
     LLMStage("repair", pending_repair, load_repair_material, repair_one),
 ]
 
-BatchRunner = Callable[[LLMStage, int, list[str]], Counter]
+BatchRunner = Callable[[LLMStage, list[list[str]]], Iterable[Counter]]
+"""Runs a stage's batches (some at once, in any order) and yields each one's counts as it
+finishes; it starts none once the run's budget is spent."""
 
 
-def run_stages(stages: Sequence[LLMStage], ctx: StageContext, run_batch: BatchRunner) -> dict:
-    """Run `stages` in order over their pending items, batch by batch; go round again while a
-    stage derives new tasks (a remedy of the review, a variant of the repair), so they are
-    verified and calibrated in the same run. A round takes only items no earlier round took, so
-    an item that failed waits for the next run, as does what the last round leaves. Once the
-    run's budget is spent no further batch starts: what is left stays pending."""
+def one_at_a_time(
+    ctx: StageContext, run_batch: Callable[[LLMStage, int, list[str]], Counter]
+) -> BatchRunner:
+    """The batch runner that runs each batch with `run_batch`, one after another."""
+
+    def run(stage: LLMStage, groups: list[list[str]]) -> Iterator[Counter]:
+        for index, group in enumerate(groups):
+            if ctx.budget.exhausted:
+                return
+            yield run_batch(stage, index, group)
+
+    return run
+
+
+def run_stages(stages: Sequence[LLMStage], ctx: StageContext, run_batches: BatchRunner) -> dict:
+    """Run `stages` in order over their pending items, in batches (a stage ends when all its
+    batches have); go round again while a stage derives new tasks (a remedy of the review, a
+    variant of the repair), so they are verified and calibrated in the same run. A round takes
+    only items no earlier round took, so an item that failed waits for the next run, as does
+    what the last round leaves. Once the run's budget is spent no further batch starts: what is
+    left stays pending."""
     summary: dict[str, Counter] = {stage.name: Counter() for stage in stages}
     taken: dict[str, set[str]] = {stage.name: set() for stage in stages}
     for _ in range(1 + REMEDY_ROUNDS + ctx.config.repair.max_steps):
@@ -506,15 +550,15 @@ def run_stages(stages: Sequence[LLMStage], ctx: StageContext, run_batch: BatchRu
             items = [item for item in stage.pending(ctx) if item not in taken[stage.name]]
             taken[stage.name].update(items)
             groups = batches(items, ctx.config.batch_size)
-            for index, group in enumerate(groups):
-                if ctx.budget.exhausted:
-                    ctx.progress(f"budget reached ({ctx.budget.describe()}): the rest waits")
-                    return summary
-                counts = run_batch(stage, index, group)
+            done = 0
+            for finished, counts in enumerate(run_batches(stage, groups), start=1):
                 summary[stage.name].update(counts)
                 derived += sum(counts.get(key, 0) for key in DERIVED)
-                done = min((index + 1) * ctx.config.batch_size, len(items))
-                ctx.progress(f"{stage.name}: batch {index + 1}/{len(groups)} ({done}/{len(items)})")
+                done += sum(counts.values())
+                ctx.progress(f"{stage.name}: batch {finished}/{len(groups)} ({done}/{len(items)})")
+            if ctx.budget.exhausted:
+                ctx.progress(f"budget reached ({ctx.budget.describe()}): the rest waits")
+                return summary
         if not derived:
             break
     return summary

@@ -13,9 +13,9 @@ import numpy as np
 
 from data.embeddings import as_matrix, embed, near_duplicates
 from data.llm import LLMClient, LLMError
-from data.records import Intent, Record, Task, Trace, content_id
+from data.records import TRACE_KINDS, Intent, Record, Task, Trace, content_id
 from data.trace_ingest import ingest_traces
-from flows.context import LLMStage, Outcome, StageContext, pending_items
+from flows.context import LLMStage, Outcome, StageContext
 from generators.checks import CheckFailure
 from generators.intents import EXAMPLE_CHARS, EXAMPLES, cluster_requests, label_cluster
 from generators.trace_tasks import answer_task, near_miss_task, replay_task
@@ -37,6 +37,8 @@ def current_clustering(ctx: StageContext) -> str:
 
 
 def pending_intents(ctx: StageContext) -> list[str]:
+    if not ctx.config.scope.makes(*TRACE_KINDS):
+        return []
     clustering = current_clustering(ctx)
     if not clustering or clustering in ctx.lake.finished_items("intents"):
         return []
@@ -87,12 +89,14 @@ INTENTS = LLMStage("intents", pending_intents, load_requests, cluster_intents)
 
 
 def pending_trace_tasks(ctx: StageContext) -> list[str]:
-    """Traces not yet through `trace_tasks`, in id order, within `traces.max_traces`."""
-    limit = ctx.config.traces.max_traces
-    clause = f" LIMIT {int(limit)}" if limit is not None else ""
-    return pending_items(
-        ctx, "trace_tasks", f"SELECT trace_id AS id FROM traces ORDER BY trace_id{clause}"
-    )
+    """Traces in the scope's window not yet through `trace_tasks`, in id order, within
+    `traces.max_traces` (none when no trace kind is in scope)."""
+    if not ctx.config.scope.makes(*TRACE_KINDS):
+        return []
+    finished = ctx.lake.finished_items("trace_tasks")
+    rows = ctx.lake.rows("SELECT trace_id AS id, occurred_at FROM traces ORDER BY trace_id")
+    window = [r["id"] for r in rows if ctx.config.scope.covers(r["occurred_at"])]
+    return [item for item in window[: ctx.config.traces.max_traces] if item not in finished]
 
 
 @dataclass(frozen=True)
@@ -194,4 +198,7 @@ def _duplicate_task(task: Task, loaded: TraceInput, threshold: float) -> str:
     return loaded.known_ids[match[0]] if match is not None else ""
 
 
-TRACE_TASKS = LLMStage("trace_tasks", pending_trace_tasks, load_traces, trace_tasks_one)
+# a batch deduplicates against the tasks of the batches before it: one batch at a time
+TRACE_TASKS = LLMStage(
+    "trace_tasks", pending_trace_tasks, load_traces, trace_tasks_one, independent_batches=False
+)

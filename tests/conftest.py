@@ -16,6 +16,7 @@ from flows.context import StageContext
 from flows.stages import (
     LLM_STAGES,
     ingest_docs,
+    one_at_a_time,
     run_llm_batch,
     run_stages,
     solver_through_proxy,
@@ -58,9 +59,8 @@ def make_context(home: Path, run_id: str = "run-1", **settings) -> StageContext:
 def run_llm_stages(ctx: StageContext, endpoints) -> Counter:
     """Every LLM stage over whatever is pending, batch by batch (what the flows do)."""
     with solver_through_proxy(ctx, endpoints) as proxied:
-        summary = run_stages(
-            LLM_STAGES, ctx, lambda stage, _, group: run_llm_batch(stage, group, ctx, proxied)
-        )
+        run_batch = lambda stage, _, group: run_llm_batch(stage, group, ctx, proxied)  # noqa: E731
+        summary = run_stages(LLM_STAGES, ctx, one_at_a_time(ctx, run_batch))
     return sum(summary.values(), Counter())
 
 

@@ -94,12 +94,17 @@ def test_serve_registers_the_deployments_and_runs_an_adhoc_backfill(
             )
             nightly = client.read_deployment_by_name("pipeline/nightly")
             assert nightly.schedules[0].schedule.cron == "0 3 * * *"
-            assert {"docs", "max_chunks", "band_low", "solver_model", "max_tokens"} <= set(
-                adhoc.parameter_openapi_schema["properties"]
-            )
+            form = adhoc.parameter_openapi_schema["properties"]
+            assert {"docs", "kinds", "since", "max_chunks", "band_low", "solver_model"} <= set(form)
+            assert {"format": "date", "type": "string"} in form["since"]["anyOf"]
             run = run_deployment(
                 "adhoc/adhoc",
-                parameters={"docs": [str(corpus)], "max_chunks": 3},
+                parameters={
+                    "docs": [str(corpus)],
+                    "kinds": ["doc_qa"],
+                    "since": "2026-01-01",
+                    "max_chunks": 3,
+                },
                 timeout=600,
                 poll_interval=2,
             )
@@ -111,3 +116,45 @@ def test_serve_registers_the_deployments_and_runs_an_adhoc_backfill(
         assert (home / "tasksets" / "docqa" / "latest" / "manifest.json").is_file()
     finally:
         stop(serve)
+
+
+def test_deployments_for_a_work_pool_run_on_its_worker(prefect_server, oracle_server, tmp_path):
+    """`foundry serve --pool` registers the deployments for a work pool, its flows loaded from
+    this checkout; a worker of the pool (on any host with the checkout) runs them."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    api, env = prefect_server
+    env = {**env, "OPENAI_BASE_URL": oracle_server.base_url, "OPENAI_API_KEY": "test-key"}
+    home = tmp_path / "home"
+    prefect = str(BIN / "prefect")
+    pool = ["work-pool", "create", "foundry", "--type", "process"]
+    subprocess.run([prefect, *pool], env=env, check=True, capture_output=True, timeout=120)
+    deployed = subprocess.run(
+        [str(BIN / "foundry"), "serve", "--pool", "foundry", "--home", str(home)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert deployed.returncode == 0, deployed.stderr[-3000:]
+    assert "deployed adhoc/adhoc to work pool foundry" in deployed.stdout
+    with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        adhoc = client.read_deployment_by_name("adhoc/adhoc")
+        assert adhoc.work_pool_name == "foundry"
+        assert adhoc.entrypoint == "flows/deployments.py:adhoc_flow"
+        nightly = client.read_deployment_by_name("pipeline/nightly")
+        assert nightly.work_pool_name == "foundry" and nightly.schedules
+        run = client.create_flow_run_from_deployment(
+            adhoc.id, parameters={"docs": [str(SAMPLE_DOCS / "river-kelm.md")], "max_chunks": 2}
+        )
+    log = tmp_path / "worker.log"
+    worker = started([prefect, "worker", "start", "--pool", "foundry", "--run-once"], env, log)
+    try:
+        assert worker.wait(timeout=600) == 0, log.read_text()[-3000:]
+    finally:
+        stop(worker)
+    with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
+        state = client.read_flow_run(run.id).state
+    assert state.is_completed(), f"{state}\n{log.read_text()[-3000:]}"
+    assert (home / "tasksets" / "docqa" / "latest" / "manifest.json").is_file()

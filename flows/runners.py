@@ -1,0 +1,30 @@
+"""The task runner a pipeline run uses (`[runner]`): threads of the flow's process, or Dask.
+
+With Dask each batch (a Prefect task) is pickled to a worker process, maybe on another host:
+it reads the lake and writes its own shards (never a shared DuckDB file; the catalog is
+written by the flow alone), and reaches the models at their configured URLs.
+"""
+
+from __future__ import annotations
+
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from prefect_dask import DaskTaskRunner
+
+from data.config import RunnerConfig
+
+
+def task_runner(runner: RunnerConfig) -> TaskRunner:
+    """The Prefect task runner `runner` describes."""
+    if runner.kind == "threads":
+        return ThreadPoolTaskRunner(max_workers=runner.workers)
+    if runner.address:
+        return DaskTaskRunner(address=runner.address)
+    return DaskTaskRunner(
+        cluster_class="distributed.LocalCluster",
+        cluster_kwargs={
+            "n_workers": runner.workers,
+            "threads_per_worker": 1,
+            "processes": True,
+            "dashboard_address": None,
+        },
+    )
