@@ -19,15 +19,15 @@ from prefect.deployments.runner import RunnerDeployment
 
 from data.config import FoundryConfig
 from data.kinds import TaskKind
-from flows.pipeline import pipeline_flow
+from flows.pipeline import pipeline_flow, run_pipeline
 
 
 @flow(name="adhoc")
 def adhoc_flow(
-    docs: list[str] | None = None,
-    repos: list[str] | None = None,
-    traces: list[str] | None = None,
-    kinds: list[TaskKind] | None = None,
+    docs: tuple[str, ...] = (),
+    repos: tuple[str, ...] = (),
+    traces: tuple[str, ...] = (),
+    kinds: tuple[TaskKind, ...] = (),
     since: date | None = None,
     until: date | None = None,
     max_chunks: int | None = None,
@@ -73,7 +73,7 @@ def adhoc_flow(
         ("traces", "max_traces"): max_traces,
         ("roles", "generator"): {"model": generator_model} if generator_model else None,
         ("roles", "solver"): {"model": solver_model} if solver_model else None,
-        ("scope", "kinds"): kinds or None,  # none ticked in the form: every kind
+        ("scope", "kinds"): list(kinds) or None,  # none ticked in the form: every kind
         ("scope", "since"): since,
         ("scope", "until"): until,
     }
@@ -81,16 +81,17 @@ def adhoc_flow(
         if value is not None:
             overrides.setdefault(section, {})[key] = value
     band = None if (band_low, band_high) == (0.0, 1.0) else (band_low, band_high)
-    return pipeline_flow(
-        paths=docs or [],
-        repos=repos or [],
-        traces=traces or [],
+    return run_pipeline(
+        paths=list(docs),
+        home=home,
+        config=config,
+        out=None,
         band=band,
+        repos=list(repos),
+        traces=list(traces),
         max_tokens=max_tokens,
         max_cost_usd=max_cost_usd,
         overrides=overrides or None,
-        home=home,
-        config=config,
     )
 
 

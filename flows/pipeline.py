@@ -342,6 +342,25 @@ def pipeline_flow(
     samples of each; run every stage over what is not done yet, and export. `max_tokens` and
     `max_cost_usd` override the configured budget, `overrides` any setting (nested as in the
     file)."""
+    return run_pipeline(
+        paths, home, config, out, band, repos, traces, max_tokens, max_cost_usd, overrides
+    )
+
+
+def run_pipeline(
+    paths: list[str] | None,
+    home: str | None,
+    config: str | None,
+    out: str | None,
+    band: tuple[float, float] | None,
+    repos: list[str] | None,
+    traces: list[str] | None,
+    max_tokens: int | None,
+    max_cost_usd: float | None,
+    overrides: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The pipeline flow's work, inside whichever flow calls it (so its tasks and artifacts
+    belong to that flow's run)."""
     with stage_context("run", home, config, overrides) as ctx:
         if max_tokens is not None or max_cost_usd is not None:
             limits = ctx.config.budget
