@@ -16,7 +16,14 @@ from data.languages import language_named
 from data.llm import LLMClient
 from data.records import Commit, CommitReplay, Record, Status, Task
 from data.repos import ingest_repo
-from flows.context import LLMStage, Outcome, StageContext, batches, pending_items
+from flows.context import (
+    LLMStage,
+    Outcome,
+    StageContext,
+    batches,
+    pending_in_window,
+    pending_items,
+)
 from generators.checks import CheckFailure
 from generators.commit_replay import Unusable, analyse, tests_at
 from generators.commit_sequence import Link, chains, sequence_task
@@ -45,13 +52,11 @@ def pending_replays(ctx: StageContext) -> list[str]:
     oldest first (none when no kind built on replays is in scope)."""
     if not ctx.config.scope.makes(*REPLAY_KINDS):
         return []
-    finished = ctx.lake.finished_items("replay")
-    rows = ctx.lake.rows(
-        "SELECT repo_id || ':' || sha AS id, authored_at FROM commits"
+    sql = (
+        "SELECT repo_id || ':' || sha AS id, authored_at AS at FROM commits"
         " ORDER BY repo_id, authored_at, sha"
     )
-    scope = ctx.config.scope
-    return [r["id"] for r in rows if r["id"] not in finished and scope.covers(r["authored_at"])]
+    return pending_in_window(ctx, "replay", sql)
 
 
 def replay_commits(ctx: StageContext) -> Counter:
@@ -209,15 +214,11 @@ def pending_describe(ctx: StageContext) -> list[str]:
     `code.max_replays`."""
     if not ctx.config.scope.makes(*REPLAY_KINDS):
         return []
-    finished = ctx.lake.finished_items("describe")
-    rows = ctx.lake.rows(
-        "SELECT r.repo_id || ':' || r.sha AS id, c.authored_at FROM replays r"
+    sql = (
+        "SELECT r.repo_id || ':' || r.sha AS id, c.authored_at AS at FROM replays r"
         " JOIN commits c USING (repo_id, sha) ORDER BY c.authored_at, id"
     )
-    scope = ctx.config.scope
-    window = [r["id"] for r in rows if scope.covers(r["authored_at"])]
-    limit = ctx.config.code.max_replays
-    return [item for item in window[:limit] if item not in finished]
+    return pending_in_window(ctx, "describe", sql, ctx.config.code.max_replays)
 
 
 def load_replays(ctx: StageContext, items: list[str]) -> dict[str, Any]:

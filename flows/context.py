@@ -103,6 +103,16 @@ def kinds_in_scope(ctx: StageContext, column: str = "kind") -> str:
     return f"{column} IN ({', '.join(repr(str(kind)) for kind in kinds)})" if kinds else "FALSE"
 
 
+def pending_in_window(
+    ctx: StageContext, stage: str, sql: str, limit: int | None = None
+) -> list[str]:
+    """The ids `sql` selects (as `id`, with the item's time as `at`) that fall in the scope's
+    window, the first `limit` of them (finished or not), less those `stage` has finished."""
+    finished = ctx.lake.finished_items(stage)
+    window = [row["id"] for row in ctx.lake.rows(sql) if ctx.config.scope.covers(row["at"])]
+    return [item for item in window[:limit] if item not in finished]
+
+
 def pending_items(ctx: StageContext, stage: str, sql: str) -> list[str]:
     """The ids `sql` selects (as `id`) that `stage` has not finished, in its order."""
     finished = ctx.lake.finished_items(stage)

@@ -15,7 +15,7 @@ from data.embeddings import as_matrix, embed, near_duplicates
 from data.llm import LLMClient, LLMError
 from data.records import TRACE_KINDS, Intent, Record, Task, Trace, content_id
 from data.trace_ingest import ingest_traces
-from flows.context import LLMStage, Outcome, StageContext
+from flows.context import LLMStage, Outcome, StageContext, pending_in_window
 from generators.checks import CheckFailure
 from generators.intents import EXAMPLE_CHARS, EXAMPLES, cluster_requests, label_cluster
 from generators.trace_tasks import answer_task, near_miss_task, replay_task
@@ -93,10 +93,8 @@ def pending_trace_tasks(ctx: StageContext) -> list[str]:
     `traces.max_traces` (none when no trace kind is in scope)."""
     if not ctx.config.scope.makes(*TRACE_KINDS):
         return []
-    finished = ctx.lake.finished_items("trace_tasks")
-    rows = ctx.lake.rows("SELECT trace_id AS id, occurred_at FROM traces ORDER BY trace_id")
-    window = [r["id"] for r in rows if ctx.config.scope.covers(r["occurred_at"])]
-    return [item for item in window[: ctx.config.traces.max_traces] if item not in finished]
+    sql = "SELECT trace_id AS id, occurred_at AS at FROM traces ORDER BY trace_id"
+    return pending_in_window(ctx, "trace_tasks", sql, ctx.config.traces.max_traces)
 
 
 @dataclass(frozen=True)
