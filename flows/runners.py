@@ -7,6 +7,7 @@ written by the flow alone), and reaches the models at their configured URLs.
 
 from __future__ import annotations
 
+from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from prefect_dask import DaskTaskRunner
 
@@ -19,6 +20,7 @@ def task_runner(runner: RunnerConfig) -> TaskRunner:
         return ThreadPoolTaskRunner(max_workers=runner.workers)
     if runner.address:
         return DaskTaskRunner(address=runner.address)
+    api = prefect_api_url()
     return DaskTaskRunner(
         cluster_class="distributed.LocalCluster",
         cluster_kwargs={
@@ -26,5 +28,19 @@ def task_runner(runner: RunnerConfig) -> TaskRunner:
             "threads_per_worker": 1,
             "processes": True,
             "dashboard_address": None,
+            "env": {"PREFECT_API_URL": api} if api else {},
         },
     )
+
+
+def prefect_api_url() -> str | None:
+    """The Prefect API this process reports to: the configured server, else the ephemeral
+    one it started. Local workers get it, so they report there instead of each starting an
+    ephemeral server of its own."""
+    configured = PREFECT_API_URL.value()
+    if configured:
+        return configured
+    from prefect.server.api.server import SubprocessASGIServer  # the server code: only here
+
+    ephemeral = SubprocessASGIServer()
+    return ephemeral.api_url if ephemeral.running else None
