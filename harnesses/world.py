@@ -1,0 +1,266 @@
+"""Simulated tool worlds: typed state in an in-memory DuckDB, tools declared as SQL.
+
+A world spec (TOML or JSON, `WorldSpec`) names its tables (typed columns and a key), seed rows
+and tools. A tool has JSON-schema parameters (the OpenAI tools format) and, in order:
+
+- `checks`: queries that must return a row, else the call fails with the check's `error`;
+- `effects`: statements that change the state (INSERT, UPDATE, DELETE);
+- `result`: a query whose rows are the call's result (`returns`: "rows", "row" or "none").
+
+The call's arguments are the statements' `$name` parameters (an argument not given is NULL).
+A call runs in one transaction, so a failed call changes nothing. Nothing in a world is random,
+so the same calls from the same snapshot give the same results and the same final state. The
+SQL runs with external access off (no files, no network): a spec written by a model can read
+and change its own tables, nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from data.records import content_id
+
+ColumnType = Literal["text", "integer", "number", "boolean", "date", "timestamp"]
+SQL_TYPES: dict[str, str] = {
+    "text": "VARCHAR",
+    "integer": "BIGINT",
+    "number": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+}
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+Snapshot = dict[str, list[dict[str, Any]]]  # rows per table, JSON values, in key order
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TableSpec(_Spec):
+    columns: dict[str, ColumnType] = Field(min_length=1)
+    key: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _key_is_columns(self) -> TableSpec:
+        for name in self.columns:
+            if not re.match(IDENTIFIER, name):
+                raise ValueError(f"column name {name!r} is not an identifier")
+        missing = [k for k in self.key if k not in self.columns]
+        if missing:
+            raise ValueError(f"key columns {missing} are not columns")
+        return self
+
+
+class Check(_Spec):
+    """A query that must return a row for the call to go on; `error` (with `{argument}`
+    placeholders) is what the caller is told otherwise."""
+
+    sql: str
+    error: str
+
+
+class ToolDef(_Spec):
+    name: str = Field(pattern=IDENTIFIER)
+    description: str
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    checks: list[Check] = Field(default_factory=list)
+    effects: list[str] = Field(default_factory=list)
+    result: str | None = None
+    returns: Literal["rows", "row", "none"] | None = None  # default: rows with a result query
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> ToolDef:
+        jsonschema.Draft202012Validator.check_schema(self.parameters)
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"tool {self.name}: parameters must be a JSON-schema object")
+        if self.returns is not None and (self.result is None) != (self.returns == "none"):
+            raise ValueError(f"tool {self.name}: a result query goes with returns rows or row")
+        return self
+
+    @property
+    def shape(self) -> str:
+        """What a call returns: "rows", "row" or "none"."""
+        return self.returns or ("rows" if self.result is not None else "none")
+
+    def openai(self) -> dict[str, Any]:
+        """The tool in the OpenAI tools format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+class WorldSpec(_Spec):
+    """A world: its tables, seed rows and tools."""
+
+    name: str = Field(pattern=IDENTIFIER)
+    version: str = "1"
+    description: str = ""
+    tables: dict[str, TableSpec] = Field(min_length=1)
+    seed: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    tools: list[ToolDef] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorldSpec:
+        for table in self.tables:
+            if not re.match(IDENTIFIER, table):
+                raise ValueError(f"table name {table!r} is not an identifier")
+        names = [tool.name for tool in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names repeat: {sorted(names)}")
+        for table, rows in self.seed.items():
+            if table not in self.tables:
+                raise ValueError(f"seed rows for unknown table {table!r}")
+            for row in rows:
+                unknown = set(row) - set(self.tables[table].columns)
+                if unknown:
+                    raise ValueError(f"seed row of {table} has unknown columns {sorted(unknown)}")
+        return self
+
+    @property
+    def world_id(self) -> str:
+        """`name@version#hash`: the hash is of the whole spec, so an edited world is another."""
+        return f"{self.name}@{self.version}#{content_id('world', self.model_dump(mode='json'))[:8]}"
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return [tool.openai() for tool in self.tools]
+
+
+def load_world_spec(path: Path) -> WorldSpec:
+    """A world spec from a `.toml` or `.json` file."""
+    text = path.read_text(encoding="utf-8")
+    raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    return WorldSpec.model_validate(raw)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call returned: `ok` and its `content` (JSON values), or the `error`."""
+
+    ok: bool
+    content: Any = None
+    error: str = ""
+
+    def message(self) -> str:
+        """The result as the tool message a model reads."""
+        if not self.ok:
+            return json.dumps({"error": self.error})
+        return json.dumps(self.content, ensure_ascii=False, sort_keys=True)
+
+
+class World:
+    """A running world: its state, its tools, a snapshot of the state at any time."""
+
+    def __init__(self, spec: WorldSpec, snapshot: Snapshot | None = None) -> None:
+        self.spec = spec
+        self._tools = {tool.name: tool for tool in spec.tools}
+        self._con = duckdb.connect(":memory:", config={"enable_external_access": False})
+        for table, schema in spec.tables.items():
+            columns = ", ".join(f'"{c}" {SQL_TYPES[t]}' for c, t in schema.columns.items())
+            key = ", ".join(f'"{k}"' for k in schema.key)
+            self._con.execute(f'CREATE TABLE "{table}" ({columns}, PRIMARY KEY ({key}))')
+        self.reset(snapshot)
+
+    def reset(self, snapshot: Snapshot | None = None) -> None:
+        """Put the state back to `snapshot` (default: the spec's seed rows)."""
+        rows = self.spec.seed if snapshot is None else snapshot
+        self._con.execute("BEGIN")
+        for table, schema in self.spec.tables.items():
+            self._con.execute(f'DELETE FROM "{table}"')
+            columns = list(schema.columns)
+            names = ", ".join(f'"{c}"' for c in columns)
+            marks = ", ".join("?" for _ in columns)
+            values = [[row.get(c) for c in columns] for row in rows.get(table, [])]
+            if values:
+                self._con.executemany(f'INSERT INTO "{table}" ({names}) VALUES ({marks})', values)
+        self._con.execute("COMMIT")
+
+    def snapshot(self) -> Snapshot:
+        """Every table's rows (JSON values) in key order."""
+        return {table: self._rows(table, schema) for table, schema in self.spec.tables.items()}
+
+    def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of a read-only query over the state (for verifiers)."""
+        return self._select(sql, parameters or {})
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run tool `name` with `arguments`; a failure leaves the state as it was."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolResult(False, error=f"unknown tool {name!r}")
+        problem = _argument_problem(tool, arguments)
+        if problem:
+            return ToolResult(False, error=f"invalid arguments: {problem}")
+        self._con.execute("BEGIN")
+        try:
+            for check in tool.checks:
+                if not self._select(check.sql, arguments):
+                    self._con.execute("ROLLBACK")
+                    return ToolResult(False, error=_fill(check.error, arguments))
+            for statement in tool.effects:
+                self._con.execute(statement, _bound(statement, arguments))
+            content: Any = {"ok": True}
+            if tool.result is not None:
+                rows = self._select(tool.result, arguments)
+                content = rows if tool.shape == "rows" else (rows[0] if rows else None)
+        except duckdb.Error as error:
+            self._con.execute("ROLLBACK")
+            return ToolResult(False, error=f"{type(error).__name__}: {error}".splitlines()[0])
+        self._con.execute("COMMIT")
+        return ToolResult(True, content)
+
+    def close(self) -> None:
+        self._con.close()
+
+    def _select(self, sql: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+        cursor = self._con.execute(sql, _bound(sql, arguments))
+        columns = [d[0] for d in cursor.description]
+        return [dict(zip(columns, map(_json_value, row), strict=True)) for row in cursor.fetchall()]
+
+    def _rows(self, table: str, schema: TableSpec) -> list[dict[str, Any]]:
+        order = ", ".join(f'"{k}"' for k in schema.key)
+        return self._select(f'SELECT * FROM "{table}" ORDER BY {order}', {})
+
+
+def _bound(sql: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The `$name` parameters `sql` uses, from `arguments` (NULL where not given)."""
+    return {name: arguments.get(name) for name in dict.fromkeys(PARAMETER.findall(sql))}
+
+
+def _argument_problem(tool: ToolDef, arguments: dict[str, Any]) -> str:
+    if not isinstance(arguments, dict):
+        return "arguments must be an object"
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments)
+    )
+    return error.message if error is not None else ""
+
+
+def _fill(template: str, arguments: dict[str, Any]) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: str(arguments.get(m.group(1), m.group(0))), template)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    return value

@@ -1,0 +1,133 @@
+"""Simulated tool worlds: specs, determinism, reset, failed calls, the sandboxed SQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import pytest
+from pydantic import ValidationError
+
+from harnesses.world import World, WorldSpec, load_world_spec
+
+WORLDS = Path(__file__).resolve().parent.parent / "data" / "samples" / "worlds"
+SHOP = WORLDS / "outdoor_shop.toml"
+
+# a session at the shop: lookups, a cancellation, a return with its fee, and failures between
+SHOP_SESSION = [
+    ("find_customer", {"email": "Maren@Example.test"}),
+    ("list_orders", {"customer_id": "C-1001"}),
+    ("get_order", {"order_id": 88213}),
+    ("cancel_order", {"order_id": 88211}),  # delivered: refused
+    ("cancel_order", {"order_id": 88212}),
+    ("create_return", {"order_id": 88213, "sku": "POLE-TR", "qty": 1, "opened": True}),
+    ("create_return", {"order_id": 88213, "sku": "POLE-TR", "qty": 2, "opened": False}),
+    ("check_stock", {"sku": "POLE-TR"}),
+]
+
+
+def small_spec(**tool) -> WorldSpec:
+    """A one-table world with one tool (`tool` over the defaults)."""
+    return WorldSpec.model_validate(
+        {
+            "name": "counter",
+            "tables": {"counts": {"columns": {"name": "text", "n": "integer"}, "key": ["name"]}},
+            "seed": {"counts": [{"name": "a", "n": 1}]},
+            "tools": [{"name": "bump", "description": "Add one.", **tool}],
+        }
+    )
+
+
+@pytest.mark.parametrize("path", sorted(WORLDS.glob("*.toml")), ids=lambda p: p.stem)
+def test_each_bundled_world_loads_with_openai_tools(path):
+    spec = load_world_spec(path)
+    assert 4 <= len(spec.tools) <= 8 and spec.seed
+    for tool in spec.openai_tools():
+        assert tool["type"] == "function" and tool["function"]["description"]
+        jsonschema.Draft202012Validator.check_schema(tool["function"]["parameters"])
+    world = World(spec)
+    assert set(world.snapshot()) == set(spec.tables)
+    assert spec.world_id == load_world_spec(path).world_id  # stable: a hash of the spec
+
+
+def test_the_same_calls_give_the_same_results_and_state():
+    spec = load_world_spec(SHOP)
+    runs = []
+    for _ in range(2):
+        world = World(spec)
+        results = [world.call(name, args) for name, args in SHOP_SESSION]
+        runs.append(([r.message() for r in results], world.snapshot()))
+    assert runs[0] == runs[1]
+    messages, state = runs[0]
+    assert '"status": "cancelled"' in messages[4] and "can no longer be cancelled" in messages[3]
+    assert '"refund_cents": 7565' in messages[5]  # 8900 less the 15% fee for an opened item
+    assert "no 2 unreturned POLE-TR" in messages[6]  # one of the two is back already
+    assert '"stock": 10' in messages[7]
+    assert next(o for o in state["orders"] if o["order_id"] == 88212)["status"] == "cancelled"
+
+
+def test_reset_restores_the_seed_or_a_snapshot():
+    spec = load_world_spec(SHOP)
+    world = World(spec)
+    seed = world.snapshot()
+    world.call("cancel_order", {"order_id": 88212})
+    middle = world.snapshot()
+    world.call("create_return", {"order_id": 88213, "sku": "POLE-TR", "qty": 1, "opened": False})
+    assert world.snapshot() != middle
+    world.reset(middle)
+    assert world.snapshot() == middle
+    assert World(spec, middle).snapshot() == middle  # a snapshot rebuilds a world
+    world.reset()
+    assert world.snapshot() == seed
+
+
+def test_a_failed_call_changes_nothing():
+    spec = small_spec(
+        effects=[
+            "UPDATE counts SET n = n + 1",
+            "INSERT INTO counts VALUES ('a', 0)",  # the key exists: the call fails here
+        ],
+        result="SELECT * FROM counts ORDER BY name",
+    )
+    world = World(spec)
+    result = world.call("bump", {})
+    assert not result.ok and "Constraint" in result.error
+    assert world.snapshot() == {"counts": [{"name": "a", "n": 1}]}  # the first effect undone
+    bump = small_spec(effects=["UPDATE counts SET n = n + 1"])
+    assert World(bump).call("bump", {"extra": 1}).content == {"ok": True}  # an open object
+    strict = {"type": "object", "properties": {}, "additionalProperties": False}
+    refused = World(small_spec(parameters=strict)).call("bump", {"extra": 1})
+    assert not refused.ok and refused.error.startswith("invalid arguments")
+    assert World(spec).call("missing", {}).error == "unknown tool 'missing'"
+
+
+def test_world_sql_cannot_reach_files():
+    spec = small_spec(result="SELECT * FROM read_csv('/etc/hostname')")
+    result = World(spec).call("bump", {})
+    assert not result.ok and "Permission" in result.error
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"tools": [{"name": "t", "description": "d"}] * 2}, "tool names repeat"),
+        ({"seed": {"counts": [{"name": "a", "m": 1}]}}, "unknown columns"),
+        ({"seed": {"other": []}}, "unknown table"),
+        (
+            {"tables": {"counts": {"columns": {"name": "text"}, "key": ["id"]}}},
+            "are not columns",
+        ),
+        (
+            {"tools": [{"name": "t", "description": "d", "parameters": {"type": "nothing"}}]},
+            "is not valid",
+        ),
+        (
+            {"tools": [{"name": "t", "description": "d", "result": "SELECT 1", "returns": "none"}]},
+            "a result query",
+        ),
+    ],
+)
+def test_a_malformed_spec_is_refused_with_its_reason(change, message):
+    raw = small_spec(effects=["UPDATE counts SET n = n + 1"]).model_dump()
+    with pytest.raises((ValidationError, jsonschema.SchemaError), match=message):
+        WorldSpec.model_validate({**raw, **change})
