@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from harnesses.world import World, WorldSpec, load_world_spec
+from judges.world_state import passes, replay, self_check, state_diff, wrong_variants
 
 WORLDS = Path(__file__).resolve().parent.parent / "data" / "samples" / "worlds"
 SHOP = WORLDS / "outdoor_shop.toml"
@@ -131,3 +132,72 @@ def test_a_malformed_spec_is_refused_with_its_reason(change, message):
     raw = small_spec(effects=["UPDATE counts SET n = n + 1"]).model_dump()
     with pytest.raises((ValidationError, jsonschema.SchemaError), match=message):
         WorldSpec.model_validate({**raw, **change})
+
+
+# --- the verifier of planted tasks: a predicate over the final state -----------------------
+
+RETURN_GOLD = [
+    ("find_customer", {"email": "maren@example.test"}),
+    ("list_orders", {"customer_id": "C-1001"}),
+    ("create_return", {"order_id": 88213, "sku": "POLE-TR", "qty": 1, "opened": True}),
+]
+
+
+def test_the_gold_state_passes_and_a_no_op_or_wrong_return_fails():
+    spec = load_world_spec(SHOP)
+    initial = World(spec).snapshot()
+    gold = replay(spec, initial, RETURN_GOLD)
+    assert gold.failed_calls == 0 and passes(gold.final, gold.final)
+    assert not passes(initial, gold.final)  # doing nothing
+    both = [*RETURN_GOLD[:2], ("create_return", {**RETURN_GOLD[2][1], "qty": 2})]
+    assert not passes(replay(spec, initial, both).final, gold.final)  # the refund is off
+    assert state_diff(initial, gold.final)["returns"] == {
+        "removed": [],
+        "added": [
+            {
+                "return_id": 2,
+                "order_id": 88213,
+                "sku": "POLE-TR",
+                "qty": 1,
+                "opened": True,
+                "refund_cents": 7565,
+            }
+        ],
+    }
+    assert self_check(spec, initial, RETURN_GOLD) is None
+    assert any(v[-1][1]["qty"] == 2 for v in wrong_variants(spec, initial, RETURN_GOLD))
+
+
+def test_a_question_is_decided_by_its_answer():
+    spec = load_world_spec(SHOP)
+    initial = World(spec).snapshot()
+    question = [("check_stock", {"sku": "TENT-2P"})]
+    assert passes(initial, initial, "6", "6")  # the harness asks for the bare value
+    assert not passes(initial, initial, "5", "6") and not passes(initial, initial, "", "6")
+    assert self_check(spec, initial, question, "6") is None
+    assert self_check(spec, initial, question) == "no_op_passes"  # no change, no answer
+
+
+def test_self_check_refuses_tasks_it_cannot_trust():
+    spec = load_world_spec(SHOP)
+    initial = World(spec).snapshot()
+    failed = self_check(spec, initial, [("cancel_order", {"order_id": 88211})])
+    assert failed.startswith("gold_call_failed") and "can no longer be cancelled" in failed
+    assert self_check(spec, initial, [("cancel_order", {"order_id": 88212})]) is None
+    bump = small_spec(effects=["UPDATE counts SET n = n + 1"])  # no argument to get wrong
+    counter = World(bump).snapshot()
+    assert self_check(bump, counter, [("bump", {})]) == "no_plausible_wrong_sequence"
+
+
+def test_travel_agency_cancellation_refunds_all_but_the_fee():
+    spec = load_world_spec(WORLDS / "travel_agency.toml")
+    initial = World(spec).snapshot()
+    gold = [("list_bookings", {"customer_id": "C001"}), ("cancel_booking", {"booking_id": 1})]
+    done = replay(spec, initial, gold)
+    diff = state_diff(initial, done.final)
+    assert [r["amount_cents"] for r in diff["refunds"]["added"]] == [25998 - 2599]
+    seats = {r["flight_no"]: r["seats_left"] for r in diff["flights"]["added"]}
+    assert seats == {"GW101": 14 + 2}
+    again = replay(spec, done.final, [("cancel_booking", {"booking_id": 1})])
+    assert again.failed_calls == 1 and again.final == done.final  # cancelling twice
+    assert self_check(spec, initial, gold) is None
