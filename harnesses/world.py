@@ -240,6 +240,18 @@ class World:
         return self._select(f'SELECT * FROM "{table}" ORDER BY {order}', {})
 
 
+def column_values(spec: WorldSpec, snapshot: Snapshot) -> dict[str, list[Any]]:
+    """Each column name's distinct values across the tables, in the order first seen."""
+    values: dict[str, list[Any]] = {}
+    for table, rows in snapshot.items():
+        for column in spec.tables[table].columns:
+            seen = values.setdefault(column, [])
+            for row in rows:
+                if row.get(column) is not None and row[column] not in seen:
+                    seen.append(row[column])
+    return values
+
+
 def _bound(sql: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """The `$name` parameters `sql` uses, from `arguments` (NULL where not given)."""
     return {name: arguments.get(name) for name in dict.fromkeys(PARAMETER.findall(sql))}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harnesses.world import Snapshot, World, WorldSpec
+from harnesses.world import Snapshot, World, WorldSpec, column_values
 from judges.answer_match import match
 
 Call = tuple[str, dict[str, Any]]  # tool name, arguments
@@ -64,7 +64,7 @@ def wrong_variants(spec: WorldSpec, initial: Snapshot, gold: list[Call]) -> list
     """Plausible wrong sequences: the gold one with one argument of one call swapped for
     another value its column holds in the initial state (another order, another product; up
     to `ALTERNATIVES` of them), the last calls first (they usually make the change)."""
-    values = _column_values(spec, initial)
+    values = column_values(spec, initial)
     variants = []
     for index in reversed(range(len(gold))):
         name, arguments = gold[index]
@@ -103,15 +103,3 @@ def self_check(
     if any(passes(attempt.final, done.final) for attempt in wrong):
         return "wrong_sequence_passes"
     return None
-
-
-def _column_values(spec: WorldSpec, snapshot: Snapshot) -> dict[str, list[Any]]:
-    """Each column name's distinct values across the tables, in a stable order."""
-    values: dict[str, list[Any]] = {}
-    for table, rows in snapshot.items():
-        for column in spec.tables[table].columns:
-            seen = values.setdefault(column, [])
-            for row in rows:
-                if row.get(column) is not None and row[column] not in seen:
-                    seen.append(row[column])
-    return values

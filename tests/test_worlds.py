@@ -8,6 +8,7 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
+from generators.world_goals import sample_goals
 from harnesses.world import World, WorldSpec, load_world_spec
 from judges.world_state import passes, replay, self_check, state_diff, wrong_variants
 
@@ -201,3 +202,19 @@ def test_travel_agency_cancellation_refunds_all_but_the_fee():
     again = replay(spec, done.final, [("cancel_booking", {"booking_id": 1})])
     assert again.failed_calls == 1 and again.final == done.final  # cancelling twice
     assert self_check(spec, initial, gold) is None
+
+
+@pytest.mark.parametrize("path", sorted(WORLDS.glob("*.toml")), ids=lambda p: p.stem)
+def test_goals_are_worked_back_from_the_state_and_pass_the_self_check(path):
+    spec = load_world_spec(path)
+    initial = World(spec).snapshot()
+    goals = sample_goals(spec, initial, 6, seed=3)
+    assert goals == sample_goals(spec, initial, 6, seed=3)  # seeded
+    assert {g.kind for g in goals} == {"change", "question"} and len(goals) == 6
+    for goal in goals:
+        assert self_check(spec, initial, goal.calls, goal.answer) is None
+        done = replay(spec, initial, goal.calls)
+        assert done.failed_calls == 0
+        assert (done.final != initial) == (goal.kind == "change")
+        if goal.kind == "question":
+            assert goal.answer and goal.answer in done.messages[-1]
