@@ -16,8 +16,8 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable
-from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import openai
 from pydantic import BaseModel, ValidationError
@@ -30,11 +30,21 @@ from data.records import LLMCall, Usage, utcnow
 
 T = TypeVar("T", bound=BaseModel)
 T_co = TypeVar("T_co")
-Messages = list[dict[str, str]]
+Messages = list[dict[str, Any]]
 
 
 class LLMError(ReasonedError):
     """A request that failed for good; `reason` is short and stable (used in the funnel)."""
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """A tool call a model asked for (OpenAI tools API): its id, the tool, and the arguments
+    as the JSON text the model wrote (not parsed: that may fail, and the caller says so)."""
+
+    call_id: str
+    name: str
+    arguments: str
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,17 @@ class Reply:
     cached: bool
     key: str = ""  # the cache key of the request that produced it
     rollout_id: str = ""  # the X-Rollout-Id the request carried, if any
+    tool_calls: tuple[ToolCallRequest, ...] = ()  # with `tools`: the calls the model asked for
+
+
+class Completion(NamedTuple):
+    """One request's outcome: each choice's text and tool calls, usage, cache hit, cache key."""
+
+    texts: list[str]
+    usage: Usage
+    cached: bool
+    key: str
+    tool_calls: list[list[ToolCallRequest]]
 
 
 class LLMClient:
@@ -93,11 +114,13 @@ class LLMClient:
         seed: int | None = None,
         response_format: dict[str, Any] | None = None,
         rollout_id: str = "",
+        tools: list[dict[str, Any]] | None = None,
     ) -> Reply:
         """One completion; raises LLMError when the request fails for good or the reply is empty
         (an empty reply is an error, retried by a later run, never a silent wrong answer).
         Temperature and seed default to the role's endpoint settings; `rollout_id` is sent as the
-        X-Rollout-Id header (for the interception proxy) and is not part of the cache key."""
+        X-Rollout-Id header (for the interception proxy) and is not part of the cache key.
+        With `tools` (the OpenAI tools format) the reply may be tool calls instead of text."""
         endpoint = self._endpoint(role)
         temperature = endpoint.temperature if temperature is None else temperature
         seed = endpoint.seed if seed is None else seed
@@ -106,8 +129,12 @@ class LLMClient:
             params["seed"] = seed
         if response_format is not None:
             params["response_format"] = response_format
-        texts, usage, cached, key = await self._request(role, messages, params, rollout_id)
-        return Reply(texts[0], usage, cached, key, rollout_id)
+        if tools:
+            params["tools"] = tools
+        done = await self._request(role, messages, params, rollout_id)
+        return Reply(
+            done.texts[0], done.usage, done.cached, done.key, rollout_id, tuple(done.tool_calls[0])
+        )
 
     async def sample(
         self,
@@ -126,7 +153,7 @@ class LLMClient:
         rollouts = rollout_ids or [""] * n
         if endpoint.supports_n and n > 1:
             params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "n": n}
-            texts, usage, cached, _ = await self._request(role, messages, params, rollouts[0])
+            texts, usage, cached, _, _ = await self._request(role, messages, params, rollouts[0])
             if len(texts) != n:
                 raise LLMError(
                     "wrong_sample_count",
@@ -239,8 +266,8 @@ class LLMClient:
 
     async def _request(
         self, role: str, messages: Messages, params: dict[str, Any], rollout_id: str = ""
-    ) -> tuple[list[str], Usage, bool, str]:
-        """(texts, usage, served from cache, cache key) of one request."""
+    ) -> Completion:
+        """One request, from the cache where it was made before."""
         endpoint = self._endpoint(role)
         request = {"model": endpoint.model, "messages": messages, **params}
         key = request_key(request)
@@ -248,7 +275,9 @@ class LLMClient:
         if hit is not None:
             usage = Usage(**hit["usage"])
             self._record(endpoint, usage, 0.0, cached=True, error="")
-            return hit["texts"], usage, True, key
+            calls = hit.get("tool_calls") or [[] for _ in hit["texts"]]  # older entries: none
+            tool_calls = [[ToolCallRequest(**call) for call in choice] for choice in calls]
+            return Completion(hit["texts"], usage, True, key, tool_calls)
         if self.budget is not None and self.budget.exhausted:
             raise LLMError("budget_exhausted", self.budget.describe())
         started = time.monotonic()
@@ -272,18 +301,32 @@ class LLMClient:
         if not isinstance(response, openai.types.chat.ChatCompletion):  # e.g. an HTML page
             self._fail(endpoint, started, "bad_response", f"not a completion: {str(response)[:80]}")
         latency = time.monotonic() - started
-        texts = [(choice.message.content or "") for choice in (response.choices or [])]
-        if not texts or any(not t.strip() for t in texts):
+        choices = response.choices or []
+        texts = [(choice.message.content or "") for choice in choices]
+        tool_calls = [
+            [
+                ToolCallRequest(call.id, call.function.name, call.function.arguments or "")
+                for call in (choice.message.tool_calls or [])
+                if call.type == "function"
+            ]
+            for choice in choices
+        ]
+        empty = [not t.strip() and not c for t, c in zip(texts, tool_calls, strict=True)]
+        if not texts or any(empty):
             self._fail(endpoint, started, "empty_response", f"{len(texts)} choices")
         usage = Usage(
             prompt_tokens=getattr(response.usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(response.usage, "completion_tokens", 0) or 0,
         )
         if self.cache:
-            payload = {"texts": texts, "usage": usage.model_dump()}
+            payload = {
+                "texts": texts,
+                "tool_calls": [[asdict(call) for call in choice] for choice in tool_calls],
+                "usage": usage.model_dump(),
+            }
             await asyncio.to_thread(self.cache.put, key, payload)
         self._record(endpoint, usage, latency, cached=False, error="")
-        return texts, usage, False, key
+        return Completion(texts, usage, False, key, tool_calls)
 
     def _fail(self, endpoint: Endpoint, started: float, reason: str, detail: str) -> NoReturn:
         self._record(endpoint, Usage(), time.monotonic() - started, cached=False, error=reason)

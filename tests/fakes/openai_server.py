@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-Responder = Callable[[dict[str, Any]], str]
+Responder = Callable[[dict[str, Any]], str | dict[str, Any]]  # a dict: tool calls
 
 FAULT_KINDS = frozenset(
     {"429", "500", "503", "reset", "hang", "malformed", "empty", "garbage_body"}
@@ -52,6 +52,22 @@ _STATUS_ERRORS = {
 
 def _default_responder(body: dict[str, Any]) -> str:
     return "ok"
+
+
+def _message(content: str | dict[str, Any]) -> dict[str, Any]:
+    """The assistant message of a responder's answer: text, or a dict of `tool_calls`
+    (each `{"id", "name", "arguments"}`) and optional `content`."""
+    if not isinstance(content, dict):
+        return {"role": "assistant", "content": content}
+    calls = [
+        {
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["name"], "arguments": call["arguments"]},
+        }
+        for call in content["tool_calls"]
+    ]
+    return {"role": "assistant", "content": content.get("content"), "tool_calls": calls}
 
 
 def _words(text: Any) -> int:
@@ -195,7 +211,7 @@ class FakeOpenAIServer:
         else:
             contents = [self.responder({**body, "_choice": i}) for i in range(n)]
         prompt_tokens = sum(_words(m.get("content")) for m in body.get("messages") or [])
-        completion_tokens = sum(_words(c) for c in contents)
+        completion_tokens = sum(_words(_message(c)["content"]) for c in contents)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
@@ -204,9 +220,9 @@ class FakeOpenAIServer:
             "choices": [
                 {
                     "index": i,
-                    "message": {"role": "assistant", "content": content},
+                    "message": _message(content),
                     "logprobs": None,
-                    "finish_reason": "stop",
+                    "finish_reason": "tool_calls" if isinstance(content, dict) else "stop",
                 }
                 for i, content in enumerate(contents)
             ],

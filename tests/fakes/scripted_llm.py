@@ -6,10 +6,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from data.endpoints import Endpoint
-from data.llm import LLMClient
+from data.llm import Completion, LLMClient, ToolCallRequest
 from data.records import Usage
 
-Responder = Callable[[str, list[dict[str, str]], dict[str, Any]], str | list[str]]
+
+class ToolCalls(list[ToolCallRequest]):
+    """A scripted reply that asks for these tool calls (and has no text)."""
+
+
+Responder = Callable[[str, list[dict[str, Any]], dict[str, Any]], str | list[str] | ToolCalls]
 
 
 def fake_endpoints(
@@ -47,5 +52,8 @@ class ScriptedLLM(LLMClient):
         self.requests.append((role, messages, params))
         self.rollouts.append(rollout_id)
         out = self.respond(role, messages, params)
+        if isinstance(out, ToolCalls):  # a reply asking for tool calls
+            return Completion([""], Usage(prompt_tokens=10, completion_tokens=5), False, "", [out])
         texts = out if isinstance(out, list) else [out]
-        return texts, Usage(prompt_tokens=10, completion_tokens=5), False, ""
+        usage = Usage(prompt_tokens=10, completion_tokens=5)
+        return Completion(texts, usage, False, "", [[] for _ in texts])
