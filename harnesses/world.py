@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -50,15 +51,20 @@ class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _identifiers(names: Iterable[str], what: str) -> None:
+    """Raise unless every name is a plain SQL identifier (it is quoted into statements)."""
+    for name in names:
+        if not re.match(IDENTIFIER, name):
+            raise ValueError(f"{what} name {name!r} is not an identifier")
+
+
 class TableSpec(_Spec):
     columns: dict[str, ColumnType] = Field(min_length=1)
     key: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _key_is_columns(self) -> TableSpec:
-        for name in self.columns:
-            if not re.match(IDENTIFIER, name):
-                raise ValueError(f"column name {name!r} is not an identifier")
+        _identifiers(self.columns, "column")
         missing = [k for k in self.key if k not in self.columns]
         if missing:
             raise ValueError(f"key columns {missing} are not columns")
@@ -120,9 +126,7 @@ class WorldSpec(_Spec):
 
     @model_validator(mode="after")
     def _consistent(self) -> WorldSpec:
-        for table in self.tables:
-            if not re.match(IDENTIFIER, table):
-                raise ValueError(f"table name {table!r} is not an identifier")
+        _identifiers(self.tables, "table")
         names = [tool.name for tool in self.tools]
         if len(set(names)) != len(names):
             raise ValueError(f"tool names repeat: {sorted(names)}")
