@@ -96,8 +96,7 @@ def funnel(lake: Lake) -> dict[str, Any]:
 
 def _cost_per_task(usage: list[dict[str, Any]], accepted: int) -> dict[str, Any]:
     """All live LLM spend, and per task accepted by verification."""
-    usd = sum(row["cost_usd"] for row in usage)
-    tokens = sum(row["prompt_tokens"] + row["completion_tokens"] for row in usage)
+    tokens, usd = _spend(usage)
     return {
         "usd": round(usd, 6),
         "tokens": tokens,
@@ -217,9 +216,13 @@ def run_usage(lake: Lake, run_id: str) -> dict[str, int]:
 
 def run_spend(lake: Lake, run_id: str) -> tuple[int, float]:
     """The live tokens and cost one run's recorded LLM calls have spent."""
-    rows = usage_by_role(lake, run_id)
-    tokens = sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows)
-    return tokens, sum(r["cost_usd"] for r in rows)
+    return _spend(usage_by_role(lake, run_id))
+
+
+def _spend(usage: list[dict[str, Any]]) -> tuple[int, float]:
+    """Live tokens and cost summed over `usage_by_role` rows."""
+    tokens = sum(row["prompt_tokens"] + row["completion_tokens"] for row in usage)
+    return tokens, sum(row["cost_usd"] for row in usage)
 
 
 def usage_by_role(lake: Lake, run_id: str | None = None) -> list[dict[str, Any]]:

@@ -321,9 +321,7 @@ def _print_export(export: dict) -> None:
 def _config(args: argparse.Namespace):
     from data.config import load_config
 
-    return load_config(
-        Path(args.config) if args.config else None, Path(args.home) if args.home else None
-    )
+    return load_config(Path(args.config) if args.config else None, _home(args))
 
 
 def _lake(args: argparse.Namespace):
@@ -333,12 +331,12 @@ def _lake(args: argparse.Namespace):
 
 
 def _proxy(args: argparse.Namespace) -> int:
-    from data.config import load_config
+    from data.lake import Lake
     from data.trace_ingest import scrubber_for
     from harnesses.proxy import serve
 
-    lake = _lake(args)
-    cfg = load_config(Path(args.config) if args.config else None, lake.home)
+    cfg = _config(args)
+    lake = Lake(cfg.home)
     scrubber = None if args.raw else scrubber_for(cfg.traces)
     run_id = lake.start_run("proxy")
     state = "failed"
@@ -386,10 +384,9 @@ def _serve(args: argparse.Namespace) -> int:
         time.sleep(1)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
-    from data.config import load_config
     from flows.deployments import deploy_to_pool, serve_deployments
 
-    cfg = load_config(Path(args.config) if args.config else None, _home(args))
+    cfg = _config(args)
     if args.pool:
         for name in deploy_to_pool(cfg, args.config, args.pool):
             print(f"deployed {name} to work pool {args.pool}")

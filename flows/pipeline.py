@@ -178,6 +178,7 @@ def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, 
             before it wrote), each submitted with the budget spent so far; none is started
             once it is spent."""
             width = ctx.config.runner.workers if stage.independent_batches else 1
+            elsewhere = ctx.config.runner.kind == "dask"  # batches in other processes
             queue = list(enumerate(groups))
             running: list[PrefectFuture] = []
             while queue or running:
@@ -196,7 +197,8 @@ def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, 
                 finished = next(as_completed(running))
                 running.remove(finished)
                 counts = Counter(finished.result())
-                ctx.budget.settle(*run_spend(ctx.lake, ctx.run_id))
+                if elsewhere:  # those batches charged copies of the budget: read what they spent
+                    ctx.budget.settle(*run_spend(ctx.lake, ctx.run_id))
                 yield counts
 
         summary = run_stages(stages, ctx, run_batches)
