@@ -155,12 +155,25 @@ class TracesConfig(Settings):
         return patterns
 
 
+class WorldsConfig(Settings):
+    """Simulated tool worlds (harnesses/world.py) and the planted tasks made on them."""
+
+    tasks_per_world: int = Field(default=6, ge=1)  # planted tasks per world, at the base level
+    max_turns: int = Field(default=8, ge=1)  # a solver's model calls per attempt
+    attempt_max_tokens: int = Field(default=256, ge=16)  # per turn of a solver's attempt
+    # worlds built from traces: a world is kept when replaying the traces' calls on it gives
+    # results of the recorded shapes at least this often (judges/world_fidelity.py)
+    min_fidelity: float = Field(default=0.7, ge=0, le=1)
+    refine_rounds: int = Field(default=2, ge=0)  # the generator's rewrites, told the mismatches
+
+
 class SourcesConfig(Settings):
     """What the scheduled (`nightly`) deployment runs the pipeline on."""
 
     docs: list[str] = Field(default_factory=list)
     repos: list[str] = Field(default_factory=list)
     traces: list[str] = Field(default_factory=list)
+    worlds: list[str] = Field(default_factory=list)  # world spec files (.toml, .json) or folders
 
 
 class ServeConfig(Settings):
@@ -248,6 +261,7 @@ class FoundryConfig(Settings):
     sandbox: SandboxConfig = SandboxConfig()
     code: CodeConfig = CodeConfig()
     traces: TracesConfig = TracesConfig()
+    worlds: WorldsConfig = WorldsConfig()
     export: ExportConfig = ExportConfig()
     budget: BudgetConfig = BudgetConfig()
     sources: SourcesConfig = SourcesConfig()

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from data.funnel import MEASURED_BY, funnel
 from data.lake import Lake
-from data.records import SCHEMA_VERSION, TRACE_KINDS, utcnow
+from data.records import SCHEMA_VERSION, TRACE_KINDS, WorldSetup, utcnow
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 TASKSET_SCHEMA = pa.schema(
@@ -54,6 +54,8 @@ TASKSET_SCHEMA = pa.schema(
         ("base_revision", pa.string()),
         ("workspace", pa.string()),
         ("environment", pa.string()),
+        ("world", pa.string()),
+        ("tools", pa.string()),
         ("trace_id", pa.string()),
         ("intent", pa.string()),
         ("intent_share", pa.float64()),
@@ -78,7 +80,7 @@ SELECT * EXCLUDE (family, step) FROM (
            t.lineage, t.schema_version,
            json_extract_string(t.workspace, '$.origin') AS repo,
            json_extract_string(t.workspace, '$.base') AS base_revision, t.workspace,
-           t.environment, CASE WHEN t.kind IN ({trace_kinds})
+           t.environment, t.world, CASE WHEN t.kind IN ({trace_kinds})
                THEN json_extract_string(t.source, '$[0].source_id') END AS trace_id,
            i.label AS intent, i.share AS intent_share,
            coalesce(json_extract_string(t.lineage, '$.knobs.repair_root'), t.task_id) AS family,
@@ -145,6 +147,7 @@ def export_taskset(
         task_ids,
     )
     for row in rows:
+        row["tools"] = _tools(row["world"])
         own = [row["task_id"], row["trace_id"]] if row["trace_id"] else [row["task_id"]]
         row["verdicts"] = json.dumps([v for i in own for v in verdicts.get(i, [])], sort_keys=True)
         row["consensus"] = json.dumps(
@@ -178,6 +181,12 @@ def export_taskset(
     os.replace(tmp, final)
     _point_latest(root, version)
     return ExportResult(final, len(rows), written=True)
+
+
+def _tools(world: str | None) -> str | None:
+    """A tool-use task's tools in the OpenAI tools format (JSON), from its world."""
+    setup = json.loads(world) if world else None
+    return json.dumps(WorldSetup.model_validate(setup).tools, sort_keys=True) if setup else None
 
 
 def _slug(text: str) -> str:
@@ -399,6 +408,18 @@ recorded in production, to replay. `trace_id` names the trace; `intent` is its c
 and `intent_share` that cluster's share of production traffic, to sample a taskset like
 production or to over-sample rare intents. `verdicts` and `consensus` include the panel's
 `trace_outcome` rating.
+
+Tool-use tasks (`world_tool_use`): planted on a simulated world (typed tables and tools declared
+as SQL), worked backwards from a known final state. The `prompt` is the world's system message
+and the user's instruction; `tools` (JSON) the world's tools in the OpenAI tools format; `world`
+(JSON) holds `world_id` (`name@version#hash`), the world `spec`, the `initial` state (rows per
+table) and `max_turns`. `verifier` has type `world_state`: its `tool_calls` are the gold calls
+and `final_state` the state they leave. An attempt passes when its calls, replayed on the world
+from the initial state, leave exactly that state and, where the task asks a question, its final
+answer matches `answer` exactly (`judges.world_state.grade`). Before a task is accepted the gold
+calls pass, doing nothing fails, and a plausible wrong call sequence fails. `lineage.knobs` hold
+the level (`guided` < `base` < `described` < `two_steps`: steps, distractor records, records
+named by another value instead of their id).
 
 ## Load
 

@@ -41,6 +41,18 @@ GROUP BY ALL ORDER BY ALL
 """
 
 
+# Tool worlds, with the fidelity of those built from traces and what became of them.
+_WORLDS_SQL = """
+SELECT w.world_id, split_part(w.origin, ':', 1) AS origin, w.written_by,
+       round(w.fidelity, 3) AS fidelity, coalesce(b.reason, 'ingested') AS outcome,
+       count(t.task_id) AS tasks
+FROM worlds w
+LEFT JOIN status b ON b.stage = 'trace_worlds' AND starts_with(b.detail, w.world_id || ' ')
+LEFT JOIN tasks t ON json_extract_string(t.world, '$.world_id') = w.world_id
+GROUP BY ALL ORDER BY w.world_id
+"""
+
+
 def funnel(lake: Lake) -> dict[str, Any]:
     """Per stage: item counts by outcome and reason; plus LLM usage (live calls vs cache hits)."""
     rows = lake.rows(
@@ -89,6 +101,7 @@ def funnel(lake: Lake) -> dict[str, Any]:
         "bands": {r["band"]: r["n"] for r in bands if r["stage"] == "calibrate"},
         "recalibrated_bands": _nested(r for r in bands if r["stage"] != "calibrate"),
         "attempts": attempts,
+        "worlds": lake.rows(_WORLDS_SQL),
         "proxy": proxy,
         "cost": _cost_per_task(usage, stages["verify"]["done"]),
     }

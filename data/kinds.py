@@ -10,6 +10,7 @@ TaskKind = Literal[
     "trace_answer",
     "near_miss",
     "tool_replay",
+    "world_tool_use",
 ]
 CODE_KINDS: tuple[str, ...] = ("commit_replay", "function_rebuild", "commit_sequence")
 TRACE_KINDS: tuple[str, ...] = ("trace_answer", "near_miss", "tool_replay")

@@ -45,6 +45,7 @@ from data.records import (
     Trace,
     Verdict,
     VerdictRerun,
+    WorldSource,
     utcnow,
 )
 
@@ -78,6 +79,7 @@ TABLES: dict[str, TableSpec] = {
     "proxy_calls": TableSpec(ProxyCall, ("call_id",), "_shard"),
     "traces": TableSpec(Trace, ("trace_id",), "_shard"),
     "intents": TableSpec(Intent, ("clustering_id", "cluster"), "_shard"),
+    "worlds": TableSpec(WorldSource, ("world_id",), "_shard"),
 }
 
 

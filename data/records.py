@@ -207,9 +207,9 @@ class VerifierSpec(BaseModel):
     # rubric: the judge panel decides whether the attempt meets every rubric item (the gold
     # answer is a reference, not the only right reply); tool_calls: the attempt's tool calls
     # must include `tool_calls` in order (names and key arguments)
-    type: Literal["exact_or_f1", "llm_equivalence", "unit_tests", "rubric", "tool_calls"] = (
-        "exact_or_f1"
-    )
+    type: Literal[
+        "exact_or_f1", "llm_equivalence", "unit_tests", "rubric", "tool_calls", "world_state"
+    ] = "exact_or_f1"
     f1_threshold: float = 0.6
     # Fill-in-the-blank tasks: the text before and after the blank. An attempt that repeats
     # the whole sentence is cut down to what it put in the blank before it is compared.
@@ -227,8 +227,12 @@ class VerifierSpec(BaseModel):
     # checkpoint; the reward is the share of checkpoints passed (all of them: a pass)
     checkpoints: list[Checkpoint] = Field(default_factory=list)
     # tool_calls: the calls a passing attempt makes, in order, with the arguments that must
-    # match (free-text arguments are left out)
+    # match (free-text arguments are left out); world_state: the gold calls
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    # world_state: the world's state after the gold calls (rows per table); an attempt passes
+    # when its calls, replayed on the task's world, leave exactly this state (and, where the
+    # task asks a question, its answer matches the gold answer exactly)
+    final_state: dict[str, list[dict[str, Any]]] | None = None
     # answers known to fail (e.g. the production answer a near-miss task was made from); the
     # verifier's self-check makes sure it rejects them
     negatives: list[str] = Field(default_factory=list)
@@ -274,6 +278,34 @@ class ToolEnvironment(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     tools: list[ToolSpec]
     recorded: list[RecordedCall]
+
+
+class WorldSetup(BaseModel):
+    """What a tool-use task's solver acts on, enough to rebuild it without the lake: the world
+    spec, the state it starts from, and the turn limit. The spec is kept as its JSON text
+    (`harnesses.world.WorldSpec`), because its tables' column order matters to its SQL and
+    nested record fields are stored with sorted keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    world_id: str  # name@version#hash of the spec
+    spec: str
+    initial: dict[str, list[dict[str, Any]]]
+    max_turns: int
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The world's tools in the OpenAI tools format."""
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool["name"],
+                    "description": tool.get("description", ""),
+                    "parameters": tool.get("parameters", {"type": "object"}),
+                },
+            }
+            for tool in json.loads(self.spec).get("tools", [])
+        ]
 
 
 class Lineage(BaseModel):
@@ -368,6 +400,20 @@ class CommitReplay(Record):
     tests_after: int
 
 
+class WorldSource(Record):
+    """One simulated tool world: written by hand (a spec file), or built from production
+    traces' tool calls, with the replay-based fidelity score it got against them."""
+
+    world_id: str  # name@version#hash
+    name: str
+    origin: str  # "file:<path>", or "traces:<observation key>"
+    spec: str  # the WorldSpec as JSON
+    written_by: Literal["hand", "model", "draft"]
+    fidelity: float | None  # traces only: how closely replayed calls match the recorded ones
+    fidelity_report: str  # JSON: calls compared and the mismatches
+    ingested_at: datetime
+
+
 class Chunk(Record):
     chunk_id: str
     source_id: str
@@ -445,6 +491,7 @@ class Task(Record):
     schema_version: str = SCHEMA_VERSION
     workspace: Workspace | None = None
     environment: ToolEnvironment | None = None  # tool-replay tasks
+    world: WorldSetup | None = None  # tool-use tasks on a simulated world
 
     @property
     def is_code(self) -> bool:
@@ -467,6 +514,7 @@ class Task(Record):
         verifier: VerifierSpec,
         workspace: Workspace | None = None,
         environment: ToolEnvironment | None = None,
+        world: WorldSetup | None = None,
     ) -> str:
         """The content hash; a document task's hash leaves out the unset fields of other kinds,
         so it is the same as before they existed."""
@@ -479,10 +527,19 @@ class Task(Record):
             parts.append(workspace)
         if environment is not None:
             parts.append(environment)
+        if world is not None:
+            parts.append(world)
         return content_id(*parts)
 
 
-_OPTIONAL_SPEC_FIELDS = {"fail_to_pass", "pass_to_pass", "checkpoints", "tool_calls", "negatives"}
+_OPTIONAL_SPEC_FIELDS = {
+    "fail_to_pass",
+    "pass_to_pass",
+    "checkpoints",
+    "tool_calls",
+    "negatives",
+    "final_state",
+}
 
 
 class Verdict(Record):

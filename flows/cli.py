@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--traces", action="append", default=[], help="also production traces: file or folder"
     )
+    run.add_argument(
+        "--worlds", action="append", default=[], help="also tool world specs: file or folder"
+    )
     run.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
     run.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
     run.add_argument("--max-tokens", type=int, help="stop at this many live LLM tokens")
@@ -78,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="production traces: OpenAI-style JSONL, OTel GenAI spans (JSON), proxy records",
     )
     traces.add_argument("paths", nargs="+", help="files or folders (.jsonl .json .parquet)")
+    worlds = kinds.add_parser(
+        "worlds", parents=[common], help="simulated tool worlds: world spec files (.toml .json)"
+    )
+    worlds.add_argument("paths", nargs="+", help="files or folders (.toml .json)")
 
     for name, text in (
         ("generate", "write candidate tasks from chunks"),
@@ -90,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("sequence", "commit-sequence tasks: consecutive described commits as ordered steps"),
         ("intents", "cluster the traces' requests and name each cluster's intent"),
         ("trace-tasks", "rate traces with the judge panel and turn them into tasks"),
+        ("trace-worlds", "build tool worlds from the traces' tool calls; score their fidelity"),
+        ("world-tasks", "plant tool-use tasks on the worlds: gold calls and final state"),
     ):
         sub.add_parser(name, parents=[common], help=text)
     calibrate = sub.add_parser(
@@ -219,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             paths=args.paths,
             repos=args.repo,
             traces=args.traces,
+            worlds=args.worlds,
             out=args.out,
             band=band,
             max_tokens=args.max_tokens,
@@ -238,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"per accepted task (all runs, {cost['accepted_tasks']} tasks):"
                 f" ${cost['usd_per_accepted_task']:.4f}, {per_task:,} tokens"
             )
+        for world in summary["funnel"]["worlds"]:
+            if world["origin"] == "traces":
+                print(
+                    f"world from traces {world['world_id']}: fidelity {world['fidelity']:.2f}"
+                    f" ({world['written_by']}, {world['outcome']}), {world['tasks']} tasks"
+                )
         _print_export(summary["export"])
         if summary["budget"]["exhausted"]:
             spent = summary["budget"]
@@ -250,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(counts, indent=2))
     elif args.command == "ingest" and args.kind == "traces":
         print(json.dumps(pipeline.ingest_traces_flow(paths=args.paths, **common), indent=2))
+    elif args.command == "ingest" and args.kind == "worlds":
+        print(json.dumps(pipeline.ingest_worlds_flow(paths=args.paths, **common), indent=2))
     elif args.command == "ingest":
         print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
     elif args.command in (
@@ -258,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         "sequence",
         "intents",
         "trace-tasks",
+        "trace-worlds",
+        "world-tasks",
         "verify",
         "review",
         "repair",

@@ -27,6 +27,7 @@ def adhoc_flow(
     docs: tuple[str, ...] = (),
     repos: tuple[str, ...] = (),
     traces: tuple[str, ...] = (),
+    worlds: tuple[str, ...] = (),
     kinds: tuple[TaskKind, ...] = (),
     since: date | None = None,
     until: date | None = None,
@@ -49,6 +50,7 @@ def adhoc_flow(
         docs: document files or folders to ingest (.md .txt .html)
         repos: git repositories to ingest: paths or URLs
         traces: production trace files or folders (.jsonl .json .parquet)
+        worlds: simulated tool world specs, files or folders (.toml .json)
         kinds: make only these task kinds (default: every kind)
         since: only commits authored and traces recorded on or after this day (UTC)
         until: only commits authored and traces recorded on or before this day (UTC)
@@ -92,6 +94,7 @@ def adhoc_flow(
         max_tokens=max_tokens,
         max_cost_usd=max_cost_usd,
         overrides=overrides or None,
+        worlds=list(worlds),
     )
 
 
@@ -112,6 +115,7 @@ def specs(cfg: FoundryConfig, config: str | None) -> list[tuple[Flow, str, dict[
             "paths": cfg.sources.docs,
             "repos": cfg.sources.repos,
             "traces": cfg.sources.traces,
+            "worlds": cfg.sources.worlds,
             **common,
         },
         "description": "The whole pipeline on the configured sources, on a schedule",

@@ -49,12 +49,14 @@ from flows.stages import (
     variance_sample,
 )
 from flows.trace_stages import ingest_trace_files
+from flows.world_stages import ingest_world_files
 from judges.agreement import seed_variance
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
 SAMPLE_DOCS = SAMPLES / "docs"
 SAMPLE_TRACES = SAMPLES / "traces"
-SOURCE_TABLES = ("sources", "repos", "traces")
+SAMPLE_WORLDS = SAMPLES / "worlds"
+SOURCE_TABLES = ("sources", "repos", "traces", "worlds")
 
 
 def _progress(message: str) -> None:
@@ -101,6 +103,11 @@ def ingest_repo_task(origin: str, rev: str | None, ctx: StageContext) -> dict[st
 @task(name="ingest-traces", cache_policy=NO_CACHE)
 def ingest_traces_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
     return dict(ingest_trace_files(paths, ctx))
+
+
+@task(name="ingest-worlds", cache_policy=NO_CACHE)
+def ingest_worlds_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
+    return dict(ingest_world_files(paths, ctx))
 
 
 @task(name="replay-commits", cache_policy=NO_CACHE)
@@ -234,6 +241,15 @@ def ingest_traces_flow(
         return ingest_traces_task(paths, ctx)
 
 
+@flow(name="ingest-worlds", log_prints=False)
+def ingest_worlds_flow(
+    paths: list[str], home: str | None = None, config: str | None = None
+) -> dict:
+    """Load simulated tool worlds (`.toml` / `.json` world specs, or folders of them)."""
+    with stage_context("ingest-worlds", home, config) as ctx:
+        return ingest_worlds_task(paths, ctx)
+
+
 @flow(name="replay")
 def replay_flow(home: str | None = None, config: str | None = None) -> dict:
     """Replay ingested commits in the sandbox: F2P / P2P tests and a checked reference patch."""
@@ -263,6 +279,8 @@ describe_flow = _llm_stage_flow("describe")
 sequence_flow = _llm_stage_flow("sequence")
 intents_flow = _llm_stage_flow("intents")
 trace_tasks_flow = _llm_stage_flow("trace_tasks")
+trace_worlds_flow = _llm_stage_flow("trace_worlds")
+world_tasks_flow = _llm_stage_flow("world_tasks")
 verify_flow = _llm_stage_flow("verify")
 review_flow = _llm_stage_flow("review")
 repair_flow = _llm_stage_flow("repair")
@@ -338,14 +356,15 @@ def pipeline_flow(
     max_tokens: int | None = None,
     max_cost_usd: float | None = None,
     overrides: dict[str, Any] | None = None,
+    worlds: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest `paths` (documents), `repos` (git repositories: paths or URLs) and `traces`
-    (production trace files), or, when none is given and the lake is empty, the bundled
-    samples of each; run every stage over what is not done yet, and export. `max_tokens` and
-    `max_cost_usd` override the configured budget, `overrides` any setting (nested as in the
-    file)."""
+    """Ingest `paths` (documents), `repos` (git repositories: paths or URLs), `traces`
+    (production trace files) and `worlds` (tool world specs), or, when none is given and the
+    lake is empty, the bundled samples of each; run every stage over what is not done yet, and
+    export. `max_tokens` and `max_cost_usd` override the configured budget, `overrides` any
+    setting (nested as in the file)."""
     return run_pipeline(
-        paths, home, config, out, band, repos, traces, max_tokens, max_cost_usd, overrides
+        paths, home, config, out, band, repos, traces, max_tokens, max_cost_usd, overrides, worlds
     )
 
 
@@ -360,6 +379,7 @@ def run_pipeline(
     max_tokens: int | None,
     max_cost_usd: float | None,
     overrides: dict[str, Any] | None,
+    worlds: list[str] | None = None,
 ) -> dict[str, Any]:
     """The pipeline flow's work, inside whichever flow calls it (so its tasks and artifacts
     belong to that flow's run)."""
@@ -372,20 +392,23 @@ def run_pipeline(
             )
         summary: dict[str, Any] = {}
         empty = not any(ctx.lake.shards(table) for table in SOURCE_TABLES)
-        if not paths and not repos and not traces and empty:
-            paths, repos, traces = (
+        if not paths and not repos and not traces and not worlds and empty:
+            paths, repos, traces, worlds = (
                 [str(SAMPLE_DOCS)],
                 [str(_sample_repo(ctx))],
                 [str(SAMPLE_TRACES)],
+                [str(SAMPLE_WORLDS)],
             )
             ctx.progress(
                 f"no sources yet: ingesting the bundled samples ({SAMPLE_DOCS}, {repos[0]},"
-                f" {SAMPLE_TRACES})"
+                f" {SAMPLE_TRACES}, {SAMPLE_WORLDS})"
             )
         if paths:
             summary["ingest"] = ingest_task(paths, ctx)
         if traces:
             summary["ingest_traces"] = ingest_traces_task(traces, ctx)
+        if worlds:
+            summary["ingest_worlds"] = ingest_worlds_task(worlds, ctx)
         for origin in repos or []:
             summary.setdefault("ingest_repo", {})[origin] = ingest_repo_task(origin, None, ctx)
         if pending_replays(ctx):

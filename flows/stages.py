@@ -35,16 +35,19 @@ from flows.context import (
 )
 from flows.repair import Stop, next_move
 from flows.trace_stages import INTENTS, TRACE_TASKS
-from generators import doc_qa, function_rebuild
+from flows.world_stages import TRACE_WORLDS, WORLD_TASKS
+from generators import doc_qa, function_rebuild, world_tasks
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, Neighbour, make_variant
+from harnesses import world_agent
 from harnesses.base import Harness
 from harnesses.closed_book import ClosedBook
 from harnesses.doc_search import CorpusIndex, DocSearch
 from harnesses.proxy import running_proxy
 from harnesses.tool_replay import ToolReplay
-from judges import answerability, calibration
+from judges import answerability, calibration, world_state
 from judges.review import review
+from judges.score import Score
 from judges.selfcheck import self_check, trace_self_check
 from judges.variance import reask
 
@@ -199,6 +202,11 @@ def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str
 
 async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
     task, passage = loaded
+    if task.world is not None:  # planted: its verifier is a replay, checked without a model
+        failure = await asyncio.to_thread(world_state.task_self_check, task)
+        if failure is not None:
+            return Outcome(ctx.status("verify", task_id, "rejected", "world_self_check", failure))
+        return Outcome(ctx.status("verify", task_id, "done", "world_self_check_passed"))
     if task.is_code:
         failure = await ctx.unit_tests.self_check(task)
         if failure is not None:
@@ -264,9 +272,12 @@ CODE_HARNESS = "code_single_turn"  # the prompt shows the files; the reply holds
 def calibration_harness(ctx: StageContext, task: Task) -> Harness:
     """The harness for `task`, built once per run: for document tasks the configured one
     (doc_search indexes the corpus), for code tasks the single-turn code harness, for
-    tool-replay tasks the replay of their recorded tools, for other trace tasks closed book."""
+    tool-replay tasks the replay of their recorded tools, for tool-use tasks the tool-calling
+    solver on their world, for other trace tasks closed book."""
     if task.is_code:
         name = CODE_HARNESS
+    elif task.world is not None:
+        name = world_agent.NAME
     elif task.kind == "tool_replay":
         name = "tool_replay"
     elif task.from_trace:
@@ -276,6 +287,8 @@ def calibration_harness(ctx: StageContext, task: Task) -> Harness:
     if name not in ctx.harnesses:
         if name == "tool_replay":
             ctx.harnesses[name] = ToolReplay()
+        elif name == world_agent.NAME:
+            ctx.harnesses[name] = world_agent.WorldTools()
         elif name == "doc_search":
             chunks = ctx.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
             index = CorpusIndex([(r["chunk_id"], r["text"]) for r in chunks])
@@ -310,14 +323,24 @@ def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
 def _grading(ctx: StageContext, task: Task) -> tuple[CalibrateConfig, calibration.Grader | None]:
     """The calibration settings and grader for `task`: code attempts get the longer replies
     they need and are scored by running the task's tests; replies to trace tasks get longer
-    replies too; answers are scored by the default grader (which follows the verifier type)."""
+    replies too; a tool-use attempt's turns get their own limit and the attempt is replayed on
+    the task's world; answers are scored by the default grader (which follows the verifier
+    type)."""
     if task.is_code:
         longer = {"max_tokens": ctx.config.code.attempt_max_tokens}
         return ctx.config.calibrate.model_copy(update=longer), ctx.unit_tests.grade
     if task.from_trace:
         longer = {"max_tokens": ctx.config.traces.attempt_max_tokens}
         return ctx.config.calibrate.model_copy(update=longer), None
+    if task.world is not None:
+        per_turn = {"max_tokens": ctx.config.worlds.attempt_max_tokens}
+        return ctx.config.calibrate.model_copy(update=per_turn), _world_grade
     return ctx.config.calibrate, None
+
+
+async def _world_grade(task: Task, completion: str) -> Score:
+    """A tool-use attempt replayed on its world (off the event loop: it runs DuckDB)."""
+    return await asyncio.to_thread(world_state.grade, task, completion)
 
 
 def recalibration(solver: str) -> LLMStage:
@@ -465,7 +488,11 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
     }
 
 
-LADDERS = {doc_qa.GENERATOR: doc_qa.LADDER, function_rebuild.GENERATOR: function_rebuild.LADDER}
+LADDERS = {
+    doc_qa.GENERATOR: doc_qa.LADDER,
+    function_rebuild.GENERATOR: function_rebuild.LADDER,
+    world_tasks.GENERATOR: world_tasks.LADDER,
+}
 
 
 async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
@@ -479,7 +506,11 @@ async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     failures: list[str] = []
     for level in move.levels:
         try:
-            if task.is_code:
+            if task.world is not None:
+                variant = await world_tasks.make_variant(
+                    task, level, move.direction, client, ctx.config.worlds
+                )
+            elif task.is_code:
                 repo = code_repo(ctx, task)
                 variant = await asyncio.to_thread(
                     function_rebuild.make_variant,
@@ -510,6 +541,8 @@ LLM_STAGES = [
     SEQUENCE,
     INTENTS,
     TRACE_TASKS,
+    TRACE_WORLDS,
+    WORLD_TASKS,
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),

@@ -191,10 +191,13 @@ class World:
             self._con.execute(f'DELETE FROM "{table}"')
             columns = list(schema.columns)
             names = ", ".join(f'"{c}"' for c in columns)
-            marks = ", ".join("?" for _ in columns)
-            values = [[row.get(c) for c in columns] for row in rows.get(table, [])]
-            if values:
-                self._con.executemany(f'INSERT INTO "{table}" ({names}) VALUES ({marks})', values)
+            marks = "(" + ", ".join("?" for _ in columns) + ")"
+            values = [row.get(c) for row in rows.get(table, []) for c in columns]
+            if values:  # one statement for all rows: executemany runs one per row
+                count = len(values) // len(columns)
+                self._con.execute(
+                    f'INSERT INTO "{table}" ({names}) VALUES {", ".join([marks] * count)}', values
+                )
         self._con.execute("COMMIT")
 
     def snapshot(self) -> Snapshot:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from data.llm import LLMClient, ToolCallRequest
+from data.llm import LLMClient, Reply, ToolCallRequest, settle
 from data.prompts import load_prompt
+from data.records import Task, ToolCall, Usage
 from harnesses.episode import TURN_SEED_STRIDE
+from harnesses.tool_replay import attempt_text
 from harnesses.world import Snapshot, World, WorldSpec
+from judges.world_state import world_spec
 
 NAME = "world_tools"
 SYSTEM = load_prompt(__file__, "world_agent_system")
@@ -34,13 +37,34 @@ class WorldAttempt:
     turns: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached: bool = True
+
+    def text(self) -> str:
+        """The attempt as the world verifier reads it: the calls that ran (a call whose
+        arguments were not JSON ran nothing) and the final answer."""
+        made = []
+        for name, arguments, _ in self.calls:
+            try:
+                parsed = json.loads(arguments or "{}")
+            except json.JSONDecodeError:
+                continue
+            made.append(ToolCall(name=name, arguments=parsed if isinstance(parsed, dict) else {}))
+        return attempt_text(made, self.answer)
+
+
+def opening(spec: WorldSpec, instruction: str) -> list[dict[str, str]]:
+    """A tool-use task's prompt: the world's system message, then the user's instruction."""
+    return [
+        {"role": "system", "content": SYSTEM.render(world_description=spec.description)},
+        {"role": "user", "content": instruction},
+    ]
 
 
 async def solve(
     llm: LLMClient,
     spec: WorldSpec,
     initial: Snapshot,
-    instruction: str,
+    prompt: list[dict[str, str]],
     *,
     rollout_id: str,
     max_turns: int,
@@ -48,13 +72,11 @@ async def solve(
     max_tokens: int,
     seed: int,
 ) -> WorldAttempt:
-    """One attempt at `instruction` on a fresh copy of the world at `initial`."""
+    """One attempt at the task `prompt` asks (see `opening`) on a fresh copy of the world at
+    `initial`."""
     world = World(spec, initial)
     attempt = WorldAttempt()
-    messages: list[dict] = [
-        {"role": "system", "content": SYSTEM.render(world_description=spec.description)},
-        {"role": "user", "content": instruction},
-    ]
+    messages: list[dict] = [dict(m) for m in prompt]
     try:
         while attempt.turns < max_turns:
             reply = await llm.chat(
@@ -69,6 +91,7 @@ async def solve(
             attempt.turns += 1
             attempt.prompt_tokens += reply.usage.prompt_tokens
             attempt.completion_tokens += reply.usage.completion_tokens
+            attempt.cached = attempt.cached and reply.cached
             if not reply.tool_calls:
                 attempt.answer = reply.text.strip()
                 break
@@ -106,3 +129,48 @@ def _assistant(text: str, calls: tuple[ToolCallRequest, ...]) -> dict:
             for call in calls
         ],
     }
+
+
+@dataclass(frozen=True)
+class WorldTools:
+    """The calibration harness for tool-use tasks: each attempt runs `solve` on the task's
+    world through the OpenAI tools API (the solver endpoint is the recording proxy, so every
+    turn is kept under the attempt's rollout id); a reply's text is the attempt
+    (`WorldAttempt.text`), which the world verifier replays."""
+
+    name: str = field(default=NAME)
+
+    async def attempt(
+        self,
+        task: Task,
+        llm: LLMClient,
+        rollout_ids: list[str],
+        *,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+    ) -> list[Reply]:
+        """One attempt per rollout id, each on its own copy of the world."""
+        if task.world is None:
+            raise ValueError(f"task {task.task_id} has no world to act on")
+        spec, setup = world_spec(task), task.world
+        prompt = [m.model_dump() for m in task.prompt]
+
+        async def one(rollout: str, attempt_seed: int) -> Reply:
+            done = await solve(
+                llm,
+                spec,
+                setup.initial,
+                prompt,
+                rollout_id=rollout,
+                max_turns=setup.max_turns,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=attempt_seed,
+            )
+            usage = Usage(
+                prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens
+            )
+            return Reply(done.text(), usage, done.cached, rollout_id=rollout)
+
+        return await settle([one(r, seed + i) for i, r in enumerate(rollout_ids)])

@@ -11,8 +11,17 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from data.records import Attempt, Lineage, Message, Task, TaskKind, VerifierSpec, Workspace
-from judges import tool_calls
+from data.records import (
+    Attempt,
+    Lineage,
+    Message,
+    Task,
+    TaskKind,
+    VerifierSpec,
+    Workspace,
+    WorldSetup,
+)
+from judges import tool_calls, world_state
 from judges.answer_match import final_answer, match, normalize_answer
 from judges.score import Score
 
@@ -82,18 +91,25 @@ def verifier_reward(
 ) -> list[float | None]:
     """A TRL reward function (`reward_funcs=[verifier_reward]`) for the verifiers that need no
     model and no sandbox: `exact_or_f1` (normalised exact match, else token F1 against the
-    threshold) and `tool_calls` (the share of expected calls made in order). Every other
+    threshold), `tool_calls` (the share of expected calls made in order) and `world_state` (the
+    completion's tool calls replayed on the task's `world` column leave the gold state; the
+    completion is the harness's attempt JSON or a conversation with tool calls). Every other
     verifier type gets None, which TRL leaves to the other reward functions. The gold answer
     is the `solution` column (trainer projections) or `answer` (the canonical taskset); the
     spec is the `verifier` column, as JSON or as a dict."""
     rewards: list[float | None] = []
     specs, golds = columns_of(verifier, solution, answer)
-    for completion, spec, gold in zip(completions, specs, golds, strict=True):
+    worlds = columns.get("world") or [None] * len(specs)
+    rows = zip(prompts, completions, specs, golds, worlds, strict=True)
+    for prompt, completion, spec, gold, world in rows:
         text = completion_text(completion)
         if spec.type == "exact_or_f1":
             rewards.append(score(spec, text, gold).reward)
         elif spec.type == "tool_calls":
             rewards.append(tool_calls.grade(spec, text).reward)
+        elif spec.type == "world_state" and world:
+            task = trainer_task(prompt, gold, spec, "world_tool_use", world=world)
+            rewards.append(world_state.grade(task, completion).reward)
         else:
             rewards.append(None)
     return rewards
@@ -105,15 +121,18 @@ def trainer_task(
     spec: VerifierSpec,
     kind: TaskKind = "doc_qa",
     workspace: str | dict[str, Any] | None = None,
+    world: str | dict[str, Any] | None = None,
 ) -> Task:
     """A stand-in task for grading a trainer's completion: its prompt, gold answer, verifier
-    and (code tasks) workspace, as the taskset's columns hold them."""
+    and (code tasks) workspace or (tool-use tasks) world, as the taskset's columns hold them."""
     if isinstance(prompt, str):
         prompt = [{"role": "user", "content": prompt}]
     messages = [Message(role=m["role"], content=m["content"] or "") for m in prompt]
     lineage = Lineage(generator="trainer", generator_version="", prompt_hash="", model="", seed="")
     if isinstance(workspace, str):
         workspace = json.loads(workspace)
+    if isinstance(world, str):
+        world = json.loads(world)
     return Task(
         task_id="",
         kind=kind,
@@ -124,4 +143,5 @@ def trainer_task(
         source=[],
         lineage=lineage,
         workspace=Workspace.model_validate(workspace) if workspace else None,
+        world=WorldSetup.model_validate(world) if world else None,
     )

@@ -10,11 +10,16 @@ sequence (the gold one with one argument pointing at another record) fails.
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
+from data.records import Task
 from harnesses.world import Snapshot, World, WorldSpec, column_values
 from judges.answer_match import match
+from judges.score import Score
+from judges.tool_calls import parse_calls
 
 Call = tuple[str, dict[str, Any]]  # tool name, arguments
 ALTERNATIVES = 4  # other values tried per argument for the plausible wrong sequences
@@ -32,12 +37,21 @@ class Replay:
 
 def replay(spec: WorldSpec, initial: Snapshot, calls: list[Call]) -> Replay:
     """Run `calls` on a fresh copy of the world at `initial`."""
+    return replay_each(spec, initial, [calls])[0]
+
+
+def replay_each(spec: WorldSpec, initial: Snapshot, sequences: list[list[Call]]) -> list[Replay]:
+    """Run each call sequence from `initial` (one world, reset before each)."""
     world = World(spec, initial)
     try:
-        results = [world.call(name, arguments) for name, arguments in calls]
-        return Replay(
-            [r.message() for r in results], world.snapshot(), sum(not r.ok for r in results)
-        )
+        replays = []
+        for index, calls in enumerate(sequences):
+            if index:
+                world.reset(initial)
+            results = [world.call(name, arguments) for name, arguments in calls]
+            failed = sum(not r.ok for r in results)
+            replays.append(Replay([r.message() for r in results], world.snapshot(), failed))
+        return replays
     finally:
         world.close()
 
@@ -83,7 +97,8 @@ def self_check(
     and pass; doing nothing must fail; and where the gold calls change the state, some
     plausible wrong sequence (every call succeeding, another final state) must exist and
     fail, so the task can be got wrong in a way that matters."""
-    done = replay(spec, initial, gold)
+    variants = wrong_variants(spec, initial, gold)
+    done, *attempts = replay_each(spec, initial, [gold, *variants])
     if done.failed_calls:
         first = next(m for m in done.messages if m.startswith('{"error"'))
         return f"gold_call_failed: {first}"
@@ -95,11 +110,88 @@ def self_check(
         return None  # a question: the answer decides, and the no-op gives none
     wrong = [
         attempt
-        for attempt in (replay(spec, initial, v) for v in wrong_variants(spec, initial, gold))
+        for attempt in attempts
         if not attempt.failed_calls and attempt.final not in (done.final, initial)
     ]
     if not wrong:
         return "no_plausible_wrong_sequence"
     if any(passes(attempt.final, done.final) for attempt in wrong):
         return "wrong_sequence_passes"
+    return None
+
+
+# --- tasks -------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(text: str) -> WorldSpec:
+    return WorldSpec.model_validate_json(text)
+
+
+def world_spec(task: Task) -> WorldSpec:
+    """The world a tool-use task acts on (parsed once per distinct spec)."""
+    if task.world is None:
+        raise ValueError(f"task {task.task_id} has no world")
+    return _spec(task.world.spec)
+
+
+def gold_calls(task: Task) -> list[Call]:
+    return [(call.name, dict(call.arguments)) for call in task.verifier.tool_calls]
+
+
+def attempt_of(completion: str | list[dict[str, Any]]) -> tuple[list[Call], str] | None:
+    """The calls an attempt made and its final answer: from the harness's attempt JSON
+    (`{"calls": [{"name", "arguments"}], "answer"}`), or from a trainer's conversational
+    completion (its assistant messages' tool calls, the last message's text the answer). None
+    when it is neither."""
+    if isinstance(completion, str):
+        calls = parse_calls(completion)
+        if calls is None:
+            return None
+        answer = str(json.loads(completion).get("answer") or "")
+        return [(c.name, dict(c.arguments)) for c in calls], answer
+    made: list[Call] = []
+    for message in completion:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", call)
+            arguments = function.get("arguments") or {}
+            try:
+                parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+            except json.JSONDecodeError:
+                continue  # a call whose arguments were not JSON ran nothing
+            made.append((str(function.get("name", "")), parsed))
+    last = completion[-1] if completion else {}
+    answer = "" if last.get("tool_calls") else str(last.get("content") or "")
+    return made, answer
+
+
+def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:
+    """Replay the attempt's calls on the task's world from its initial state; 1.0 when that
+    leaves the gold final state (and the answer matches, where the task asks a question)."""
+    attempt = attempt_of(completion)
+    if attempt is None:
+        return Score(0.0, "not a tool-use attempt")
+    if task.world is None or task.verifier.final_state is None:
+        return Score(0.0, "the task has no world to replay on")
+    calls, answer = attempt
+    done = replay(world_spec(task), task.world.initial, calls)
+    gold_final = task.verifier.final_state
+    if passes(done.final, gold_final, answer, task.answer):
+        return Score(1.0, f"gold final state after {len(calls)} calls", exact=True)
+    if done.final != gold_final:
+        changed = ", ".join(sorted(state_diff(gold_final, done.final))) or "none"
+        return Score(0.0, f"final state differs from the gold one in: {changed}")
+    return Score(0.0, "the gold final state, but the answer does not match")
+
+
+def task_self_check(task: Task) -> str | None:
+    """`self_check` on a stored task, plus: its recorded final state is the gold calls'."""
+    if task.world is None or task.verifier.final_state is None:
+        return "no_world"
+    spec, initial, calls = world_spec(task), task.world.initial, gold_calls(task)
+    failure = self_check(spec, initial, calls, task.answer)
+    if failure is not None:
+        return failure
+    if replay(spec, initial, calls).final != task.verifier.final_state:
+        return "recorded_final_state_is_not_the_gold_calls_state"
     return None

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
+from data.kinds import TRACE_KINDS
 from data.records import RecordedCall, ToolCall, ToolEnvironment, ToolSpec, Trace, TraceMessage
 from data.trace_ingest import ingest_traces
 from generators.checks import CheckFailure
@@ -231,8 +232,9 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
 
     rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
     kinds = {r["kind"] for r in rows}
-    assert kinds == {"trace_answer", "near_miss", "tool_replay"}
-    assert all(r["trace_id"] and r["intent"] and 0 < r["intent_share"] <= 1 for r in rows)
+    assert kinds == {"trace_answer", "near_miss", "tool_replay", "world_tool_use"}
+    traced = [r for r in rows if r["kind"] != "world_tool_use"]  # worlds: planted from traces
+    assert all(r["trace_id"] and r["intent"] and 0 < r["intent_share"] <= 1 for r in traced)
     replay_row = next(r for r in rows if r["kind"] == "tool_replay")
     assert json.loads(replay_row["environment"])["recorded"]
     checks = {c["check"] for r in rows for c in json.loads(r["consensus"])}
@@ -257,7 +259,7 @@ def test_verifier_reward_reads_the_exported_taskset_as_trl_would(tmp_path, oracl
     from judges.rewards import verifier_reward
 
     home = tmp_path / "home"
-    ctx = make_context(home, calibrate={"k": 2})
+    ctx = make_context(home, calibrate={"k": 2}, scope={"kinds": list(TRACE_KINDS)})
     ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
     run_llm_stages(ctx, endpoints_for(oracle_server))
     result = export_taskset(ctx.lake, "traces", home / "tasksets")

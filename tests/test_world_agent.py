@@ -9,7 +9,7 @@ from pathlib import Path
 from data.llm import LLMClient, ToolCallRequest
 from data.llm_cache import ResponseCache
 from harnesses.world import World, load_world_spec
-from harnesses.world_agent import solve
+from harnesses.world_agent import opening, solve
 from judges.world_state import passes, replay
 from tests.conftest import endpoints_for
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -32,7 +32,7 @@ async def attempt(llm, spec, initial, max_turns=6):
         llm,
         spec,
         initial,
-        INSTRUCTION,
+        opening(spec, INSTRUCTION),
         rollout_id="r-1",
         max_turns=max_turns,
         temperature=0.0,

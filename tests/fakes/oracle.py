@@ -16,6 +16,11 @@ reply against a rubric as meeting it exactly when it is the reference, and as th
 solver calls `lookup_order` / `track_shipment` with the ids in the request on even seeds and
 answers at once on odd ones.
 
+For tool worlds it writes an instruction that states the values it is told to (and remembers
+the gold calls and the value asked for), and as the tool-calling solver makes the remembered
+calls through the tools API on even seeds, then answers with the value asked for from the last
+result; on odd seeds it answers at once without calling anything.
+
 For code tasks it writes a commit's statement from its message (copying a line of the change
 when the message is about currency, which the leak check must catch), and as the solver it
 answers on even seeds with the file from `code` (path -> text) that the prompt shows, on odd
@@ -47,6 +52,7 @@ class Oracle:
 
     def __init__(self, hedge: bool = False, code: dict[str, str] | None = None) -> None:
         self.answers: dict[str, str] = {}
+        self.worlds: dict[str, tuple[list[tuple[str, str]], str]] = {}  # instruction -> plan
         self.hedge = hedge
         self.code = code or {}
 
@@ -54,7 +60,13 @@ class Oracle:
         params = {k: v for k, v in body.items() if k not in ("messages", "model")}
         return self.respond("?", body["messages"], params)
 
-    def respond(self, role: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+    def respond(
+        self, role: str, messages: list[dict[str, str]], params: dict[str, Any]
+    ) -> str | dict[str, Any]:
+        if params.get("tools") and messages[0]["content"].startswith(
+            "You are an assistant working"
+        ):
+            return self._world_turn(messages, params)
         if messages[0]["role"] == "system" and "collection of documents" in messages[0]["content"]:
             return self._search_turn(messages)
         if messages[0]["role"] == "system" and "Python repository" in messages[0]["content"]:
@@ -70,6 +82,8 @@ class Oracle:
             same = _block(user, "reply").lower() == _block(user, "reference_reply").lower()
             return json.dumps({"meets_all": same, "reason": "compared with the reference"})
         prompt = messages[-1]["content"] if messages[-1]["role"] == "user" else ""
+        if prompt.startswith("You write requests that users send"):
+            return self._instruction(prompt)
         if prompt.startswith("A developer made the change below"):
             return self._statement(prompt)
         if prompt.startswith("These are requests users sent"):
@@ -160,6 +174,31 @@ class Oracle:
             return json.dumps({"tool": "answer", "answer": "done"})
         name, key, value = wanted[made]
         return json.dumps({"tool": name, "arguments": {key: value}})
+
+    def _instruction(self, prompt: str) -> str:
+        values = re.findall(
+            r"'([^']*)'", _line(prompt, "- State each of these values exactly as written")
+        )
+        instruction = "Please sort this out for me: " + ", ".join(values) + "."
+        calls = re.findall(r"^- (\w+)\((.*)\): ", prompt, flags=re.M)
+        asked = re.search(r"asks for the (.+?) \(do not say it", prompt)
+        field = asked.group(1).replace(" ", "_") if asked else ""
+        self.worlds[instruction] = ([(name, "{" + args + "}") for name, args in calls], field)
+        return json.dumps({"instruction": instruction})
+
+    def _world_turn(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
+        calls, field = self.worlds.get(messages[1]["content"], ([], ""))
+        seed = params.get("seed", 0) + params.get("_choice", 0)
+        made = sum(bool(m.get("tool_calls")) for m in messages if m["role"] == "assistant")
+        if (seed % 1_000_003) % 2 or made >= len(calls):  # the solver strides seeds per turn
+            results = [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
+            last = results[-1] if results and isinstance(results[-1], dict) else {}
+            return str(last.get(field, "done")) if field else "Done."
+        name, arguments = calls[made]
+        text = json.dumps(dict(re.findall(r'(\w+)=("[^"]*"|[^,]+)', arguments[1:-1])))
+        decoded = {k: json.loads(v) for k, v in json.loads(text).items()}
+        call = {"id": f"call-{made}", "name": name, "arguments": json.dumps(decoded)}
+        return {"tool_calls": [call]}
 
     def _remember(self, question: str, answer: str) -> str:
         self.answers[question] = answer
