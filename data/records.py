@@ -547,7 +547,7 @@ class Verdict(Record):
 
     verdict_id: str
     task_id: str
-    check: Literal["open_book", "closed_book", "trace_outcome"]
+    check: Literal["open_book", "closed_book", "trace_outcome", "instruction"]
     judge: str
     judge_model: str
     prompt_version: str
@@ -562,7 +562,7 @@ class Consensus(Record):
     """The panel's combined decision on one check of one task."""
 
     task_id: str
-    check: Literal["open_book", "closed_book", "trace_outcome"]
+    check: Literal["open_book", "closed_book", "trace_outcome", "instruction"]
     rule: str
     decision: Literal["pass", "fail", "undecided"]
     passes: int
@@ -576,7 +576,7 @@ class VerdictRerun(Record):
 
     rerun_id: str
     task_id: str
-    check: Literal["open_book", "closed_book", "trace_outcome"]
+    check: Literal["open_book", "closed_book", "trace_outcome", "instruction"]
     judge: str
     judge_model: str
     seed: int

@@ -45,7 +45,7 @@ from harnesses.closed_book import ClosedBook
 from harnesses.doc_search import CorpusIndex, DocSearch
 from harnesses.proxy import running_proxy
 from harnesses.tool_replay import ToolReplay
-from judges import answerability, calibration, world_state
+from judges import answerability, calibration, instruction, world_state
 from judges.review import review
 from judges.score import Score
 from judges.selfcheck import self_check, trace_self_check
@@ -202,11 +202,8 @@ def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str
 
 async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
     task, passage = loaded
-    if task.world is not None:  # planted: its verifier is a replay, checked without a model
-        failure = await asyncio.to_thread(world_state.task_self_check, task)
-        if failure is not None:
-            return Outcome(ctx.status("verify", task_id, "rejected", "world_self_check", failure))
-        return Outcome(ctx.status("verify", task_id, "done", "world_self_check_passed"))
+    if task.world is not None:
+        return await _verify_world_task(ctx, task, client)
     if task.is_code:
         failure = await ctx.unit_tests.self_check(task)
         if failure is not None:
@@ -227,6 +224,23 @@ async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     decision = await answerability.judge(task, passage, client, ctx.config.verify)
     records = {"verdicts": decision.verdicts, "consensus": decision.consensus}
     return Outcome(ctx.status("verify", task_id, decision.status, decision.reason), records)
+
+
+async def _verify_world_task(ctx: StageContext, task: Task, client: LLMClient) -> Outcome:
+    """A planted task: its verifier's self-check on the world (no model: a replay), then the
+    panel on whether its instruction asks for what the gold calls do."""
+    failure = await asyncio.to_thread(world_state.task_self_check, task)
+    if failure is not None:
+        return Outcome(ctx.status("verify", task.task_id, "rejected", "world_self_check", failure))
+    verdicts, consensus = await instruction.check(task, client, ctx.config.verify)
+    records = {"verdicts": verdicts, "consensus": [consensus]}
+    problems = "; ".join(v.reason for v in verdicts if v.decision == "fail")
+    state, reason = {
+        "pass": ("done", "accepted"),
+        "fail": ("rejected", "instruction_not_faithful"),
+        "undecided": ("failed", "judge_error"),
+    }[consensus.decision]
+    return Outcome(ctx.status("verify", task.task_id, state, reason, problems), records)
 
 
 # calibrate: accepted task -> attempts and difficulty

@@ -494,14 +494,25 @@ def _seed(tables: _Tables, kinds: dict[str, dict[str, Kind]]) -> dict[str, list[
 
 
 def _parameters(tool: ToolSpec, calls: list[ObservedCall]) -> dict[str, Any]:
-    """The offered parameters where they are a valid object schema, else inferred."""
+    """The offered parameters where they are a valid object schema, else inferred; each
+    parameter that is not a key gets the plain values the calls gave it as its JSON-schema
+    `examples`, so goals can be drawn for it (a refund's amount and reason, a new address)."""
     try:
         jsonschema.Draft202012Validator.check_schema(tool.parameters)
+        valid = tool.parameters.get("type") == "object"
     except jsonschema.SchemaError:
-        return _inferred_parameters(calls)
-    return (
-        tool.parameters if tool.parameters.get("type") == "object" else _inferred_parameters(calls)
-    )
+        valid = False
+    parameters = dict(tool.parameters) if valid else _inferred_parameters(calls)
+    properties = dict(parameters.get("properties") or {})
+    for name, schema in properties.items():
+        seen = [
+            c.arguments[name]
+            for c in calls
+            if c.arguments.get(name) is not None and _scalar(c.arguments[name])
+        ]
+        if not _is_key(name) and seen:
+            properties[name] = {**schema, "examples": list(dict.fromkeys(seen))}
+    return {**parameters, "properties": properties} if properties else parameters
 
 
 def _error_template(calls: list[ObservedCall], key: str, tool: str) -> str:

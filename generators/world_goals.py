@@ -31,16 +31,17 @@ class Goal:
 
 
 def sample_goals(spec: WorldSpec, snapshot: Snapshot, n: int, seed: int = 0) -> list[Goal]:
-    """Up to `n` distinct goals that pass the self-check, changes and questions in turn."""
+    """Up to `n` distinct goals that pass the self-check, drawn from changes and questions in
+    turn (a world where one kind yields none still gives goals of the other)."""
     rng = random.Random(seed)
     changes = [t for t in spec.tools if t.effects]
     questions = [t for t in spec.tools if not t.effects and t.shape == "row"]
     goals: list[Goal] = []
     seen: set[str] = set()
-    for _ in range(n * 4):
+    for attempt in range(n * 4):
         if len(goals) >= n or not (changes or questions):
             break
-        pool = changes if (len(goals) % 2 == 0 and changes) or not questions else questions
+        pool = changes if (attempt % 2 == 0 and changes) or not questions else questions
         tool = rng.choice(pool)
         goal = _goal(spec, snapshot, tool, rng)
         key = json.dumps([goal.calls, goal.field], sort_keys=True, default=str) if goal else ""
@@ -96,7 +97,8 @@ def _draws(
     spec: WorldSpec, snapshot: Snapshot, tool: ToolDef, rng: random.Random
 ) -> Iterator[dict[str, Any]]:
     """Argument sets for `tool`: each required parameter from the values of the column of the
-    same name where there is one, else from its schema (enum, boolean, a small integer)."""
+    same name where there is one, else from its schema (enum, examples, boolean, a small
+    integer)."""
     columns = column_values(spec, snapshot)
     properties: dict[str, Any] = tool.parameters.get("properties", {})
     required = tool.parameters.get("required", list(properties))
@@ -117,6 +119,8 @@ def _draw(schema: dict[str, Any], known: list[Any], rng: random.Random) -> Any:
         return rng.choice(typed)
     if "enum" in schema:
         return rng.choice(schema["enum"])
+    if schema.get("examples"):
+        return rng.choice(schema["examples"])
     if kind == "boolean":
         return rng.choice([True, False])
     if kind == "integer":

@@ -10,6 +10,8 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from data.llm import LLMClient, LLMError
+from data.records import Consensus, Usage, Verdict, content_id
+from judges.consensus import Predicate, decide
 
 V = TypeVar("V", bound=BaseModel)
 
@@ -45,3 +47,44 @@ async def panel_votes(
         return JudgeVote(role, "pass" if passed(verdict) else "fail", reason(verdict))
 
     return list(await asyncio.gather(*(vote(role) for role in llm.judge_roles)))
+
+
+def panel_records(
+    subject_id: str,
+    check: str,
+    votes: list[JudgeVote],
+    llm: LLMClient,
+    prompt_version: str,
+    rule: tuple[str, Predicate],
+) -> tuple[list[Verdict], Consensus]:
+    """The votes on one check of `subject_id` (a task, or a trace) as lake records: each
+    judge's verdict, and their consensus under `rule`."""
+    name, holds = rule
+    tally = decide([v.decision for v in votes], holds)
+    verdicts = [
+        Verdict(
+            verdict_id=content_id(subject_id, check, v.judge, llm.model(v.judge), prompt_version),
+            task_id=subject_id,
+            check=check,
+            judge=v.judge,
+            judge_model=llm.model(v.judge),
+            prompt_version=prompt_version,
+            decision=v.decision,
+            confidence=None,
+            reason=v.reason,
+            response="",
+            usage=Usage(),
+        )
+        for v in votes
+    ]
+    consensus = Consensus(
+        task_id=subject_id,
+        check=check,
+        rule=name,
+        decision=tally.outcome,
+        passes=tally.passes,
+        fails=tally.fails,
+        errors=tally.errors,
+        agreement=tally.agreement,
+    )
+    return verdicts, consensus

@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.llm import LLMClient
 from data.prompts import chat_messages, load_prompt
-from data.records import Consensus, Trace, TraceMessage, Usage, Verdict, content_id
-from judges.consensus import decide, majority
-from judges.panel import escape, panel_votes
+from data.records import Consensus, Trace, TraceMessage, Verdict
+from judges.consensus import majority
+from judges.panel import escape, panel_records, panel_votes
 
 SYSTEM = load_prompt(__file__, "trace_outcome_system")
 USER = load_prompt(__file__, "trace_outcome_user")
@@ -64,35 +64,9 @@ async def rate(trace: Trace, llm: LLMClient) -> Rating:
         lambda v: v.good,
         lambda v: v.failure.strip() if not v.good else "good",
     )
-    tally = decide([v.decision for v in votes], majority)
-    verdicts = [
-        Verdict(
-            verdict_id=content_id(
-                trace.trace_id, CHECK, v.judge, llm.model(v.judge), SYSTEM.version
-            ),
-            task_id=trace.trace_id,
-            check=CHECK,
-            judge=v.judge,
-            judge_model=llm.model(v.judge),
-            prompt_version=SYSTEM.version,
-            decision=v.decision,
-            confidence=None,
-            reason=v.reason,
-            response="",
-            usage=Usage(),
-        )
-        for v in votes
-    ]
-    consensus = Consensus(
-        task_id=trace.trace_id,
-        check=CHECK,
-        rule="majority",
-        decision=tally.outcome,
-        passes=tally.passes,
-        fails=tally.fails,
-        errors=tally.errors,
-        agreement=tally.agreement,
+    verdicts, consensus = panel_records(
+        trace.trace_id, CHECK, votes, llm, SYSTEM.version, ("majority", majority)
     )
-    outcome = {"pass": "good", "fail": "bad", "undecided": "undecided"}[tally.outcome]
+    outcome = {"pass": "good", "fail": "bad", "undecided": "undecided"}[consensus.decision]
     failures = [v.reason for v in votes if v.decision == "fail" and v.reason]
     return Rating(outcome, failures, verdicts, consensus)  # type: ignore[arg-type]

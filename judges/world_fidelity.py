@@ -9,7 +9,8 @@ call's result is compared with the recorded one by shape, never by value:
   check, invalid arguments, a failing statement);
 - two successes are compared by their JSON values: objects by their field names and the JSON
   type of each shared field (string, number, boolean, null, object, array: ints and floats are
-  both number); arrays by their first elements (two empty arrays match, an empty and a
+  both number; a field that is null in the world's result and absent from the recording counts
+  as absent); arrays by their first elements (two empty arrays match, an empty and a
   non-empty one do not); anything else by its type alone (so a `row` result that is null where
   an object was recorded differs).
 
@@ -141,8 +142,11 @@ def _shape(actual: Any, recorded: Any) -> tuple[float, list[str]]:
 
 
 def _fields(actual: dict[str, Any], recorded: dict[str, Any]) -> tuple[float, list[str]]:
-    """Field Jaccard × the share of shared fields of the same type, and what differs."""
-    have, want = set(actual), set(recorded)
+    """Field Jaccard × the share of shared fields of the same type, and what differs. A field
+    the world returns as null and the recording lacks counts as absent: APIs often omit empty
+    fields, and a world's table has a column for every field any call returned."""
+    want = set(recorded)
+    have = {f for f, value in actual.items() if value is not None or f in want}
     if not have | want:
         return 1.0, []
     shared = sorted(have & want)

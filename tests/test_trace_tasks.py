@@ -238,7 +238,7 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
     replay_row = next(r for r in rows if r["kind"] == "tool_replay")
     assert json.loads(replay_row["environment"])["recorded"]
     checks = {c["check"] for r in rows for c in json.loads(r["consensus"])}
-    assert checks == {"trace_outcome"}
+    assert checks == {"trace_outcome", "instruction"}  # world tasks: their instruction judged
     # nothing planted in the samples reaches the taskset, its manifest or its card
     exported = json.dumps(rows, default=str) + "".join(
         p.read_text() for p in result.path.iterdir() if p.suffix in (".json", ".md")

@@ -199,7 +199,9 @@ def test_worlds_and_traces_to_an_exported_taskset_a_trainer_scores(tmp_path, ora
         "SELECT s.reason FROM status s JOIN tasks t ON t.task_id = s.item_id"
         " WHERE s.stage = 'verify' AND t.kind = 'world_tool_use'"
     )
-    assert len(verified) >= 4 and {v["reason"] for v in verified} == {"world_self_check_passed"}
+    assert len(verified) >= 4 and {v["reason"] for v in verified} == {"accepted"}
+    judged = ctx.lake.rows("SELECT decision FROM consensus WHERE \"check\" = 'instruction'")
+    assert len(judged) == len(verified) and {j["decision"] for j in judged} == {"pass"}
     attempts = ctx.lake.rows(
         "SELECT harness, reward FROM attempts a JOIN tasks t USING (task_id)"
         " WHERE t.kind = 'world_tool_use'"

@@ -19,7 +19,8 @@ answers at once on odd ones.
 For tool worlds it writes an instruction that states the values it is told to (and remembers
 the gold calls and the value asked for), and as the tool-calling solver makes the remembered
 calls through the tools API on even seeds, then answers with the value asked for from the last
-result; on odd seeds it answers at once without calling anything.
+result; on odd seeds it answers at once without calling anything. As a judge it finds an
+instruction faithful when it wrote it itself.
 
 For code tasks it writes a commit's statement from its message (copying a line of the change
 when the message is about currency, which the leak check must catch), and as the solver it
@@ -73,6 +74,13 @@ class Oracle:
             return self._code_attempt(messages[-1]["content"], params)
         if messages[0]["role"] == "system" and "assistant with tools" in messages[0]["content"]:
             return self._tool_turn(messages, params)
+        if (
+            messages[0]["role"] == "system"
+            and "requests written for training" in messages[0]["content"]
+        ):
+            request = _block(messages[-1]["content"], "request")
+            faithful = request in self.worlds  # the instructions it wrote itself
+            return json.dumps({"faithful": faithful, "problem": "" if faithful else "unknown"})
         if messages[0]["role"] == "system" and "review a conversation" in messages[0]["content"]:
             reply = _block(messages[-1]["content"], "final_reply")
             good = len(reply) > 60
