@@ -9,10 +9,15 @@ rows, completions scored per second by:
 - **reward**: `verifier_reward` in batches of `--batch` rows, as TRL calls it (each row's spec
   parsed from JSON and validated, the completion's text taken from chat messages);
 - **tool calls**: `verifier_reward` on tool-replay rows, `--group` completions per task (calls
-  parsed from JSON and matched in order).
+  parsed from JSON and matched in order);
+- **world replay**: `judges.world_state.replay` of each completion's calls on a bundled world
+  (`outdoor_shop`) from the task's initial state (the baseline of world scoring: DuckDB);
+- **world reward**: `verifier_reward` on the same `--world-rows` rows (the world column parsed,
+  the calls replayed, the final state compared).
 
-Each prints completions per second and its ratio to **match**. Run from the repository root:
-`.venv/bin/python bench/rewards.py [--rows 20000] [--batch 16]`.
+Each prints completions per second and its ratio to **match**; the world phases also to
+**world replay**. Run from the repository root:
+`.venv/bin/python bench/rewards.py [--rows 20000] [--batch 16] [--world-rows 400]`.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from harnesses.world import World, WorldSpec, load_world_spec  # noqa: E402
 from judges.answer_match import match  # noqa: E402
 from judges.rewards import verifier_reward  # noqa: E402
+from judges.world_state import replay  # noqa: E402
 
 WORDS = [
     "river",
@@ -83,12 +90,49 @@ def through_reward(rows: list[dict], batch: int) -> float:
     started = time.perf_counter()
     for start in range(0, len(rows), batch):
         part = rows[start : start + batch]
+        worlds = {"world": [json.dumps(r["world"]) for r in part]} if "world" in part[0] else {}
         verifier_reward(
             prompts=[[{"role": "user", "content": "q"}]] * len(part),
-            completions=[[{"role": "assistant", "content": r["reply"]}] for r in part],
+            # world tasks: the harness's attempt JSON; others: a chat reply
+            completions=[
+                r["reply"] if worlds else [{"role": "assistant", "content": r["reply"]}]
+                for r in part
+            ],
             verifier=[json.dumps(r["spec"]) for r in part],
             solution=[r["gold"] for r in part],
+            **worlds,
         )
+    return time.perf_counter() - started
+
+
+def world_rows(n: int) -> list[dict]:
+    """Return tasks on the bundled shop world: half the completions make the gold call, half
+    return a different quantity (a wrong final state)."""
+    spec = load_world_spec(ROOT / "data" / "samples" / "worlds" / "outdoor_shop.toml")
+    world = World(spec)
+    initial = world.snapshot()
+    world.close()
+    gold = {"order_id": 88213, "sku": "POLE-TR", "qty": 1, "opened": True}
+    final = replay(spec, initial, [("create_return", gold)]).final
+    setup = {"world_id": spec.world_id, "spec": spec.model_dump_json(), "initial": initial}
+    verifier = {"type": "world_state", "tool_calls": [{"name": "create_return", "arguments": gold}]}
+    rows = []
+    for i in range(n):
+        made = gold if i % 2 == 0 else {**gold, "qty": 2}
+        reply = json.dumps({"calls": [{"name": "create_return", "arguments": made}], "answer": ""})
+        spec_row = {**verifier, "final_state": final}
+        rows.append(
+            {"gold": "", "reply": reply, "spec": spec_row, "world": setup | {"max_turns": 4}}
+        )
+    return rows
+
+
+def through_world_replay(rows: list[dict]) -> float:
+    started = time.perf_counter()
+    for row in rows:
+        spec = WorldSpec.model_validate_json(row["world"]["spec"])
+        calls = [(c["name"], c["arguments"]) for c in json.loads(row["reply"])["calls"]]
+        replay(spec, row["world"]["initial"], calls)
     return time.perf_counter() - started
 
 
@@ -97,6 +141,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--group", type=int, default=8, help="completions per task (GRPO group)")
+    parser.add_argument("--world-rows", type=int, default=400)
     args = parser.parse_args()
     rng = random.Random(0)
     qa, tools = qa_rows(args.rows, rng), tool_rows(args.rows, args.group)
@@ -110,11 +155,20 @@ def main() -> None:
         "reward": through_reward(qa, args.batch),
         "tool calls": through_reward(tools, args.batch),
     }
-    print(f"{args.rows} completions per phase, reward batches of {args.batch}")
-    print(f"{'phase':<12} {'completions/s':>14} {'vs match':>9}")
+    worlds = world_rows(args.world_rows)
+    scale = args.rows / args.world_rows  # world phases run fewer rows: rates per completion
+    world_replay = through_world_replay(worlds) * scale
+    phases["world replay"] = world_replay
+    phases["world reward"] = through_reward(worlds, args.batch) * scale
+    print(
+        f"{args.rows} completions per phase ({args.world_rows} for the world phases),"
+        f" reward batches of {args.batch}"
+    )
+    print(f"{'phase':<13} {'completions/s':>14} {'vs match':>9} {'vs replay':>10}")
     for name, seconds in phases.items():
         rate = args.rows / seconds
-        print(f"{name:<12} {rate:>14,.0f} {baseline / seconds:>9.3f}")
+        versus = f"{world_replay / seconds:>10.3f}" if name.startswith("world") else ""
+        print(f"{name:<13} {rate:>14,.0f} {baseline / seconds:>9.3f} {versus}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +27,8 @@ from judges.tool_calls import parse_calls
 
 Call = tuple[str, dict[str, Any]]  # tool name, arguments
 ALTERNATIVES = 4  # other values tried per argument for the plausible wrong sequences
+IDLE_WORLDS = 16  # worlds kept open per thread for the next replay
+_IDLE = threading.local()
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,7 @@ def replay(spec: WorldSpec, initial: Snapshot, calls: list[Call]) -> Replay:
 
 def replay_each(spec: WorldSpec, initial: Snapshot, sequences: list[list[Call]]) -> list[Replay]:
     """Run each call sequence from `initial` (one world, reset before each)."""
-    world = World(spec, initial)
-    try:
+    with _world_at(spec, initial) as world:
         replays = []
         for index, calls in enumerate(sequences):
             if index:
@@ -52,8 +57,29 @@ def replay_each(spec: WorldSpec, initial: Snapshot, sequences: list[list[Call]])
             failed = sum(not r.ok for r in results)
             replays.append(Replay([r.message() for r in results], world.snapshot(), failed))
         return replays
+
+
+@contextmanager
+def _world_at(spec: WorldSpec, initial: Snapshot) -> Iterator[World]:
+    """A world of `spec` at `initial`: this thread's idle one, reset, else a new one. Opening
+    a DuckDB database and creating the tables is most of a replay's cost, and a trainer scores
+    the same few worlds over and over; worlds are per thread (a connection is not shared)."""
+    idle: OrderedDict[str, World] = getattr(_IDLE, "worlds", None) or OrderedDict()
+    _IDLE.worlds = idle
+    world = idle.pop(spec.world_id, None)
+    if world is None:
+        world = World(spec, initial)
+    else:
+        world.reset(initial)
+    try:
+        yield world
     finally:
-        world.close()
+        if spec.world_id in idle:  # a nested replay put one back first
+            world.close()
+        else:
+            idle[spec.world_id] = world
+            while len(idle) > IDLE_WORLDS:
+                idle.popitem(last=False)[1].close()
 
 
 def state_diff(before: Snapshot, after: Snapshot) -> dict[str, dict[str, list[dict[str, Any]]]]:
