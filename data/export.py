@@ -416,8 +416,11 @@ and the user's instruction; `tools` (JSON) the world's tools in the OpenAI tools
 table) and `max_turns`. `verifier` has type `world_state`: its `tool_calls` are the gold calls
 and `final_state` the state they leave. An attempt passes when its calls, replayed on the world
 from the initial state, leave exactly that state and, where the task asks a question, its final
-answer matches `answer` exactly (`judges.world_state.grade`). Before a task is accepted the gold
-calls pass, doing nothing fails, and a plausible wrong call sequence fails. `lineage.knobs` hold
+answer matches `answer` (`judges.answer_match` at threshold 1: normalised, numbers by value;
+`judges.world_state.grade`). Before a task is accepted the gold calls pass (twice, with the same
+outcome), doing nothing fails, and for a change a plausible wrong call sequence (another record)
+leaves another state; a judge panel checked that the instruction asks for what the gold calls
+do. `lineage.knobs` hold
 the level (`guided` < `base` < `described` < `two_steps`: steps, distractor records, records
 named by another value instead of their id).
 

@@ -3,11 +3,13 @@ plant tool-use tasks on every world fit to use."""
 
 from __future__ import annotations
 
+import asyncio
 import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from pydantic import ValidationError
 
 from data.llm import LLMClient, LLMError
@@ -16,7 +18,7 @@ from flows.context import LLMStage, Outcome, StageContext, pending_items
 from generators import world_tasks
 from generators.checks import CheckFailure
 from generators.trace_worlds import Observation, draft_spec, observe, write_spec
-from harnesses.world import WorldSpec, load_world_spec
+from harnesses.world import World, WorldSpec, load_world_spec
 from judges.world_fidelity import FidelityReport, fidelity
 
 KIND = world_tasks.KIND
@@ -39,12 +41,28 @@ def ingest_world_files(paths: list[str], ctx: StageContext) -> Counter:
             reason = "invalid_world_spec" if isinstance(exc, ValueError) else "unreadable_file"
             statuses.append(ctx.status(STAGE, str(path), "rejected", reason, _first_line(exc)))
             continue
+        problem = _start_problem(spec)
+        if problem:
+            statuses.append(
+                ctx.status(STAGE, str(path), "rejected", "world_does_not_start", problem)
+            )
+            continue
         worlds.append(_record(spec, f"file:{path}", "hand", None))
         statuses.append(ctx.status(STAGE, str(path), "done", "ingested", spec.world_id))
     ctx.lake.write("worlds", worlds, ctx.run_id)
     ctx.lake.write("status", statuses, ctx.run_id)
     ctx.progress(f"ingest_worlds: {len(worlds)} worlds from {len(statuses)} files")
     return Counter(f"{s.status}:{s.reason}" for s in statuses)
+
+
+def _start_problem(spec: WorldSpec) -> str:
+    """Why a valid spec's world does not start (a seed row with a duplicate key, a value of the
+    wrong type), or ""."""
+    try:
+        World(spec).close()
+    except (duckdb.Error, ValueError) as exc:
+        return _first_line(exc)
+    return ""
 
 
 def _spec_files(paths: list[str]) -> list[Path]:
@@ -113,7 +131,9 @@ async def build_trace_world(
         best = draft_spec(observation, f"traced_{observation.key[:8]}")
     except CheckFailure as failure:
         return Outcome(ctx.status("trace_worlds", item, "rejected", failure.reason))
-    report, written_by = fidelity(best, observation), "draft"
+    except ValueError as exc:  # the tools' names or fields make no valid spec
+        return Outcome(ctx.status("trace_worlds", item, "rejected", "no_draft", _first_line(exc)))
+    report, written_by = await asyncio.to_thread(fidelity, best, observation), "draft"
     parts = []
     for round_ in range(config.refine_rounds):
         if report.score >= 1.0:
@@ -128,7 +148,7 @@ async def build_trace_world(
                 ctx.status("trace_world_round", part, "rejected", error.reason, error.detail)
             )
             continue
-        rewritten = fidelity(spec, observation)
+        rewritten = await asyncio.to_thread(fidelity, spec, observation)
         detail = f"fidelity {rewritten.score:.2f} (best so far {report.score:.2f})"
         parts.append(ctx.status("trace_world_round", f"{item}#{round_}", "done", "written", detail))
         if rewritten.score > report.score:
@@ -175,7 +195,13 @@ def load_worlds(ctx: StageContext, world_ids: list[str]) -> dict[str, Any]:
 async def world_tasks_one(
     ctx: StageContext, world_id: str, world: world_tasks.LoadedWorld, client: LLMClient
 ) -> Outcome:
-    results = await world_tasks.generate(world, client, ctx.config.worlds)
+    try:
+        results = await world_tasks.generate(world, client, ctx.config.worlds)
+    except duckdb.Error as exc:  # a world from traces whose seed does not load
+        detail = _first_line(exc)
+        return Outcome(
+            ctx.status("world_tasks", world_id, "rejected", "world_does_not_start", detail)
+        )
     tasks = [r.task for r in results if isinstance(r, world_tasks.Candidate)]
     parts = [
         ctx.status(

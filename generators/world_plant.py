@@ -8,9 +8,10 @@ random picks the wrong one. Only rows that point at a parent (a column ending in
 not their key) get siblings: a copy of a customer or a product would be a confusing duplicate,
 not a plausible other record.
 
-A description replaces a record's key in the instruction by another value of its row that no
-other row of its table shares (a customer's e-mail, a product's name, an order's date), so the
-solver has to look the key up.
+A description replaces a record's key in the instruction by values the solver can find it by
+(`description`): a customer's e-mail where a tool finds customers by e-mail, or an order's date
+together with its customer's e-mail where a tool lists a customer's orders. The solver has to
+look the key up.
 """
 
 from __future__ import annotations
@@ -77,18 +78,58 @@ def plant_distractors(
     return planted
 
 
-def describing_value(spec: WorldSpec, snapshot: Snapshot, named: Named) -> tuple[str, Any] | None:
-    """A (column, value) of the named record, text or date and not an id, that no other row of
-    its table shares; text columns first. None when the record has none."""
-    schema = spec.tables[named.table]
+def description(spec: WorldSpec, snapshot: Snapshot, named: Named) -> list[tuple[str, Any]]:
+    """How an instruction can name a record without its key, as (line for the writer, value
+    to state) pairs, the record's own first; empty when it cannot. Either a value of the
+    record's row that no other row shares and a read tool takes as an argument (a customer by
+    e-mail), or its parent so described and a value no sibling shares, where a read tool takes
+    the parent's key (a customer's order by its date: find the customer, list their orders)."""
     rows = snapshot[named.table]
     row = next((r for r in rows if r.get(named.column) == named.value), None)
     if row is None:
-        return None
+        return []
+    lookups = {
+        argument
+        for tool in spec.tools
+        if not tool.effects
+        for argument in tool.parameters.get("properties", {})
+    }
+    own = _unique_value(spec, named.table, rows, row, lookups)
+    if own is not None:
+        return [(f"{named.table} {named.value} as {own[0]} {own[1]}", own[1])]
+    for column, value in row.items():
+        parent = next(
+            (t for t, schema in spec.tables.items() if schema.key == [column] and t != named.table),
+            None,
+        )
+        if parent is None or column not in lookups:
+            continue
+        above = description(spec, snapshot, Named(parent, column, value))
+        siblings = [r for r in rows if r.get(column) == value]
+        mine = _unique_value(spec, named.table, siblings, row, None)
+        if above and mine is not None:
+            line = f"{named.table} {named.value}: {parent} {value}'s with {mine[0]} {mine[1]}"
+            return [(line, mine[1]), *above]
+    return []
+
+
+def _unique_value(
+    spec: WorldSpec,
+    table: str,
+    rows: list[dict[str, Any]],
+    row: dict[str, Any],
+    lookups: set[str] | None,
+) -> tuple[str, Any] | None:
+    """A (column, value) of `row`, text or date and not an id (and among `lookups` where
+    given), that no other of `rows` shares; text columns first."""
+    schema = spec.tables[table]
     columns = [
         c
         for c, kind in schema.columns.items()
-        if kind in ("text", "date") and c not in schema.key and not c.endswith("_id")
+        if kind in ("text", "date")
+        and c not in schema.key
+        and not c.endswith("_id")
+        and (lookups is None or c in lookups)
     ]
     for column in sorted(columns, key=lambda c: schema.columns[c] != "text"):
         value = row.get(column)

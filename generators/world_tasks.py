@@ -14,6 +14,7 @@ names every record by its key; 1: by another value of its row, so the solver loo
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import random
@@ -38,7 +39,7 @@ from data.records import (
 from generators.checks import CheckFailure, contains
 from generators.knobs import Direction, Ladder, Level, repair_step
 from generators.world_goals import Goal, sample_goals
-from generators.world_plant import Named, describing_value, named_records, plant_distractors
+from generators.world_plant import description, named_records, plant_distractors
 from harnesses.world import Snapshot, World, WorldSpec
 from harnesses.world_agent import opening
 from judges.world_state import Call, gold_calls, replay, self_check, world_spec
@@ -88,6 +89,7 @@ class Plan:
 
     calls: list[Call]
     initial: Snapshot
+    final: Snapshot  # after the gold calls
     answer: str
     asks: str  # the column a question asks about ("" for changes)
     must_state: list[str]
@@ -110,10 +112,12 @@ async def generate(
     """Up to `config.tasks_per_world` candidate tasks on `world` at ladder level `level_name`."""
     level = LADDER.level(level_name)
     seed_text, seed = seed_for(GENERATOR, VERSION, world.world_id, level.name)
-    spec, snapshot = world.spec, _seed_snapshot(world.spec)
+    spec = world.spec
+    snapshot = await asyncio.to_thread(_seed_snapshot, spec)  # DuckDB work: off the event loop
     steps = int(level.knobs["steps"])
     wanted = config.tasks_per_world
-    goals = sample_goals(spec, snapshot, wanted * steps * GOALS_PER_TASK_DRAWN, seed)
+    drawn = wanted * steps * GOALS_PER_TASK_DRAWN
+    goals = await asyncio.to_thread(sample_goals, spec, snapshot, drawn, seed)
     if not goals:
         return [Rejection("-", "no_goal", "no tool call of this world passes the self-check")]
     results: list[Candidate | Rejection] = []
@@ -122,7 +126,7 @@ async def generate(
             break
         name = f"goal={index}"
         rng = random.Random(f"{seed_text}/{index}")
-        plan = _plan(spec, snapshot, chain, level, rng)
+        plan = await asyncio.to_thread(_plan, spec, snapshot, chain, level, rng)
         if isinstance(plan, str):
             results.append(Rejection(name, plan, _calls_text(_calls(chain))))
             continue
@@ -154,25 +158,6 @@ def _chains(goals: list[Goal], steps: int) -> list[list[Goal]]:
         chains.append([*head, tail])
 
 
-def _parents(spec: WorldSpec, snapshot: Snapshot, named: Named) -> list[tuple[str, str]]:
-    """How the instruction names the parents of a described record (the customer an order
-    belongs to), so the solver can find the record through them: (line, value) each."""
-    row = next(r for r in snapshot[named.table] if r.get(named.column) == named.value)
-    found = []
-    for column, value in row.items():
-        parent = next(
-            (t for t, schema in spec.tables.items() if schema.key == [column] and t != named.table),
-            None,
-        )
-        if parent is None:
-            continue
-        described = describing_value(spec, snapshot, Named(parent, column, value))
-        if described is not None:
-            line = f"{parent} {value} as {described[0]} {described[1]}"
-            found.append((line, _text(described[1])))
-    return found
-
-
 def _calls(chain: list[Goal]) -> list[Call]:
     return [call for goal in chain for call in goal.calls]
 
@@ -183,23 +168,24 @@ def _plan(
     """The plan for a chain of goals at `level`, or why there is none."""
     calls = _calls(chain)
     question = chain[-1] if chain[-1].kind == "question" else None
-    answer = question.answer if question else ""
     initial = plant_distractors(spec, snapshot, calls, int(level.knobs["distractors"]), rng)
+    done = replay(spec, initial, calls)
+    answer = _answer(done.messages[-1], question.field) if question else ""
+    if answer is None:
+        return "question_has_no_answer"
     failure = self_check(spec, initial, calls, answer)
     if failure is not None:
         return f"planted_{failure.split(':')[0]}"
     hidden: dict[str, str] = {}  # a key the instruction must not give -> what it gives instead
     described: list[str] = []
-    through: list[str] = []  # values naming a described record's parents
+    through: list[str] = []  # the values that name the described records
     if int(level.knobs["ambiguity"]) >= 1:
         for named in named_records(spec, initial, calls):
-            found = describing_value(spec, initial, named)
-            if found is not None:
-                hidden[_text(named.value)] = _text(found[1])
-                described.append(f"{named.table} {named.value} as {found[0]} {found[1]}")
-                for line, value in _parents(spec, initial, named):
-                    described.append(line)
-                    through.append(value)
+            found = description(spec, initial, named)
+            if found:
+                hidden[_text(named.value)] = _text(found[0][1])
+                described.extend(line for line, _ in found)
+                through.extend(_text(value) for _, value in found)
         if not hidden:
             return "no_describing_value"
     must_state = list(dict.fromkeys(through))
@@ -211,7 +197,17 @@ def _plan(
                 must_state.append(stated)
     must_not = [*hidden, *([answer] if answer else [])]
     asks = question.field if question else ""
-    return Plan(calls, initial, answer, asks, must_state, must_not, described)
+    return Plan(calls, initial, done.final, answer, asks, must_state, must_not, described)
+
+
+def _answer(result: str, field: str) -> str | None:
+    """The value of `field` in a call's result message (the answer to a question asked after
+    the changes before it), or None when it has none."""
+    row = json.loads(result)
+    value = row.get(field) if isinstance(row, dict) else None
+    if value is None or isinstance(value, bool | dict | list):
+        return None
+    return str(value)
 
 
 async def _candidate(
@@ -252,19 +248,20 @@ async def make_variant(
         raise CheckFailure("no_world")
     spec = world_spec(task)
     world = LoadedWorld(task.world.world_id, task.source[0].path if task.source else "", spec)
-    snapshot = _seed_snapshot(spec)
+    snapshot = await asyncio.to_thread(_seed_snapshot, spec)
     chain = _goals_of(task)
     steps = int(level.knobs["steps"])
     if steps > len(chain):
         _, seed = seed_for(GENERATOR, VERSION, task.task_id, level.name)
-        drawn = sample_goals(spec, snapshot, GOALS_PER_TASK_DRAWN * steps, seed)
+        count = GOALS_PER_TASK_DRAWN * steps
+        drawn = await asyncio.to_thread(sample_goals, spec, snapshot, count, seed)
         extra = [g for g in drawn if g.kind == "change" and g.calls[0] not in _calls(chain)]
         chain = [*extra[: steps - len(chain)], *chain]
     chain = chain[-steps:]
     if len(chain) < steps:
         raise CheckFailure("not_enough_goals")
     rng = random.Random(f"{task.task_id}/{level.name}")
-    plan = _plan(spec, snapshot, chain, level, rng)
+    plan = await asyncio.to_thread(_plan, spec, snapshot, chain, level, rng)
     if isinstance(plan, str):
         raise CheckFailure(plan)
     _, seed = seed_for(GENERATOR, VERSION, task.task_id, level.name, "instruction")
@@ -336,8 +333,7 @@ def _task(
     spec = world.spec
     prompt = [Message.model_validate(m) for m in opening(spec, instruction)]
     gold = [ToolCall(name=name, arguments=arguments) for name, arguments in plan.calls]
-    final = replay(spec, plan.initial, plan.calls).final
-    verifier = VerifierSpec(type="world_state", tool_calls=gold, final_state=final)
+    verifier = VerifierSpec(type="world_state", tool_calls=gold, final_state=plan.final)
     setup = WorldSetup(
         world_id=world.world_id,
         spec=spec.model_dump_json(exclude_defaults=True),

@@ -9,19 +9,23 @@ and tools. A tool has JSON-schema parameters (the OpenAI tools format) and, in o
 
 The call's arguments are the statements' `$name` parameters (an argument not given is NULL).
 A call runs in one transaction, so a failed call changes nothing. Nothing in a world is random,
-so the same calls from the same snapshot give the same results and the same final state. The
-SQL runs with external access off (no files, no network): a spec written by a model can read
-and change its own tables, nothing else.
+so the same calls from the same snapshot give the same results and the same final state. A spec
+may be written by a model, so its SQL is held to its tables: each check and result is one
+SELECT and each effect one INSERT, UPDATE or DELETE (no DDL, SET, ATTACH or transaction
+control); the database runs with external access off (no files, no network), its configuration
+locked, a memory limit, and each call is interrupted after `CALL_TIMEOUT_S`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +46,11 @@ SQL_TYPES: dict[str, str] = {
     "timestamp": "TIMESTAMP",
 }
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+TOOL_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"  # as the OpenAI tools format allows; never SQL
+CALL_TIMEOUT_S = 10.0
+MEMORY_LIMIT = "256MB"
+QUERY = {duckdb.StatementType.SELECT}
+CHANGE = {duckdb.StatementType.INSERT, duckdb.StatementType.UPDATE, duckdb.StatementType.DELETE}
 PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 Snapshot = dict[str, list[dict[str, Any]]]  # rows per table, JSON values, in key order
@@ -49,6 +58,19 @@ Snapshot = dict[str, list[dict[str, Any]]]  # rows per table, JSON values, in ke
 
 class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _one_statement(sql: str, allowed: set[duckdb.StatementType], what: str) -> str:
+    """`sql` when it is one statement of an allowed type, else a ValueError saying why."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as error:
+        raise ValueError(f"{what} does not parse: {str(error).splitlines()[0]}") from error
+    kinds = sorted(s.type.name for s in statements)
+    if len(statements) != 1 or statements[0].type not in allowed:
+        names = " or ".join(sorted(t.name for t in allowed))
+        raise ValueError(f"{what} must be one {names} statement, not {', '.join(kinds) or 'none'}")
+    return sql
 
 
 def _identifiers(names: Iterable[str], what: str) -> None:
@@ -78,9 +100,14 @@ class Check(_Spec):
     sql: str
     error: str
 
+    @model_validator(mode="after")
+    def _a_query(self) -> Check:
+        _one_statement(self.sql, QUERY, "a check")
+        return self
+
 
 class ToolDef(_Spec):
-    name: str = Field(pattern=IDENTIFIER)
+    name: str = Field(pattern=TOOL_NAME)
     description: str
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     checks: list[Check] = Field(default_factory=list)
@@ -95,6 +122,10 @@ class ToolDef(_Spec):
             raise ValueError(f"tool {self.name}: parameters must be a JSON-schema object")
         if self.returns is not None and (self.result is None) != (self.returns == "none"):
             raise ValueError(f"tool {self.name}: a result query goes with returns rows or row")
+        for effect in self.effects:
+            _one_statement(effect, CHANGE, f"tool {self.name}: an effect")
+        if self.result is not None:
+            _one_statement(self.result, QUERY, f"tool {self.name}: the result")
         return self
 
     @property
@@ -167,7 +198,7 @@ class ToolResult:
         """The result as the tool message a model reads."""
         if not self.ok:
             return json.dumps({"error": self.error})
-        return json.dumps(self.content, ensure_ascii=False, sort_keys=True)
+        return json.dumps(self.content, ensure_ascii=False, sort_keys=True, default=str)
 
 
 class World:
@@ -176,7 +207,14 @@ class World:
     def __init__(self, spec: WorldSpec, snapshot: Snapshot | None = None) -> None:
         self.spec = spec
         self._tools = {tool.name: tool for tool in spec.tools}
-        self._con = duckdb.connect(":memory:", config={"enable_external_access": False})
+        self._con = duckdb.connect(
+            ":memory:",
+            config={
+                "enable_external_access": False,
+                "memory_limit": MEMORY_LIMIT,
+                "lock_configuration": True,
+            },
+        )
         for table, schema in spec.tables.items():
             columns = ", ".join(f'"{c}" {SQL_TYPES[t]}' for c, t in schema.columns.items())
             key = ", ".join(f'"{k}"' for k in schema.key)
@@ -216,8 +254,10 @@ class World:
         problem = _argument_problem(tool, arguments)
         if problem:
             return ToolResult(False, error=f"invalid arguments: {problem}")
-        self._con.execute("BEGIN")
+        watchdog = threading.Timer(CALL_TIMEOUT_S, self._con.interrupt)
+        watchdog.start()
         try:
+            self._con.execute("BEGIN")
             for check in tool.checks:
                 if not self._select(check.sql, arguments):
                     self._con.execute("ROLLBACK")
@@ -228,11 +268,19 @@ class World:
             if tool.result is not None:
                 rows = self._select(tool.result, arguments)
                 content = rows if tool.shape == "rows" else (rows[0] if rows else None)
+            self._con.execute("COMMIT")
         except duckdb.Error as error:
-            self._con.execute("ROLLBACK")
+            self._rollback()
+            if isinstance(error, duckdb.InterruptException):
+                return ToolResult(False, error=f"the call ran longer than {CALL_TIMEOUT_S:g} s")
             return ToolResult(False, error=f"{type(error).__name__}: {error}".splitlines()[0])
-        self._con.execute("COMMIT")
+        finally:
+            watchdog.cancel()
         return ToolResult(True, content)
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(duckdb.Error):  # the failure may have ended the transaction
+            self._con.execute("ROLLBACK")
 
     def close(self) -> None:
         self._con.close()
@@ -278,8 +326,16 @@ def _fill(template: str, arguments: dict[str, Any]) -> str:
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime | date):
+    """`value` as JSON: lists and structs converted inside, dates and times as ISO text,
+    decimals as numbers, any other non-JSON value (UUID, interval, blob) as text."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, datetime | date | time):
         return value.isoformat()
     if isinstance(value, Decimal):
         return float(value)
-    return value
+    return str(value)

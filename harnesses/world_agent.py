@@ -41,14 +41,15 @@ class WorldAttempt:
 
     def text(self) -> str:
         """The attempt as the world verifier reads it: the calls that ran (a call whose
-        arguments were not JSON ran nothing) and the final answer."""
+        arguments were not a JSON object ran nothing) and the final answer."""
         made = []
         for name, arguments, _ in self.calls:
             try:
                 parsed = json.loads(arguments or "{}")
             except json.JSONDecodeError:
                 continue
-            made.append(ToolCall(name=name, arguments=parsed if isinstance(parsed, dict) else {}))
+            if isinstance(parsed, dict):  # other JSON was refused by the world: it ran nothing
+                made.append(ToolCall(name=name, arguments=parsed))
         return attempt_text(made, self.answer)
 
 

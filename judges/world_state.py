@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,8 +26,9 @@ from judges.tool_calls import parse_calls
 
 Call = tuple[str, dict[str, Any]]  # tool name, arguments
 ALTERNATIVES = 4  # other values tried per argument for the plausible wrong sequences
-IDLE_WORLDS = 16  # worlds kept open per thread for the next replay
-_IDLE = threading.local()
+IDLE_WORLDS = 8  # worlds kept open for the next replay, in all
+_IDLE: list[World] = []  # least recently used first
+_IDLE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,14 @@ def replay_each(spec: WorldSpec, initial: Snapshot, sequences: list[list[Call]])
 
 @contextmanager
 def _world_at(spec: WorldSpec, initial: Snapshot) -> Iterator[World]:
-    """A world of `spec` at `initial`: this thread's idle one, reset, else a new one. Opening
-    a DuckDB database and creating the tables is most of a replay's cost, and a trainer scores
-    the same few worlds over and over; worlds are per thread (a connection is not shared)."""
-    idle: OrderedDict[str, World] = getattr(_IDLE, "worlds", None) or OrderedDict()
-    _IDLE.worlds = idle
-    world = idle.pop(spec.world_id, None)
+    """A world of `spec` at `initial`: an idle one, reset, else a new one. Opening a DuckDB
+    database and creating the tables is half a replay's cost, and a trainer scores the same
+    few worlds over and over. Idle worlds are shared by the process's threads (one at a time
+    each), at most `IDLE_WORLDS` of them: each holds a database and its threads."""
+    with _IDLE_LOCK:
+        world = next((w for w in _IDLE if w.spec.world_id == spec.world_id), None)
+        if world is not None:
+            _IDLE.remove(world)
     if world is None:
         world = World(spec, initial)
     else:
@@ -74,12 +76,11 @@ def _world_at(spec: WorldSpec, initial: Snapshot) -> Iterator[World]:
     try:
         yield world
     finally:
-        if spec.world_id in idle:  # a nested replay put one back first
-            world.close()
-        else:
-            idle[spec.world_id] = world
-            while len(idle) > IDLE_WORLDS:
-                idle.popitem(last=False)[1].close()
+        with _IDLE_LOCK:
+            _IDLE.append(world)
+            retired = _IDLE.pop(0) if len(_IDLE) > IDLE_WORLDS else None
+        if retired is not None:
+            retired.close()
 
 
 def state_diff(before: Snapshot, after: Snapshot) -> dict[str, dict[str, list[dict[str, Any]]]]:
@@ -119,15 +120,19 @@ def wrong_variants(spec: WorldSpec, initial: Snapshot, gold: list[Call]) -> list
 def self_check(
     spec: WorldSpec, initial: Snapshot, gold: list[Call], gold_answer: str = ""
 ) -> str | None:
-    """Why the task's predicate cannot be trusted, or None. The gold calls must all succeed
-    and pass; doing nothing must fail; and where the gold calls change the state, some
-    plausible wrong sequence (every call succeeding, another final state) must exist and
-    fail, so the task can be got wrong in a way that matters."""
+    """Why the task's predicate cannot be trusted, or None. The gold calls must all succeed,
+    give the same results and state when replayed again, and pass; doing nothing must fail;
+    and where the gold calls change the state, some plausible wrong sequence (every call
+    succeeding, a final state that is neither the gold one nor the initial one) must exist:
+    the predicate, exact on the state, rejects it. A question is decided by its answer, which
+    the no-op does not give."""
     variants = wrong_variants(spec, initial, gold)
-    done, *attempts = replay_each(spec, initial, [gold, *variants])
+    done, again, *attempts = replay_each(spec, initial, [gold, gold, *variants])
     if done.failed_calls:
         first = next(m for m in done.messages if m.startswith('{"error"'))
         return f"gold_call_failed: {first}"
+    if again != done:  # e.g. SQL using random() or now()
+        return "nondeterministic_world"
     if not passes(done.final, done.final, gold_answer, gold_answer):
         return "gold_answer_does_not_match_itself"
     if passes(initial, done.final, "", gold_answer):
@@ -139,11 +144,7 @@ def self_check(
         for attempt in attempts
         if not attempt.failed_calls and attempt.final not in (done.final, initial)
     ]
-    if not wrong:
-        return "no_plausible_wrong_sequence"
-    if any(passes(attempt.final, done.final) for attempt in wrong):
-        return "wrong_sequence_passes"
-    return None
+    return None if wrong else "no_plausible_wrong_sequence"
 
 
 # --- tasks -------------------------------------------------------------------------------

@@ -92,7 +92,14 @@ def test_agent_traces_through_the_proxy_become_tasks(tmp_path, oracle_server):
     rated = ctx.lake.rows("SELECT status, reason FROM status WHERE stage = 'trace_tasks'")
     assert len(rated) == len(CONVERSATIONS) and all(r["status"] != "failed" for r in rated)
     tasks = ctx.lake.records("tasks")
-    assert tasks and {t.kind for t in tasks} <= {"trace_answer", "near_miss", "tool_replay"}
+    made = {t.kind for t in tasks}
+    assert tasks and made <= {"trace_answer", "near_miss", "tool_replay", "world_tool_use"}
+    # a world built from the traces' calls, and the tasks planted on it, hold no personal data
+    assert ctx.lake.rows("SELECT count(*) AS n FROM worlds")[0]["n"] >= 1
+    planted = json.dumps([t.to_row() for t in tasks], default=str)
+    assert "ana.silva@example.com" not in planted + json.dumps(
+        ctx.lake.rows("SELECT * FROM worlds"), default=str
+    )
     replays = [t for t in tasks if t.kind == "tool_replay"]
     for task in replays:
         [call] = task.verifier.tool_calls

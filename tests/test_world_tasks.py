@@ -18,7 +18,7 @@ from data.trace_ingest import ingest_traces
 from flows.world_stages import ingest_world_files
 from generators import world_tasks
 from generators.checks import CheckFailure
-from generators.world_plant import describing_value, named_records, plant_distractors
+from generators.world_plant import description, named_records, plant_distractors
 from generators.world_tasks import Candidate, LoadedWorld, instruction_problem
 from harnesses.tool_replay import attempt_text
 from harnesses.world import World, load_world_spec
@@ -83,11 +83,23 @@ def test_distractors_are_siblings_under_the_same_parent_with_new_keys():
     assert world_state.self_check(spec, planted, calls) is None
 
 
-def test_a_record_is_described_by_a_value_no_other_row_shares():
+def test_a_record_is_described_by_a_value_a_tool_finds_it_by():
     spec = load_world_spec(SHOP)
     initial = seed_state(spec)
     [customer] = named_records(spec, initial, [("list_orders", {"customer_id": "C-1002"})])
-    assert describing_value(spec, initial, customer) == ("name", "Oskar Vell")
+    # the name is unique too, but only find_customer(email) can turn a value into the id
+    assert description(spec, initial, customer) == [
+        ("customers C-1002 as email oskar@example.test", "oskar@example.test")
+    ]
+    # no tool finds orders by date, but list_orders lists a customer's: the date among them
+    [order] = named_records(spec, initial, [("cancel_order", {"order_id": 88213})])
+    assert [value for _, value in description(spec, initial, order)] == [
+        "2026-11-09",
+        "maren@example.test",
+    ]
+    # nothing finds a product but its sku: it cannot be described
+    [product] = named_records(spec, initial, [("check_stock", {"sku": "LAMP-H3"})])
+    assert description(spec, initial, product) == []
 
 
 def test_planted_tasks_pass_their_gold_and_fail_a_no_op_on_each_bundled_world():
@@ -115,11 +127,13 @@ def _plan_values(task):
         for value in call.arguments.values():
             if not isinstance(value, bool):
                 values.append(value if isinstance(value, str) else json.dumps(value))
-    return world_tasks.Plan([], {}, "", "", values, [task.answer] if task.answer else [], [])
+    return world_tasks.Plan([], {}, {}, "", "", values, [task.answer] if task.answer else [], [])
 
 
 def test_an_instruction_must_state_the_values_and_hide_the_answer():
-    plan = world_tasks.Plan([], {}, "delivered", "status", ["88213", "POLE-TR"], ["delivered"], [])
+    plan = world_tasks.Plan(
+        [], {}, {}, "delivered", "status", ["88213", "POLE-TR"], ["delivered"], []
+    )
     assert instruction_problem("Return one POLE-TR from order 88213.", plan) is None
     assert "must state '88213'" in instruction_problem("Return one POLE-TR please.", plan)
     leaked = instruction_problem("Order 88213 (delivered): return one POLE-TR.", plan)
@@ -141,7 +155,7 @@ def test_harder_levels_hide_keys_and_chain_steps():
         spec, calls = world_state.world_spec(task), world_state.gold_calls(task)
         named = named_records(spec, task.world.initial, calls)
         assert any(str(n.value) not in task.question for n in named)  # looked up, not given
-    chained = [r.task for r in generated(TRAVEL, "two_steps") if isinstance(r, Candidate)]
+    chained = [r.task for r in generated(SHOP, "two_steps") if isinstance(r, Candidate)]
     assert chained and all(len(t.verifier.tool_calls) == 2 for t in chained)
     for task in chained:
         assert world_state.task_self_check(task) is None
@@ -260,3 +274,16 @@ def test_low_fidelity_trace_worlds_are_rejected_with_the_mismatches(tmp_path, or
     low = ctx.lake.rows("SELECT world_id FROM worlds WHERE fidelity < 1.0")
     planted_on = ctx.lake.rows("SELECT DISTINCT source FROM tasks")
     assert low and not any(w["world_id"] in r["source"] for w in low for r in planted_on)
+
+
+def test_a_question_after_changes_is_answered_from_the_changed_state():
+    spec = load_world_spec(SHOP)
+    initial = seed_state(spec)
+    give_back = world_tasks.Goal(
+        "change",
+        [("create_return", {"order_id": 88213, "sku": "POLE-TR", "qty": 1, "opened": True})],
+    )
+    stale = world_tasks.Goal("question", [("check_stock", {"sku": "POLE-TR"})], "9", "stock")
+    level = world_tasks.LADDER.level("guided")
+    plan = world_tasks._plan(spec, initial, [give_back, stale], level, random.Random(0))
+    assert plan.answer == "10"  # 9 in stock before the return, 10 after it
