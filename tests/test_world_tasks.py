@@ -182,12 +182,27 @@ def test_a_broken_world_spec_is_recorded_with_its_reason(tmp_path):
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs" / "broken.toml").write_text('name = "x"\n[tables.t]\ncolumns = {}\n')
     (tmp_path / "specs" / "garbled.json").write_text("{not json")
+    twice = {
+        "name": "twice",
+        "tables": {"t": {"columns": {"k": "text"}, "key": ["k"]}},
+        "seed": {"t": [{"k": "a"}, {"k": "a"}]},  # valid, but the key repeats
+        "tools": [{"name": "get", "description": "d", "result": "SELECT * FROM t"}],
+    }
+    (tmp_path / "specs" / "twice.json").write_text(json.dumps(twice))
     counts = ingest_world_files([str(WORLDS), str(tmp_path / "specs")], ctx)
-    assert counts == {"done:ingested": 2, "rejected:invalid_world_spec": 2}
+    assert counts == {
+        "done:ingested": 2,
+        "rejected:invalid_world_spec": 2,
+        "rejected:world_does_not_start": 1,
+    }
     reasons = ctx.lake.rows(
         "SELECT item_id, detail FROM status WHERE stage = 'ingest_worlds' AND status = 'rejected'"
     )
-    assert {Path(r["item_id"]).name for r in reasons} == {"broken.toml", "garbled.json"}
+    assert {Path(r["item_id"]).name for r in reasons} == {
+        "broken.toml",
+        "garbled.json",
+        "twice.json",
+    }
     assert all(r["detail"] for r in reasons)
     ingest_world_files([str(WORLDS)], ctx)  # ingested again: stored once
     assert ctx.lake.rows("SELECT count(*) AS n FROM worlds")[0]["n"] == 2

@@ -110,6 +110,64 @@ def test_world_sql_cannot_reach_files():
 
 
 @pytest.mark.parametrize(
+    "tool, message",
+    [
+        ({"effects": ["CREATE SEQUENCE s"]}, "an effect must be one DELETE or INSERT or UPDATE"),
+        ({"effects": ["COMMIT"]}, "not TRANSACTION"),
+        ({"effects": ["SET threads = 1"]}, "not SET"),
+        ({"effects": ["UPDATE counts SET n = 1; DELETE FROM counts"]}, "not DELETE, UPDATE"),
+        ({"result": "ATTACH ':memory:' AS other"}, "the result must be one SELECT"),
+        ({"checks": [{"sql": "DELETE FROM counts", "error": "x"}]}, "a check must be one SELECT"),
+        ({"result": "SELEC 1"}, "does not parse"),
+    ],
+)
+def test_spec_sql_is_held_to_its_tables(tool, message):
+    with pytest.raises(ValidationError, match=message):
+        small_spec(**tool)
+
+
+def test_a_runaway_call_is_interrupted_and_changes_nothing(monkeypatch):
+    monkeypatch.setattr("harnesses.world.CALL_TIMEOUT_S", 0.2)
+    spec = small_spec(
+        effects=["UPDATE counts SET n = n + 1"],
+        result="SELECT count(*) AS n FROM range(100000000000) a",
+    )
+    world = World(spec)
+    result = world.call("bump", {})
+    assert not result.ok and result.error == "the call ran longer than 0.2 s"
+    assert world.snapshot() == {"counts": [{"name": "a", "n": 1}]}
+    assert world.call("bump", {}).error  # still usable afterwards, and still interrupted
+
+
+def test_nested_and_odd_values_come_back_as_json():
+    result = (
+        "SELECT [DATE '2026-01-02'] AS days, {'at': TIME '10:30:00'} AS s,"
+        " 1.5::DECIMAL(4,2) AS d, INTERVAL 2 DAY AS i"
+    )
+    content = World(small_spec(result=result, returns="row")).call("bump", {}).content
+    assert content == {
+        "days": ["2026-01-02"],
+        "s": {"at": "10:30:00"},
+        "d": 1.5,
+        "i": "2 days, 0:00:00",
+    }
+
+
+def test_a_world_with_randomness_fails_the_self_check():
+    spec = small_spec(effects=["UPDATE counts SET n = (random() * 1000000)::INTEGER"])
+    initial = World(spec).snapshot()
+    assert self_check(spec, initial, [("bump", {})]) == "nondeterministic_world"
+
+
+def test_replays_on_a_reused_world_start_from_their_own_state():
+    spec = load_world_spec(WORLDS / "outdoor_shop.toml")
+    initial = World(spec).snapshot()
+    changed = replay(spec, initial, RETURN_GOLD).final
+    assert replay(spec, initial, []).final == initial  # the reused world was reset
+    assert replay(spec, changed, []).final == changed
+
+
+@pytest.mark.parametrize(
     "change, message",
     [
         ({"tools": [{"name": "t", "description": "d"}] * 2}, "tool names repeat"),
