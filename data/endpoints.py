@@ -30,6 +30,7 @@ class Endpoint:
     seed: int | None = None  # for requests that set none
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every request (a proxy's access key)
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (

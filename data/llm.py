@@ -243,13 +243,20 @@ class LLMClient:
         return {"type": "json_object", "schema": json_schema}
 
     def _client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
-        key = (endpoint.base_url, endpoint.api_key, endpoint.timeout_s, endpoint.max_retries)
+        key = (
+            endpoint.base_url,
+            endpoint.api_key,
+            endpoint.timeout_s,
+            endpoint.max_retries,
+            endpoint.headers,
+        )
         if key not in self._clients:
             self._clients[key] = openai.AsyncOpenAI(
                 base_url=endpoint.base_url,
                 api_key=endpoint.api_key,
                 max_retries=endpoint.max_retries,
                 timeout=endpoint.timeout_s,
+                default_headers=dict(endpoint.headers) or None,
             )
         return self._clients[key]
 

@@ -162,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument("--port", type=int, default=8400)
     proxy.add_argument("--host", default="127.0.0.1")
     proxy.add_argument(
+        "--access-key",
+        default=os.environ.get("FOUNDRY_PROXY_KEY"),
+        help="the key clients must send as X-Proxy-Key (default $FOUNDRY_PROXY_KEY); needed"
+        " when --host is not loopback",
+    )
+    proxy.add_argument(
         "--api-key", help="key for the upstream (else each client's own key is forwarded)"
     )
     proxy.add_argument(
@@ -353,8 +359,13 @@ def _lake(args: argparse.Namespace):
 def _proxy(args: argparse.Namespace) -> int:
     from data.lake import Lake
     from data.trace_ingest import scrubber_for
-    from harnesses.proxy import serve
+    from harnesses.proxy import require_key_off_loopback, serve
 
+    try:
+        require_key_off_loopback(args.host, args.access_key)
+    except ValueError as exc:
+        print(f"foundry proxy: {exc} (--access-key or $FOUNDRY_PROXY_KEY)", file=sys.stderr)
+        return 2
     cfg = _config(args)
     lake = Lake(cfg.home)
     scrubber = None if args.raw else scrubber_for(cfg.traces)
@@ -370,6 +381,7 @@ def _proxy(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             scrubber=scrubber,
+            access_key=args.access_key,
         )
         state = "completed"
     finally:

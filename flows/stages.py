@@ -10,6 +10,7 @@ still appears once.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 import traceback
 from collections import Counter
@@ -43,7 +44,7 @@ from harnesses import world_agent
 from harnesses.base import Harness
 from harnesses.closed_book import ClosedBook
 from harnesses.doc_search import CorpusIndex, DocSearch
-from harnesses.proxy import running_proxy
+from harnesses.proxy import ACCESS_HEADER, is_loopback, running_proxy
 from harnesses.tool_replay import ToolReplay
 from judges import answerability, calibration, instruction, world_state
 from judges.review import review
@@ -71,17 +72,23 @@ def solver_through_proxy(
     ctx: StageContext, endpoints: dict[str, Endpoint]
 ) -> Iterator[dict[str, Endpoint]]:
     """The endpoints with the solver behind the interception proxy, which records every
-    rollout's calls in the lake (`proxy_calls`, grouped by the attempt's rollout id)."""
+    rollout's calls in the lake (`proxy_calls`, grouped by the attempt's rollout id). A proxy
+    that listens beyond loopback (`[runner] proxy_host`, for workers on other hosts) gets a
+    fresh access key for the run, which only the solver endpoint carries."""
     solver = endpoints["solver"]
+    host = ctx.config.runner.proxy_host
+    access_key = None if is_loopback(host) else secrets.token_urlsafe(24)
     with running_proxy(
         solver.base_url,
         ctx.lake,
         ctx.run_id,
         api_key=solver.api_key,
-        host=ctx.config.runner.proxy_host,
+        host=host,
         timeout_s=solver.timeout_s,
+        access_key=access_key,
     ) as url:
-        yield {**endpoints, "solver": replace(solver, base_url=url)}
+        headers = ((ACCESS_HEADER, access_key),) if access_key else ()
+        yield {**endpoints, "solver": replace(solver, base_url=url, headers=headers)}
 
 
 def run_llm_batch(

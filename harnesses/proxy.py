@@ -16,6 +16,8 @@ secrets and personal data that passed through; what is forwarded is never change
 from __future__ import annotations
 
 import hashlib
+import hmac
+import ipaddress
 import json
 import threading
 import time
@@ -38,6 +40,7 @@ from data.records import ProxyCall, content_id, utcnow
 from data.scrub import Scrubber
 
 ROLLOUT_HEADER = "x-rollout-id"
+ACCESS_HEADER = "x-proxy-key"  # the proxy's own key, required when it listens beyond loopback
 RETRY_HEADER = "x-stainless-retry-count"  # set by the openai SDKs on every attempt
 REMEMBERED_CALLS = 100_000  # recent calls whose retries are still matched up
 PASSED_HEADERS = ("retry-after", "x-request-id")
@@ -295,12 +298,43 @@ def _passed(headers: httpx.Headers) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k in PASSED_HEADERS or k.startswith("x-ratelimit-")}
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address) is this machine's loopback only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def require_key_off_loopback(host: str, access_key: str | None) -> None:
+    """Refuse to serve recorded traffic to the network without a key."""
+    if not is_loopback(host) and not access_key:
+        raise ValueError(
+            f"the proxy would listen on {host}, beyond this machine: give it an access key"
+        )
+
+
 def create_app(
-    upstream: str, recorder: CallRecorder, api_key: str | None = None, timeout_s: float = 600.0
+    upstream: str,
+    recorder: CallRecorder,
+    api_key: str | None = None,
+    timeout_s: float = 600.0,
+    access_key: str | None = None,
 ) -> Starlette:
     """The proxy as an ASGI app. With `api_key` the upstream gets that key (and the client's
-    key only names the rollout); without it the client's Authorization header is forwarded."""
+    key only names the rollout); without it the client's Authorization header is forwarded.
+    With `access_key` every request must carry it in the `X-Proxy-Key` header (else 401,
+    nothing forwarded or recorded)."""
     base = upstream.rstrip("/")
+
+    def refused(request: Request) -> Response | None:
+        given = request.headers.get(ACCESS_HEADER, "")
+        if access_key and not hmac.compare_digest(given.encode(), access_key.encode()):
+            return _error(401, f"this proxy needs its key in {ACCESS_HEADER}", "auth_error")
+        return None
+
     client: dict[str, httpx.AsyncClient] = {}
 
     @asynccontextmanager
@@ -321,6 +355,8 @@ def create_app(
         return headers
 
     async def models(request: Request) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
         try:
             reply = await client["http"].get(f"{base}/models", headers=upstream_headers(request))
         except httpx.HTTPError as exc:
@@ -328,6 +364,8 @@ def create_app(
         return Response(reply.content, reply.status_code, media_type="application/json")
 
     async def chat(request: Request) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
         started = time.monotonic()
         raw = await request.body()
         try:
@@ -407,13 +445,16 @@ def running_proxy(
     port: int = 0,
     flush_every_s: float = 1.0,
     timeout_s: float = 600.0,
+    access_key: str | None = None,
 ) -> Iterator[str]:
     """Run the proxy on a background thread; yields its base URL (`http://host:port/v1`).
-    Every recorded call is in the lake when the block exits."""
+    Every recorded call is in the lake when the block exits. Bound anywhere but loopback it
+    needs `access_key` (see `create_app`)."""
+    require_key_off_loopback(host, access_key)
     recorder = CallRecorder(lake, run_id, flush_every_s)
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(upstream, recorder, api_key, timeout_s),
+            create_app(upstream, recorder, api_key, timeout_s, access_key),
             host=host,
             port=port,
             log_level="warning",
@@ -445,12 +486,16 @@ def serve(
     host: str,
     port: int,
     scrubber: Scrubber | None = None,
+    access_key: str | None = None,
 ) -> None:
     """Run the proxy in the foreground until interrupted (`foundry proxy`); with `scrubber`,
-    recorded calls are scrubbed before they are written."""
+    recorded calls are scrubbed before they are written. Bound anywhere but loopback it needs
+    `access_key`."""
+    require_key_off_loopback(host, access_key)
     recorder = CallRecorder(lake, run_id, scrubber=scrubber)
     recorder.start()
     try:
-        uvicorn.run(create_app(upstream, recorder, api_key), host=host, port=port, log_level="info")
+        app = create_app(upstream, recorder, api_key, access_key=access_key)
+        uvicorn.run(app, host=host, port=port, log_level="info")
     finally:
         recorder.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -16,9 +18,12 @@ import openai
 import pytest
 
 from data.lake import Lake
+from data.llm import LLMClient
 from data.records import ProxyCall, utcnow
 from data.scrub import Scrubber
+from flows.stages import solver_through_proxy
 from harnesses.proxy import CallRecorder, StreamAssembler, running_proxy
+from tests.conftest import endpoints_for, make_context
 from tests.fakes.openai_server import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,6 +175,58 @@ def test_foundry_proxy_records_until_interrupted(tmp_path):
     (call,) = calls(Lake(home))
     assert call["rollout_id"] == "rollout-1" and call["status"] == 200
     assert [r["state"] for r in Lake(home).runs()] == ["completed"]
+
+
+def test_beyond_loopback_the_proxy_needs_a_key(lake, tmp_path):
+    with (
+        pytest.raises(ValueError, match="beyond this machine"),
+        running_proxy("http://127.0.0.1:9/v1", lake, "run-1", host="0.0.0.0"),
+    ):
+        pass
+    cli = [sys.executable, "-m", "flows.cli", "proxy", "--home", str(tmp_path / "cli")]
+    cli += ["--upstream", "http://127.0.0.1:9/v1", "--host", "0.0.0.0"]
+    keyless = {k: v for k, v in os.environ.items() if k != "FOUNDRY_PROXY_KEY"}
+    refused = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, timeout=60, env=keyless)
+    assert refused.returncode == 2 and "access key" in refused.stderr
+
+
+def test_a_keyed_proxy_refuses_requests_without_its_key(lake):
+    upstream = FakeOpenAIServer(lambda body: "Kelm")
+    with proxied(lake, upstream, host="0.0.0.0", access_key="door-key") as url:
+        with pytest.raises(openai.AuthenticationError):
+            sdk(url).chat.completions.create(model="fake-model", messages=MESSAGES)
+        assert httpx.get(f"{url}/models", timeout=10).status_code == 401
+        keyed = openai.OpenAI(
+            base_url=url,
+            api_key="client-key",
+            max_retries=0,
+            default_headers={"X-Rollout-Id": "r-9", "X-Proxy-Key": "door-key"},
+        )
+        reply = keyed.chat.completions.create(model="fake-model", messages=MESSAGES)
+    assert reply.choices[0].message.content == "Kelm"
+    (call,) = calls(lake)  # the refused requests were neither forwarded nor recorded
+    assert call["rollout_id"] == "r-9" and len(upstream.requests) == 1
+    assert "door-key" not in json.dumps(calls(lake), default=str)
+
+
+def test_a_run_whose_proxy_listens_beyond_loopback_keys_it_for_the_solver(tmp_path):
+    ctx = make_context(tmp_path / "home", runner={"proxy_host": "0.0.0.0"})
+    with FakeOpenAIServer(lambda body: "Kelm") as upstream:
+        endpoints = endpoints_for(upstream)
+        with solver_through_proxy(ctx, endpoints) as proxied_endpoints:
+            solver = proxied_endpoints["solver"]
+            [(header, key)] = solver.headers
+            assert header == "x-proxy-key" and len(key) >= 24
+            assert httpx.get(f"{solver.base_url}/models", timeout=10).status_code == 401
+
+            async def ask():
+                llm = LLMClient(proxied_endpoints, None, "run-1")
+                try:
+                    return await llm.chat("solver", MESSAGES, rollout_id="r-1")
+                finally:
+                    await llm.aclose()
+
+            assert asyncio.run(ask()).text == "Kelm"
 
 
 def test_identical_requests_are_separate_calls_unless_the_sdk_says_retry(lake):
