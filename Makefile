@@ -69,6 +69,7 @@ bench: install
 	$(PY) bench/calibration.py
 	$(PY) bench/trace_ingest.py
 	$(PY) bench/rewards.py
+	$(PY) bench/dedup.py
 	$(PY) bench/scale_out.py
 
 clean:

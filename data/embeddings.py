@@ -60,26 +60,34 @@ def as_matrix(rows: list) -> np.ndarray:
 
 
 def near_duplicates(
-    vectors: np.ndarray, known: np.ndarray, threshold: float
+    vectors: np.ndarray, known: np.ndarray, threshold: float, block: int = 256
 ) -> list[tuple[int, float] | None]:
     """For each row of `vectors`, in order: (pool index, cosine) of its closest pool vector if
     that is >= `threshold`, else None.
 
     The pool starts as `known`; a row that is not a duplicate joins it (at the next index), so a
-    batch is deduplicated against itself too, and only ever against what was kept.
+    batch is deduplicated against itself too, and only ever against what was kept. Rows are
+    compared `block` at a time: one matrix product against the pool and one within the block
+    (fast BLAS), then each row in order against the pool and the rows of its block kept before
+    it, which gives the row-by-row answer with a fraction of the memory traffic.
     """
     pool = np.empty((len(known) + len(vectors), DIMENSIONS), dtype=np.float32)
     pool[: len(known)] = known
     size = len(known)
     result: list[tuple[int, float] | None] = []
-    for vector in vectors:
-        if size:
-            sims = pool[:size] @ vector
-            best = int(np.argmax(sims))
-            if sims[best] >= threshold:
-                result.append((best, float(sims[best])))
+    for start in range(0, len(vectors), block):
+        rows = np.asarray(vectors[start : start + block], dtype=np.float32)
+        against_pool = rows @ pool[:size].T if size else np.empty((len(rows), 0), np.float32)
+        within = rows @ rows.T
+        kept: list[int] = []  # rows of this block that joined the pool, in order
+        for i, row in enumerate(rows):
+            sims = np.concatenate([against_pool[i], within[i, kept]])
+            best = int(np.argmax(sims)) if len(sims) else -1
+            if best >= 0 and sims[best] >= threshold:
+                result.append((best, float(sims[best])))  # block rows sit after the pool
                 continue
-        pool[size] = vector
-        size += 1
-        result.append(None)
+            pool[size + len(kept)] = row
+            kept.append(i)
+            result.append(None)
+        size += len(kept)
     return result

@@ -127,3 +127,30 @@ def test_near_duplicates_compare_only_against_kept_vectors():
     matches = near_duplicates(np.stack([a, b]), known, threshold=0.95)
     assert matches[0] is not None and matches[0][0] == 0  # A duplicates K
     assert matches[1] is None  # B is only close to A, which was dropped: B is kept
+
+
+def test_near_duplicates_in_blocks_give_the_row_by_row_answer():
+    import numpy as np
+
+    from data.embeddings import DIMENSIONS, near_duplicates
+
+    rng = np.random.default_rng(7)
+
+    def units(n):
+        v = rng.normal(size=(n, DIMENSIONS)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    originals, known = units(300), units(40)
+    copies = originals[rng.integers(0, 300, 150)] + 0.05 * units(150)
+    copies /= np.linalg.norm(copies, axis=1, keepdims=True)
+    of_known = known[:20] + 0.05 * units(20)
+    of_known /= np.linalg.norm(of_known, axis=1, keepdims=True)
+    vectors = np.concatenate([originals, copies, of_known])[rng.permutation(470)]
+    row_by_row = near_duplicates(vectors, known, 0.9, block=1)
+    assert sum(m is not None for m in row_by_row) >= 160  # the planted copies are found
+    for block in (7, 64, 256):
+        blocked = near_duplicates(vectors, known, 0.9, block=block)
+        assert [m and m[0] for m in blocked] == [m and m[0] for m in row_by_row]
+        assert all(
+            abs(a[1] - b[1]) < 1e-5 for a, b in zip(blocked, row_by_row, strict=True) if a and b
+        )
