@@ -70,6 +70,7 @@ bench: install
 	$(PY) bench/trace_ingest.py
 	$(PY) bench/rewards.py
 	$(PY) bench/dedup.py
+	$(PY) bench/catalog.py
 	$(PY) bench/scale_out.py
 
 clean:
