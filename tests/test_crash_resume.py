@@ -1,0 +1,123 @@
+"""kill -9 at random points: `foundry run` killed with its whole process tree mid-run, then run
+again, must end where an uninterrupted run ends: the same tasks and taskset, every shard and
+the catalog readable, and no LLM request repeated beyond those in flight at the kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from data.lake import Lake
+from data.llm_cache import request_key
+from tests.conftest import SAMPLE_DOCS
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.oracle import Oracle
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [str(p) for p in sorted(SAMPLE_DOCS.glob("*.md"))[:3]]
+CONFIG = """
+[generate]
+max_chunks = 4
+[repair]
+max_steps = 1
+[calibrate]
+k = 2
+method = "fixed"
+[roles.solver]
+max_concurrency = 4
+"""
+# where the kill lands, as a share of the reference run's time; more seeds, e.g.
+# FOUNDRY_CRASH_SEEDS=3,11,17,23 (each adds about a minute on 2 cores)
+SEEDS = [int(s) for s in os.environ.get("FOUNDRY_CRASH_SEEDS", "3").split(",")]
+IN_FLIGHT = 16  # requests a kill can cut off: at most every role's concurrency limit
+
+
+def foundry_run(home: Path, config: Path, server: FakeOpenAIServer) -> subprocess.Popen:
+    """`foundry run` on three documents, every role on `server`, in a process group of its
+    own (so a kill takes the Prefect server and any child with it)."""
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key"}
+    command = [sys.executable, "-m", "flows.cli", "run", "--home", str(home)]
+    command += ["--config", str(config), "--kind", "doc_qa", *DOCS]
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def finished(process: subprocess.Popen) -> None:
+    assert process.wait(timeout=600) == 0
+
+
+def outcome(home: Path) -> tuple[set[str], list[str]]:
+    """The tasks in the lake, and the task ids of the latest taskset version."""
+    lake = Lake(home)
+    tasks = {r["task_id"] for r in lake.rows("SELECT task_id FROM tasks")}
+    latest = home / "tasksets" / "docqa" / "latest"
+    exported = pq.read_table(latest / "part-00000.parquet").column("task_id").to_pylist()
+    return tasks, sorted(exported)
+
+
+def requests_made(server: FakeOpenAIServer, since: int) -> list[str]:
+    bodies = [{k: v for k, v in r.items() if k != "stream"} for r in server.requests[since:]]
+    return [request_key(body) for body in bodies]
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    with FakeOpenAIServer(Oracle(), latency_s=0.01) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(oracle, tmp_path_factory):
+    """The reference: one run straight through, its duration and its outcome."""
+    root = tmp_path_factory.mktemp("reference")
+    config = root / "foundry.toml"
+    config.write_text(CONFIG)
+    started = time.monotonic()
+    finished(foundry_run(root / "home", config, oracle))
+    return time.monotonic() - started, outcome(root / "home")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_run_killed_at_a_random_point_resumes_to_the_same_result(
+    seed, oracle, uninterrupted, tmp_path
+):
+    duration, (tasks, exported) = uninterrupted
+    assert tasks and exported
+    config = tmp_path / "foundry.toml"
+    config.write_text(CONFIG)
+    home = tmp_path / "home"
+    before = len(oracle.requests)
+    victim = foundry_run(home, config, oracle)
+    time.sleep(random.Random(seed).uniform(0.3, 0.8) * duration)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=60)
+    killed_at = len(oracle.requests)
+
+    for shard in (home / "lake").rglob("*.parquet"):  # whatever was written is whole
+        pq.read_table(shard)
+    Lake(home).rows("SELECT count(*) AS n FROM status")  # the catalog opens
+
+    finished(foundry_run(home, config, oracle))
+    assert outcome(home) == (tasks, exported)
+    # the cache: a request made before the kill is not made again, bar those cut off in flight
+    first, second = (
+        requests_made(oracle, before)[: killed_at - before],
+        requests_made(oracle, killed_at),
+    )
+    repeated = set(first) & set(second)
+    assert len(repeated) <= IN_FLIGHT, json.dumps(sorted(repeated)[:3])
