@@ -18,6 +18,7 @@ from data.lake import Lake
 from data.llm import LLMClient
 from data.llm_cache import ResponseCache
 from data.records import ItemStatus, Record, Status
+from generators.candidates import Candidate, Rejection
 from harnesses.base import Harness
 from harnesses.sandbox import Limits
 from judges import calibration
@@ -117,3 +118,20 @@ def pending_items(ctx: StageContext, stage: str, sql: str) -> list[str]:
     """The ids `sql` selects (as `id`) that `stage` has not finished, in its order."""
     finished = ctx.lake.finished_items(stage)
     return [row["id"] for row in ctx.lake.rows(sql) if row["id"] not in finished]
+
+
+def candidates_outcome(
+    ctx: StageContext, stage: str, item: str, part_stage: str, results: list[Candidate | Rejection]
+) -> Outcome:
+    """A generator's results for `item`: each candidate's status under `part_stage`
+    (`item#candidate`), the tasks made, and the item done if any was made."""
+    tasks = [r.task for r in results if isinstance(r, Candidate)]
+    parts = [
+        ctx.status(part_stage, f"{item}#{r.candidate}", "done", "generated", r.task.task_id)
+        if isinstance(r, Candidate)
+        else ctx.status(part_stage, f"{item}#{r.candidate}", "rejected", r.reason, r.detail)
+        for r in results
+    ]
+    state, reason = ("done", "generated") if tasks else ("rejected", "no_valid_candidate")
+    status = ctx.status(stage, item, state, reason, f"{len(tasks)} of {len(results)}")
+    return Outcome(status, {"tasks": tasks}, parts)

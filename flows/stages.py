@@ -31,6 +31,7 @@ from flows.context import (
     Outcome,
     StageContext,
     batches,
+    candidates_outcome,
     kinds_in_scope,
     pending_items,
 )
@@ -171,16 +172,7 @@ def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Any]:
 async def generate_one(ctx: StageContext, chunk_id: str, loaded: Any, client: LLMClient) -> Outcome:
     chunk, path = loaded
     results = await doc_qa.generate(chunk, path, client, ctx.config.generate)
-    tasks = [r.task for r in results if isinstance(r, doc_qa.Candidate)]
-    parts = [
-        ctx.status("candidate", f"{chunk_id}#{r.candidate}", "done", "generated", r.task.task_id)
-        if isinstance(r, doc_qa.Candidate)
-        else ctx.status("candidate", f"{chunk_id}#{r.candidate}", "rejected", r.reason, r.detail)
-        for r in results
-    ]
-    state, reason = ("done", "generated") if tasks else ("rejected", "no_valid_candidate")
-    status = ctx.status("generate", chunk_id, state, reason, f"{len(tasks)} of {len(results)}")
-    return Outcome(status, {"tasks": tasks}, parts)
+    return candidates_outcome(ctx, "generate", chunk_id, "candidate", results)
 
 
 # verify: candidate -> accepted / rejected by the judge panel

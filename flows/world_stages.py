@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from data.llm import LLMClient, LLMError
 from data.records import Status, WorldSource, content_id, utcnow
-from flows.context import LLMStage, Outcome, StageContext, pending_items
+from flows.context import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import world_tasks
 from generators.checks import CheckFailure
 from generators.trace_worlds import Observation, draft_spec, observe, write_spec
@@ -202,20 +202,7 @@ async def world_tasks_one(
         return Outcome(
             ctx.status("world_tasks", world_id, "rejected", "world_does_not_start", detail)
         )
-    tasks = [r.task for r in results if isinstance(r, world_tasks.Candidate)]
-    parts = [
-        ctx.status(
-            "world_candidate", f"{world_id}#{r.candidate}", "done", "generated", r.task.task_id
-        )
-        if isinstance(r, world_tasks.Candidate)
-        else ctx.status(
-            "world_candidate", f"{world_id}#{r.candidate}", "rejected", r.reason, r.detail
-        )
-        for r in results
-    ]
-    state, reason = ("done", "generated") if tasks else ("rejected", "no_valid_candidate")
-    status = ctx.status("world_tasks", world_id, state, reason, f"{len(tasks)} of {len(results)}")
-    return Outcome(status, {"tasks": tasks}, parts)
+    return candidates_outcome(ctx, "world_tasks", world_id, "world_candidate", results)
 
 
 WORLD_TASKS = LLMStage("world_tasks", pending_world_tasks, load_worlds, world_tasks_one)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -36,6 +35,7 @@ from data.records import (
     seed_for,
 )
 from data.spans import answer_candidates
+from generators.candidates import Candidate, Rejection
 from generators.checks import BLANK, CheckFailure, check_answer, check_question
 from generators.knobs import Ladder, Level
 
@@ -65,21 +65,6 @@ LADDER = Ladder(
 class QuestionDraft(BaseModel):
     model_config = ConfigDict(extra="ignore")
     question: str = Field(min_length=1, max_length=300)
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """Why a candidate was dropped; `detail` keeps what was generated, for inspection."""
-
-    candidate: str
-    reason: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class Candidate:
-    candidate: str
-    task: Task
 
 
 def focus_sentences(text: str) -> list[str]:

@@ -36,6 +36,7 @@ from data.records import (
     WorldSetup,
     seed_for,
 )
+from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure, contains
 from generators.knobs import Direction, Ladder, Level, repair_step
 from generators.world_goals import Goal, sample_goals
@@ -65,21 +66,6 @@ LADDER = Ladder(
 class InstructionDraft(BaseModel):
     model_config = ConfigDict(extra="ignore")
     instruction: str = Field(min_length=1, max_length=400)
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """Why a candidate was dropped; `detail` keeps what was generated, for inspection."""
-
-    candidate: str
-    reason: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class Candidate:
-    candidate: str
-    task: Task
 
 
 @dataclass(frozen=True)

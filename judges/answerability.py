@@ -17,8 +17,9 @@ from data.config import VerifyConfig
 from data.llm import LLMClient, LLMError
 from data.prompts import Prompt, load_prompt
 from data.records import Consensus, Task, Usage, Verdict, content_id
-from judges.consensus import Predicate, decide, majority, rule_from
+from judges.consensus import Predicate, majority, rule_from
 from judges.equivalence import grade
+from judges.panel import consensus_record
 
 OPEN_BOOK = load_prompt(__file__, "open_book")
 CLOSED_BOOK = load_prompt(__file__, "closed_book")
@@ -89,19 +90,8 @@ async def _panel(
             *(_ask(task, llm, role, check, prompt, messages) for role in llm.judge_roles)
         )
     )
-    name, holds = rule
-    tally = decide([v.decision for v in verdicts], holds)
-    consensus = Consensus(
-        task_id=task.task_id,
-        check=check,
-        rule=name,
-        decision=tally.outcome,
-        passes=tally.passes,
-        fails=tally.fails,
-        errors=tally.errors,
-        agreement=tally.agreement,
-    )
-    return verdicts, consensus
+    decisions = [v.decision for v in verdicts]
+    return verdicts, consensus_record(task.task_id, check, decisions, rule)
 
 
 async def open_book_verdicts(task: Task, passage: str, llm: LLMClient) -> list[Verdict]:

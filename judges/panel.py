@@ -59,8 +59,6 @@ def panel_records(
 ) -> tuple[list[Verdict], Consensus]:
     """The votes on one check of `subject_id` (a task, or a trace) as lake records: each
     judge's verdict, and their consensus under `rule`."""
-    name, holds = rule
-    tally = decide([v.decision for v in votes], holds)
     verdicts = [
         Verdict(
             verdict_id=content_id(subject_id, check, v.judge, llm.model(v.judge), prompt_version),
@@ -77,7 +75,16 @@ def panel_records(
         )
         for v in votes
     ]
-    consensus = Consensus(
+    return verdicts, consensus_record(subject_id, check, [v.decision for v in votes], rule)
+
+
+def consensus_record(
+    subject_id: str, check: str, decisions: list[str], rule: tuple[str, Predicate]
+) -> Consensus:
+    """The panel's decisions on one check of `subject_id`, combined under `rule`."""
+    name, holds = rule
+    tally = decide(decisions, holds)
+    return Consensus(
         task_id=subject_id,
         check=check,
         rule=name,
@@ -87,4 +94,3 @@ def panel_records(
         errors=tally.errors,
         agreement=tally.agreement,
     )
-    return verdicts, consensus
