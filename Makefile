@@ -12,7 +12,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: install run test lint format bench clean ui browser
+.PHONY: install run test test-full lint format bench clean ui browser
 
 install: $(STAMP)
 
@@ -45,6 +45,12 @@ run: install
 
 test: install $(VERIFIERS_STAMP) browser
 	FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python $(PY) -m pytest -q
+
+# The reliability suites at full size (about 15 minutes): the hostile corpus with a 200 MB
+# document and a 300 MB trace line against the default limits, and four kill points.
+test-full: install
+	FOUNDRY_FULL_SIZE=1 FOUNDRY_CRASH_SEEDS=3,11,17,23 \
+	  $(PY) -m pytest -q -s tests/test_adversity.py tests/test_crash_resume.py
 
 # The Prefect UI at http://127.0.0.1:4200 with the nightly and adhoc deployments served;
 # Ctrl-C stops both: foundry serve first (it pauses its schedules through the server), then

@@ -141,6 +141,8 @@ class TracesConfig(Settings):
     max_traces: int | None = Field(default=None, ge=1)  # traces turned into tasks, in all
     duplicate_threshold: float = Field(default=0.92, gt=0, le=1)  # of an existing task's prompt
     attempt_max_tokens: int = Field(default=400, ge=16)  # a solver's reply to a trace task
+    # a JSONL line or a whole .json trace file over this is refused as too_large (unread)
+    max_record_bytes: int = Field(default=16_000_000, ge=1)
 
     @field_validator("scrub_patterns")
     @classmethod

@@ -62,24 +62,9 @@ def discover(paths: list[str]) -> list[Path]:
 def read_document(path: Path, max_bytes: int) -> Document | Rejected:
     """Read one file into a `Document`, or explain in a `Rejected` why it cannot be used."""
     name = str(path)
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return Rejected(name, "missing", "no such file")
-    except OSError as exc:
-        return Rejected(name, "unreadable", str(exc))
-    if stat.S_ISLNK(info.st_mode):
-        try:
-            target = path.resolve(strict=True)
-        except RuntimeError:
-            return Rejected(name, "symlink_loop", "symlink resolves to itself")
-        except FileNotFoundError:
-            return Rejected(name, "broken_symlink", f"target missing: {os.readlink(path)}")
-        except OSError as exc:  # ELOOP surfaces as OSError on some Pythons
-            return Rejected(name, "symlink_loop", str(exc))
-        info = target.stat()
-    if not stat.S_ISREG(info.st_mode):
-        return Rejected(name, "not_a_regular_file", _file_kind(info.st_mode))
+    info = regular_file(path)
+    if isinstance(info, Rejected):
+        return info
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         return Rejected(name, "unsupported_format", path.suffix or "no extension")
@@ -101,6 +86,31 @@ def read_document(path: Path, max_bytes: int) -> Document | Rejected:
         return Rejected(name, "empty", "no text after normalisation")
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return Document(path=name, format=fmt, title=" ".join(title.split()), text=text, sha256=sha)
+
+
+def regular_file(path: Path) -> os.stat_result | Rejected:
+    """`path`'s stat when it is (or links to) a regular file, else why not: missing,
+    unreadable, a broken link or a link loop, or a FIFO, socket, device or directory. Nothing
+    is opened, so a FIFO cannot block."""
+    name = str(path)
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return Rejected(name, "missing", "no such file")
+    except OSError as exc:
+        return Rejected(name, "unreadable", str(exc))
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            info = path.resolve(strict=True).stat()
+        except RuntimeError:
+            return Rejected(name, "symlink_loop", "symlink resolves to itself")
+        except FileNotFoundError:
+            return Rejected(name, "broken_symlink", f"target missing: {os.readlink(path)}")
+        except OSError as exc:  # ELOOP surfaces as OSError on some Pythons
+            return Rejected(name, "symlink_loop", str(exc))
+    if not stat.S_ISREG(info.st_mode):
+        return Rejected(name, "not_a_regular_file", _file_kind(info.st_mode))
+    return info
 
 
 def normalise(text: str) -> str:

@@ -16,7 +16,7 @@ Nothing here scrubs: the ingestion step does, before anything is stored.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +24,11 @@ from typing import Any, TypeVar
 
 import pyarrow.parquet as pq
 
+from data.readers import BINARY_SNIFF_BYTES, Rejected, regular_file
+
+MAX_RECORD_BYTES = 16_000_000  # a JSONL line, or a whole .json file, larger than this is refused
+MAX_DEPTH = 64  # deeper JSON is refused: the scrubber and the records walk it recursively
+SKIP_BYTES = 1 << 20  # an overlong line is skipped in reads of this size, never held whole
 PROXY_COLUMNS = {"rollout_id", "messages", "response", "status", "started_at", "model"}
 CHAT_OPERATIONS = {"chat", "text_completion", "generate_content"}
 
@@ -63,7 +68,10 @@ T = TypeVar("T")
 
 
 def discover(paths: list[str]) -> list[Path]:
-    """Trace files under `paths` (files or folders): .jsonl, .ndjson, .json, .parquet."""
+    """Trace files under `paths` (files or folders): .jsonl, .ndjson, .json, .parquet.
+
+    Folders are walked without following symlinked folders; any other entry with a trace
+    suffix is listed, so that a FIFO or a link loop gets its reason from `read_file`."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -71,7 +79,7 @@ def discover(paths: list[str]) -> list[Path]:
             found += sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file() and p.suffix in (".jsonl", ".ndjson", ".json", ".parquet")
+                if not p.is_dir() and p.suffix in (".jsonl", ".ndjson", ".json", ".parquet")
             )
         else:
             found.append(path)
@@ -88,42 +96,89 @@ def units(paths: list[str]) -> list[tuple[str, list[Path]]]:
     return sorted(found.items())
 
 
-def read_unit(files: list[Path]) -> Iterator[Item]:
+def read_unit(files: list[Path], max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[Item]:
     """The conversations of one unit (see `units`)."""
     if files[0].suffix == ".parquet":
         yield from read_proxy_records(files)
     else:
-        yield from read_file(files[0])
+        yield from read_file(files[0], max_record_bytes)
 
 
-def read_file(path: Path) -> Iterator[Item]:
-    """Every conversation in `path`, and a `Malformed` for each line (or file) that is not."""
-    if not path.is_file():
-        yield Malformed(str(path), "file_not_found")
+def read_file(path: Path, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[Item]:
+    """Every conversation in `path`, and a `Malformed` for each line (or file) that is not.
+
+    The file is read a line at a time: an undecodable line or one over `max_record_bytes`
+    is refused on its own (the overlong one without ever being held whole), and the rest of
+    the file is still read. A file that is not a regular file, or starts with NUL bytes, is
+    refused as a whole."""
+    info = regular_file(path)
+    if isinstance(info, Rejected):
+        yield Malformed(str(path), info.reason, info.detail)
         return
     if path.suffix == ".parquet":
         yield from read_proxy_records([path])
         return
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        with path.open("rb") as handle:
+            if b"\x00" in handle.read(BINARY_SNIFF_BYTES):
+                yield Malformed(str(path), "binary", "NUL bytes in content")
+                return
+            handle.seek(0)
+            if path.suffix != ".json":
+                yield from _documents(str(path), _lines(str(path), handle, max_record_bytes))
+            elif info.st_size > max_record_bytes:
+                detail = f"{info.st_size} bytes > {max_record_bytes}"
+                yield Malformed(str(path), "too_large", detail)
+            else:
+                yield from _documents(str(path), [_decoded(str(path), handle.read())])
+    except OSError as exc:
         yield Malformed(str(path), "unreadable_file", str(exc))
-        return
-    if path.suffix == ".json":
-        yield from _documents(str(path), [(str(path), text)])
-        return
-    lines = [(f"{path}:{n}", line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    yield from _documents(str(path), lines)
 
 
-def _documents(name: str, documents: list[tuple[str, str]]) -> Iterator[Item]:
+def _lines(name: str, handle: Any, limit: int) -> Iterator[tuple[str, str] | Malformed]:
+    """The non-blank lines of a binary file handle as `(origin, text)`, or a `Malformed` for
+    a line over `limit` bytes (skipped in bounded reads) or not UTF-8."""
+    for number, line in enumerate(iter(lambda: handle.readline(limit + 1), b""), 1):
+        origin = f"{name}:{number}"
+        if len(line) > limit and not line.endswith(b"\n"):
+            size = len(line) + _skip_line(handle)
+            yield Malformed(origin, "too_large", f"line of {size} bytes > {limit}")
+        elif line.strip():
+            yield _decoded(origin, line)
+
+
+def _skip_line(handle: Any) -> int:
+    """Read past the rest of the current line; returns how many bytes that was."""
+    skipped = 0
+    while chunk := handle.readline(SKIP_BYTES):
+        skipped += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return skipped
+
+
+def _decoded(origin: str, raw: bytes) -> tuple[str, str] | Malformed:
+    try:
+        return origin, raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return Malformed(origin, "undecodable", f"not UTF-8 at byte {exc.start}")
+
+
+def _documents(name: str, documents: Iterable[tuple[str, str] | Malformed]) -> Iterator[Item]:
     spans: list[tuple[str, dict[str, Any]]] = []
     proxy_rows: list[dict[str, Any]] = []
-    for origin, raw in documents:
+    for document in documents:
+        if isinstance(document, Malformed):
+            yield document
+            continue
+        origin, raw = document
         try:
             document = json.loads(raw)
-        except ValueError as exc:
-            yield Malformed(origin, "invalid_json", str(exc))
+        except (ValueError, RecursionError) as exc:
+            yield Malformed(origin, "invalid_json", str(exc) or type(exc).__name__)
+            continue
+        if _depth(document) > MAX_DEPTH:
+            yield Malformed(origin, "too_deep", f"JSON nested deeper than {MAX_DEPTH} levels")
             continue
         if isinstance(document, dict) and set(document) >= PROXY_COLUMNS:
             proxy_rows.append(document)
@@ -141,6 +196,18 @@ def _documents(name: str, documents: list[tuple[str, str]]) -> Iterator[Item]:
                 yield Malformed(origin, "no_genai_spans", f"{len(found)} spans, none a chat span")
     yield from _span_traces(name, spans)
     yield from proxy_rollouts(proxy_rows, name)
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value`'s lists and objects nest (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            children = node.values() if isinstance(node, dict) else node
+            stack += [(child, depth + 1) for child in children]
+    return deepest
 
 
 def guarded(origin: str, read: Callable[[], T]) -> T | Malformed:

@@ -95,7 +95,7 @@ def ingest_traces(
     for name, files in found:
         statuses: list[Status] = []
         fresh: dict[str, Trace] = {}
-        for item in _items(name, files):
+        for item in _items(name, files, cfg.max_record_bytes):
             if isinstance(item, Malformed):
                 origin = scrubber.scrub(item.origin)
                 state, reason, detail = "rejected", item.reason, scrubber.scrub(item.detail)
@@ -142,10 +142,12 @@ def purge_superseded(lake: Lake, run_id: str) -> int:
     return len(ids)
 
 
-def _items(name: str, files: list[Path]) -> Iterator[Conversation | Malformed]:
+def _items(
+    name: str, files: list[Path], max_record_bytes: int
+) -> Iterator[Conversation | Malformed]:
     """The unit's items; a reader failing in a way no check foresaw ends the unit with a
     `Malformed` naming the error, and the run goes on."""
     try:
-        yield from read_unit(files)
+        yield from read_unit(files, max_record_bytes)
     except Exception as exc:  # noqa: BLE001 - recorded as the unit's outcome, visible in stats
         yield Malformed(name, "reader_error", f"{type(exc).__name__}: {exc}")

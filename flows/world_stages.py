@@ -4,7 +4,6 @@ plant tool-use tasks on every world fit to use."""
 from __future__ import annotations
 
 import asyncio
-import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import duckdb
 from pydantic import ValidationError
 
 from data.llm import LLMClient, LLMError
+from data.readers import Rejected, regular_file
 from data.records import Status, WorldSource, content_id, utcnow
 from flows.context import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import world_tasks
@@ -24,6 +24,7 @@ from judges.world_fidelity import FidelityReport, fidelity
 KIND = world_tasks.KIND
 SPEC_SUFFIXES = (".toml", ".json")
 STAGE = "ingest_worlds"
+MAX_SPEC_BYTES = 16_000_000  # a larger spec file is refused unread
 
 
 # ingest: world spec files -> worlds
@@ -35,10 +36,14 @@ def ingest_world_files(paths: list[str], ctx: StageContext) -> Counter:
     worlds: list[WorldSource] = []
     statuses: list[Status] = []
     for path in _spec_files(paths):
+        refusal = _refusal(path)
+        if refusal:
+            statuses.append(ctx.status(STAGE, str(path), "rejected", *refusal))
+            continue
         try:
             spec = load_world_spec(path)
-        except (OSError, UnicodeDecodeError, ValueError, tomllib.TOMLDecodeError) as exc:
-            reason = "invalid_world_spec" if isinstance(exc, ValueError) else "unreadable_file"
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            reason = "unreadable_file" if isinstance(exc, OSError) else "invalid_world_spec"
             statuses.append(ctx.status(STAGE, str(path), "rejected", reason, _first_line(exc)))
             continue
         problem = _start_problem(spec)
@@ -53,6 +58,16 @@ def ingest_world_files(paths: list[str], ctx: StageContext) -> Counter:
     ctx.lake.write("status", statuses, ctx.run_id)
     ctx.progress(f"ingest_worlds: {len(worlds)} worlds from {len(statuses)} files")
     return Counter(f"{s.status}:{s.reason}" for s in statuses)
+
+
+def _refusal(path: Path) -> tuple[str, str] | None:
+    """Why the spec file at `path` is not read (not a regular file, or too large), or None."""
+    info = regular_file(path)
+    if isinstance(info, Rejected):
+        return info.reason, info.detail
+    if info.st_size > MAX_SPEC_BYTES:
+        return "too_large", f"{info.st_size} bytes > {MAX_SPEC_BYTES}"
+    return None
 
 
 def _start_problem(spec: WorldSpec) -> str:

@@ -197,8 +197,9 @@ async def _write_question(
     auto = config.question_style == "auto"
     prompt = QUESTION_PROMPT.render(evidence=evidence, answer=answer)
     try:
-        # in auto mode the cloze is the repair
-        question = await draft_question(prompt, llm, config, seed, repairs=0 if auto else 2)
+        # in auto mode one repair (a reply cut off in transit is whole the second time), then
+        # the cloze
+        question = await draft_question(prompt, llm, config, seed, repairs=1 if auto else 2)
         if auto:
             check_question(question, answer, config.max_question_chars)
     except LLMError as error:

@@ -154,7 +154,8 @@ def test_transient_faults_are_recorded_then_resumed_to_the_clean_result(tmp_path
 
 
 def test_garbage_model_output_is_recorded_with_reasons(tmp_path):
-    with FakeOpenAIServer(Oracle(), fault_rate=0.5, fault_kinds=["malformed"], seed=3) as bad:
+    garbage = ["malformed", "truncated_json"]
+    with FakeOpenAIServer(Oracle(), fault_rate=0.5, fault_kinds=garbage, seed=3) as bad:
         ctx = make_context(tmp_path / "home")
         ingest_docs([str(small_corpus(tmp_path))], ctx)
         counts = run_llm_stages(ctx, endpoints_for(bad))
@@ -164,6 +165,7 @@ def test_garbage_model_output_is_recorded_with_reasons(tmp_path):
     generated = [r for r in statuses if r["stage"] == "generate"]
     chunks = ctx.lake.rows("SELECT count(*) AS n FROM chunks")[0]["n"]
     assert len(generated) == chunks  # every chunk has an outcome
+    assert set(bad.served) == {None, *garbage}
 
 
 def test_bad_files_are_recorded_and_duplicates_dropped(tmp_path):

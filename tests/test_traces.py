@@ -303,6 +303,82 @@ def test_records_that_break_a_reader_are_recorded_not_raised(tmp_path):
     assert {b.reason for b in bad} <= {"malformed_record", "bad_tool_call", "no_genai_spans"}
 
 
+def exchange(question: str) -> str:
+    messages = [{"role": "user", "content": question}, {"role": "assistant", "content": "Done."}]
+    return json.dumps({"messages": messages})
+
+
+def test_hostile_lines_are_refused_one_by_one_and_the_rest_is_read(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    user = b'{"messages": [{"role": "user", "content": '
+    lines = [
+        exchange("first").encode(),
+        exchange("x" * 500_000).encode(),  # over the limit below
+        user + b'"caf\xe9"}]}',  # Latin-1, not UTF-8
+        b"[" * 100_000 + b"]" * 100_000,  # deeper than the JSON parser recurses
+        user + b"[" * 70 + b'"x"' + b"]" * 70 + b"}]}",  # parses, but too deep to keep
+        exchange("last").encode(),
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    items = list(read_file(path, max_record_bytes=400_000))
+    found = [i for i in items if isinstance(i, Conversation)]
+    assert [c.messages[0]["content"] for c in found] == ["first", "last"]
+    reasons = {int(i.origin.rsplit(":", 1)[1]): i.reason for i in items if isinstance(i, Malformed)}
+    assert reasons == {2: "too_large", 3: "undecodable", 4: "invalid_json", 5: "too_deep"}
+
+
+def test_a_gigantic_line_is_skipped_without_being_held(tmp_path):
+    import tracemalloc
+
+    path = tmp_path / "huge.jsonl"
+    with path.open("wb") as out:
+        out.write(b'{"messages": [{"role": "user", "content": "')
+        for _ in range(64):
+            out.write(b"y" * (1 << 20))
+        out.write(b'"}]}\n' + exchange("after the huge line").encode() + b"\n")
+    tracemalloc.start()
+    items = list(read_file(path, max_record_bytes=1 << 20))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert [i.reason for i in items if isinstance(i, Malformed)] == ["too_large"]
+    assert [c.messages[0]["content"] for c in items if isinstance(c, Conversation)] == [
+        "after the huge line"
+    ]
+    assert peak < 8 << 20  # a 64 MiB line read with at most a few MiB held
+
+
+def test_files_that_are_no_trace_files_are_refused_whole(tmp_path):
+    import os
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "image.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00" + bytes(range(256)))
+    os.mkfifo(folder / "pipe.jsonl")
+    (folder / "loop.jsonl").symlink_to(folder / "loop.jsonl")
+    (folder / "big.json").write_text(exchange("x" * 5_000))
+    (folder / "ok.jsonl").write_text(exchange("fine") + "\n")
+    lake = Lake(tmp_path / "home")
+    cfg = TracesConfig(max_record_bytes=4_000)
+    counts = ingest_traces([str(folder)], lake, cfg, "run-1", lambda message: None)
+    assert counts == Counter(
+        {
+            "done:ingested": 1,
+            "rejected:binary": 1,
+            "rejected:not_a_regular_file": 1,
+            "rejected:symlink_loop": 1,
+            "rejected:too_large": 1,
+        }
+    )
+    rejected = lake.rows("SELECT item_id, reason, detail FROM status WHERE status = 'rejected'")
+    assert {Path(r["item_id"]).name: r["reason"] for r in rejected} == {
+        "image.jsonl": "binary",
+        "pipe.jsonl": "not_a_regular_file",
+        "loop.jsonl": "symlink_loop",
+        "big.json": "too_large",
+    }
+    assert all(r["detail"] for r in rejected)
+
+
 def test_one_api_key_rollout_splits_into_its_conversations():
     def call(n, messages, answer):
         return {

@@ -12,7 +12,10 @@ Fault kinds (scripted through `faults`, one per chat request in order, or drawn 
 - `"500"`, `"503"`: server errors with an OpenAI-style error body;
 - `"reset"`: the connection is dropped (RST) without any response;
 - `"hang"`: the answer is delayed by `hang_s` (longer than the client timeout in tests);
-- `"malformed"`: a 200 whose message content is truncated JSON (`{"answer": "Par`);
+- `"malformed"`: a 200 whose message content is truncated JSON (`{"answer": "Par`), whatever
+  was asked: a model answering garbage;
+- `"truncated_json"`: a 200 whose content is the first half of the responder's answer, drawn
+  only for requests that ask for JSON (`response_format`): structured output cut off;
 - `"empty"`: a 200 whose message content is `""`;
 - `"garbage_body"`: a 200 whose body is not JSON at all.
 """
@@ -38,7 +41,7 @@ from urllib.parse import urlsplit
 Responder = Callable[[dict[str, Any]], str | dict[str, Any]]  # a dict: tool calls
 
 FAULT_KINDS = frozenset(
-    {"429", "500", "503", "reset", "hang", "malformed", "empty", "garbage_body"}
+    {"429", "500", "503", "reset", "hang", "malformed", "truncated_json", "empty", "garbage_body"}
 )
 MALFORMED_CONTENT = '{"answer": "Par'
 GARBAGE_BODY = b"<html><body>upstream said: this is not JSON {{{</body></html>"
@@ -189,6 +192,8 @@ class FakeOpenAIServer:
                 fault = self._script.popleft()
             elif self.fault_rate > 0 and self._rng.random() < self.fault_rate:
                 fault = self._rng.choice(self.fault_kinds)
+            if fault == "truncated_json" and not body.get("response_format"):
+                fault = None
             self.served.append(fault)
             return fault
 
@@ -210,6 +215,8 @@ class FakeOpenAIServer:
             contents = [self.responder(body)]
         else:
             contents = [self.responder({**body, "_choice": i}) for i in range(n)]
+        if fault == "truncated_json":
+            contents = [c[: len(c) // 2] if isinstance(c, str) else c for c in contents]
         prompt_tokens = sum(_words(m.get("content")) for m in body.get("messages") or [])
         completion_tokens = sum(_words(_message(c)["content"]) for c in contents)
         return {

@@ -9,6 +9,9 @@ answers are "something else", or with `hedge=True` the right answer hedged with 
 rubric entry per failed attempt, calls a hedged answer a hack, and as an equivalence judge holds
 a hedge to a rubric that asks for one answer.
 
+Told that its reply was not valid (the client's structured-output repair), it answers the
+request again as it did the first time.
+
 For traces it names a cluster after its first request's first words, rates a final reply good
 when it is longer than 60 characters (else bad: "too short to help"), writes one rubric item
 quoting the reference reply's first words, corrects a failed reply with a fixed text, grades a
@@ -37,6 +40,8 @@ from typing import Any
 
 from generators.doc_qa_variants import HINT_MARK as HINT
 
+REPAIR = "That reply is not valid"  # how the client asks again for a structured reply
+
 
 def _line(text: str, label: str) -> str:
     match = re.search(rf"^{label}: (.*)$", text, flags=re.M)
@@ -64,6 +69,8 @@ class Oracle:
     def respond(
         self, role: str, messages: list[dict[str, str]], params: dict[str, Any]
     ) -> str | dict[str, Any]:
+        if messages[-1]["role"] == "user" and messages[-1]["content"].startswith(REPAIR):
+            return self.respond(role, messages[:-2], params)  # asked again: the same answer
         if params.get("tools") and messages[0]["content"].startswith(
             "You are an assistant working"
         ):
