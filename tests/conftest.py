@@ -26,6 +26,17 @@ from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints
 
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
+# a small `foundry run` for the tests that run it whole: four chunks, one repair step, two
+# fixed attempts per task
+SMALL_RUN_CONFIG = """
+[generate]
+max_chunks = 4
+[repair]
+max_steps = 1
+[calibrate]
+k = 2
+method = "fixed"
+"""
 
 
 @pytest.fixture(autouse=True)

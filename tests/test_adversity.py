@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -26,7 +27,7 @@ import pytest
 from data.lake import Lake
 from data.records import content_id
 from data.sample_repo import build_sample_repo
-from tests.conftest import SAMPLE_DOCS
+from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
 from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 
@@ -38,17 +39,10 @@ BIG_FILE_BYTES = 200_000_000 if FULL else 1_500_000
 BIG_LINE_BYTES = 300_000_000 if FULL else 1_500_000
 INGEST_LIMIT = "" if FULL else "max_file_bytes = 1_000_000\n"  # else the default, 20 MB
 TRACE_LIMIT = "" if FULL else "max_record_bytes = 1_000_000\n"  # else the default, 16 MB
-ROLE = "timeout_s = 2\nmax_retries = 1\n"
-CONFIG = f"""
+ROLE = "timeout_s = 1\nmax_retries = 1\n"
+CONFIG = f"""{SMALL_RUN_CONFIG}
 [ingest]
-{INGEST_LIMIT}[generate]
-max_chunks = 4
-[repair]
-max_steps = 1
-[calibrate]
-k = 2
-method = "fixed"
-[code]
+{INGEST_LIMIT}[code]
 max_replays = 2
 max_functions = 2
 [traces]
@@ -229,10 +223,21 @@ def failed(home: Path) -> list[dict]:
     return Lake(home).rows("SELECT stage, item_id, reason FROM status WHERE status = 'failed'")
 
 
+@dataclass
+class Runs:
+    """The reference run and the first hostile, faulty run, and what each input should meet."""
+
+    reference: Path  # its home
+    reference_peak: int  # bytes
+    home: Path  # the hostile, faulty run's
+    peak: int
+    faulty: FakeOpenAIServer  # still serving, for the re-runs
+    sources: list[str]
+    expected: dict[str, dict]  # refusal reasons by kind of input
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The reference run and the first hostile, faulty run: (reference home, its peak memory,
-    hostile home, its peak memory, the faulty server, the expected refusals by input)."""
     root = tmp_path_factory.mktemp("adversity")
     benign = benign_sources(root / "corpus")
     with FakeOpenAIServer(Oracle(), latency_s=0.01) as clean:
@@ -257,72 +262,61 @@ def runs(tmp_path_factory):
         seed=5,
         latency_s=0.01,
         retry_after_s=0.01,
-        hang_s=3.0,
+        hang_s=1.5,
     )
     with faulty:
         home = hostile / "home"
         peak = foundry_run(home, faulty, sources)
-        yield root / "reference" / "home", reference_peak, home, peak, faulty, sources, expected
+        yield Runs(
+            root / "reference" / "home", reference_peak, home, peak, faulty, sources, expected
+        )
+
+
+def reasons(lake: Lake, stage: str, key=lambda item: Path(item).name) -> dict[str, str]:
+    """The hostile inputs' reasons at `stage`, by `key(item_id)`."""
+    rows = lake.rows("SELECT item_id, reason FROM status WHERE stage = ?", [stage])
+    return {key(r["item_id"]): r["reason"] for r in rows if "hostile" in r["item_id"]}
 
 
 def test_every_hostile_input_is_refused_with_its_reason(runs):
-    _, _, home, _, _, _, expected = runs
-    lake = Lake(home)
-    documents = {
-        Path(r["item_id"]).name: r["reason"]
-        for r in lake.rows("SELECT item_id, reason FROM status WHERE stage = 'ingest'")
-        if "hostile" in r["item_id"]
-    }
-    assert documents == expected["documents"]
-    traces = {
-        r["item_id"]: r["reason"]
-        for r in lake.rows("SELECT item_id, reason FROM status WHERE stage = 'trace_ingest'")
-        if "hostile" in r["item_id"]
-    }
-    assert traces == expected["traces"]
-    worlds = {
-        Path(r["item_id"]).name: r["reason"]
-        for r in lake.rows("SELECT item_id, reason FROM status WHERE stage = 'ingest_worlds'")
-        if "hostile" in r["item_id"]
-    }
-    assert worlds == expected["worlds"]
-    repos = {r["origin"]: r["repo_id"] for r in lake.rows("SELECT origin, repo_id FROM repos")}
-    checks = {
-        r["item_id"]: (r["stage"], r["reason"], r["detail"])
-        for r in lake.rows("SELECT * FROM status WHERE stage = 'repo_tests'")
-    }
-    paths = expected["repos"]
-    no_tests = content_id("repo", str(paths["no_tests"]))
-    (row,) = lake.rows(
+    lake = Lake(runs.home)
+    assert reasons(lake, "ingest") == runs.expected["documents"]
+    assert reasons(lake, "trace_ingest", key=str) == runs.expected["traces"]
+    assert reasons(lake, "ingest_worlds") == runs.expected["worlds"]
+
+    paths = {name: str(path) for name, path in runs.expected["repos"].items()}
+    no_tests = content_id("repo", paths.pop("no_tests"))
+    (ingested,) = lake.rows(
         "SELECT reason FROM status WHERE stage = 'ingest_repo' AND item_id = ?", [no_tests]
     )
-    assert row["reason"] == "no_tests" and str(paths["no_tests"]) not in repos
-    refused = {name: checks[repos[str(path)]] for name, path in paths.items() if name != "no_tests"}
-    assert {name: reason for name, (_, reason, _) in refused.items()} == dict.fromkeys(
-        refused, "tests_do_not_run"
-    )
-    assert refused["hanging"][2].startswith("timed out")
+    assert ingested["reason"] == "no_tests"
+    repo_ids = {r["origin"]: r["repo_id"] for r in lake.rows("SELECT * FROM repos")}
+    checks = {
+        r["item_id"]: (r["reason"], r["detail"])
+        for r in lake.rows("SELECT * FROM status WHERE stage = 'repo_tests'")
+    }
+    refused = {name: checks[repo_ids[path]] for name, path in paths.items()}
     print(json.dumps(refused, indent=1))
+    assert {reason for reason, _ in refused.values()} == {"tests_do_not_run"}
+    assert refused["hanging"][1].startswith("timed out")
 
 
 def test_memory_stays_near_the_reference_run(runs):
-    _, reference_peak, _, peak, *_ = runs
-    print(f"peak RSS: reference {reference_peak >> 20} MiB, hostile and faulty {peak >> 20} MiB")
-    assert peak < reference_peak + MEMORY_SLACK
+    print(f"peak RSS: reference {runs.reference_peak >> 20} MiB, hostile {runs.peak >> 20} MiB")
+    assert runs.peak < runs.reference_peak + MEMORY_SLACK
 
 
 def test_faulted_items_fail_with_reasons_and_reruns_reach_the_clean_result(runs):
-    reference, _, home, _, faulty, sources, _ = runs
-    assert {fault for fault in faulty.served if fault} == TRANSIENT
-    first = failed(home)
+    assert {fault for fault in runs.faulty.served if fault} == TRANSIENT
+    first = failed(runs.home)
     assert first, "a fault rate this high leaves some items failed"
     assert all(row["reason"] for row in first)
     reruns = 0
-    while failed(home) and reruns < RERUNS:
-        foundry_run(home, faulty, sources)
+    while failed(runs.home) and reruns < RERUNS:
+        foundry_run(runs.home, runs.faulty, runs.sources)
         reruns += 1
     print(f"{len(first)} items failed in the first run; none left after {reruns} re-runs")
-    assert not failed(home)
-    tasks, exported = outcome(home)
+    assert not failed(runs.home)
+    tasks, exported = outcome(runs.home)
     assert len(tasks) == len(set(tasks)) and len(exported) == len(set(exported))
-    assert (tasks, exported) == outcome(reference)
+    assert (tasks, exported) == outcome(runs.reference)

@@ -18,23 +18,13 @@ import pytest
 
 from data.lake import Lake
 from data.llm_cache import request_key
-from tests.conftest import SAMPLE_DOCS
+from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [str(p) for p in sorted(SAMPLE_DOCS.glob("*.md"))[:3]]
-CONFIG = """
-[generate]
-max_chunks = 4
-[repair]
-max_steps = 1
-[calibrate]
-k = 2
-method = "fixed"
-[roles.solver]
-max_concurrency = 4
-"""
+CONFIG = SMALL_RUN_CONFIG + "[roles.solver]\nmax_concurrency = 4\n"
 # where the kill lands, as a share of the reference run's time; more seeds, e.g.
 # FOUNDRY_CRASH_SEEDS=3,11,17,23 (each adds about a minute on 2 cores)
 SEEDS = [int(s) for s in os.environ.get("FOUNDRY_CRASH_SEEDS", "3").split(",")]

@@ -124,35 +124,6 @@ def test_a_crash_after_outputs_before_status_does_not_duplicate(tmp_path, oracle
     assert raw.fetchall()[0][0] == 2 * len(tasks_before)  # written twice, read once
 
 
-def task_ids(result):
-    return sorted(pq.read_table(result.path / "part-00000.parquet").column("task_id").to_pylist())
-
-
-def test_transient_faults_are_recorded_then_resumed_to_the_clean_result(tmp_path):
-    corpus = small_corpus(tmp_path)
-    with FakeOpenAIServer(Oracle()) as clean:
-        ctx = make_context(tmp_path / "clean")
-        ingest_docs([str(corpus)], ctx)
-        run_llm_stages(ctx, endpoints_for(clean))
-        expected = export_taskset(ctx.lake, "docqa", tmp_path / "out-clean")
-
-    transient = ["500", "429", "503", "reset", "empty", "garbage_body"]
-    with FakeOpenAIServer(
-        Oracle(), fault_rate=0.25, fault_kinds=transient, seed=7, retry_after_s=0.01
-    ) as flaky:
-        ctx = make_context(tmp_path / "flaky")
-        ingest_docs([str(corpus)], ctx)
-        counts = run_llm_stages(ctx, endpoints_for(flaky, max_retries=1))
-        assert any(k.startswith("failed:") for k in counts), "some items should have failed"
-        assert funnel(ctx.lake)["stages"]["generate"]["failed"] > 0
-        for attempt in range(10):  # each re-run takes the failed items again
-            rerun = make_context(ctx.config.home, run_id=f"r{attempt}")
-            if not run_llm_stages(rerun, endpoints_for(flaky, max_retries=1)):
-                break
-        got = export_taskset(ctx.lake, "docqa", tmp_path / "out-flaky")
-    assert task_ids(got) == task_ids(expected)
-
-
 def test_garbage_model_output_is_recorded_with_reasons(tmp_path):
     garbage = ["malformed", "truncated_json"]
     with FakeOpenAIServer(Oracle(), fault_rate=0.5, fault_kinds=garbage, seed=3) as bad:
