@@ -167,11 +167,11 @@ def _decoded(origin: str, raw: bytes) -> tuple[str, str] | Malformed:
 def _documents(name: str, documents: Iterable[tuple[str, str] | Malformed]) -> Iterator[Item]:
     spans: list[tuple[str, dict[str, Any]]] = []
     proxy_rows: list[dict[str, Any]] = []
-    for document in documents:
-        if isinstance(document, Malformed):
-            yield document
+    for entry in documents:
+        if isinstance(entry, Malformed):
+            yield entry
             continue
-        origin, raw = document
+        origin, raw = entry
         try:
             document = json.loads(raw)
         except (ValueError, RecursionError) as exc:
