@@ -29,6 +29,7 @@ from data.llm_cache import ResponseCache, request_key
 from data.records import LLMCall, Usage, utcnow
 
 T = TypeVar("T", bound=BaseModel)
+REPAIR_OPENING = "That reply is not valid"  # how an invalid structured reply is answered
 T_co = TypeVar("T_co")
 Messages = list[dict[str, Any]]
 
@@ -216,7 +217,7 @@ class LLMClient:
                 {
                     "role": "user",
                     "content": (
-                        f"That reply is not valid: {error}. Reply again with only a JSON object"
+                        f"{REPAIR_OPENING}: {error}. Reply again with only a JSON object"
                         f" that matches this schema: {json.dumps(schema.model_json_schema())}"
                     ),
                 },

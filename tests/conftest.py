@@ -6,6 +6,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from data.config import FoundryConfig
@@ -37,6 +38,16 @@ max_steps = 1
 k = 2
 method = "fixed"
 """
+
+
+def run_outcome(home: Path) -> tuple[list[str], list[str]]:
+    """After a whole `foundry run`: the task ids in the lake and those of the latest `docqa`
+    taskset version, each sorted (a duplicate would show)."""
+    lake = Lake(home)
+    tasks = [r["task_id"] for r in lake.rows("SELECT task_id FROM tasks ORDER BY task_id")]
+    latest = home / "tasksets" / "docqa" / "latest"
+    exported = pq.read_table(latest / "part-00000.parquet").column("task_id").to_pylist()
+    return tasks, sorted(exported)
 
 
 @pytest.fixture(autouse=True)

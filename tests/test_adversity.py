@@ -21,13 +21,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.lake import Lake
 from data.records import content_id
 from data.sample_repo import build_sample_repo
-from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
+from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG, run_outcome
 from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 
@@ -209,15 +208,6 @@ def benign_sources(root: Path) -> list[str]:
     ]
 
 
-def outcome(home: Path) -> tuple[list[str], list[str]]:
-    """The tasks in the lake, and the task ids of the latest taskset version."""
-    lake = Lake(home)
-    tasks = [r["task_id"] for r in lake.rows("SELECT task_id FROM tasks ORDER BY task_id")]
-    latest = home / "tasksets" / "docqa" / "latest"
-    exported = pq.read_table(latest / "part-00000.parquet").column("task_id").to_pylist()
-    return tasks, sorted(exported)
-
-
 def failed(home: Path) -> list[dict]:
     return Lake(home).rows("SELECT stage, item_id, reason FROM status WHERE status = 'failed'")
 
@@ -317,6 +307,6 @@ def test_faulted_items_fail_with_reasons_and_a_rerun_reaches_the_clean_result(ru
         f"{len(first)} items failed; the re-run made {len(runs.faulty.requests) - answered} calls"
     )
     assert not failed(runs.home)
-    tasks, exported = outcome(runs.home)
+    tasks, exported = run_outcome(runs.home)
     assert len(tasks) == len(set(tasks)) and len(exported) == len(set(exported))
-    assert (tasks, exported) == outcome(runs.reference)
+    assert (tasks, exported) == run_outcome(runs.reference)

@@ -18,7 +18,7 @@ import pytest
 
 from data.lake import Lake
 from data.llm_cache import request_key
-from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
+from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG, run_outcome
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 
@@ -51,15 +51,6 @@ def finished(process: subprocess.Popen) -> None:
     assert process.wait(timeout=600) == 0
 
 
-def outcome(home: Path) -> tuple[set[str], list[str]]:
-    """The tasks in the lake, and the task ids of the latest taskset version."""
-    lake = Lake(home)
-    tasks = {r["task_id"] for r in lake.rows("SELECT task_id FROM tasks")}
-    latest = home / "tasksets" / "docqa" / "latest"
-    exported = pq.read_table(latest / "part-00000.parquet").column("task_id").to_pylist()
-    return tasks, sorted(exported)
-
-
 def requests_made(server: FakeOpenAIServer, since: int) -> list[str]:
     bodies = [{k: v for k, v in r.items() if k != "stream"} for r in server.requests[since:]]
     return [request_key(body) for body in bodies]
@@ -79,7 +70,7 @@ def uninterrupted(oracle, tmp_path_factory):
     config.write_text(CONFIG)
     started = time.monotonic()
     finished(foundry_run(root / "home", config, oracle))
-    return time.monotonic() - started, outcome(root / "home")
+    return time.monotonic() - started, run_outcome(root / "home")
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -103,7 +94,7 @@ def test_a_run_killed_at_a_random_point_resumes_to_the_same_result(
     Lake(home).rows("SELECT count(*) AS n FROM status")  # the catalog opens
 
     finished(foundry_run(home, config, oracle))
-    assert outcome(home) == (tasks, exported)
+    assert run_outcome(home) == (tasks, exported)
     # the cache: a request made before the kill is not made again, bar those cut off in flight
     first, second = (
         requests_made(oracle, before)[: killed_at - before],

@@ -38,9 +38,8 @@ import json
 import re
 from typing import Any
 
+from data.llm import REPAIR_OPENING
 from generators.doc_qa_variants import HINT_MARK as HINT
-
-REPAIR = "That reply is not valid"  # how the client asks again for a structured reply
 
 
 def _line(text: str, label: str) -> str:
@@ -69,7 +68,7 @@ class Oracle:
     def respond(
         self, role: str, messages: list[dict[str, str]], params: dict[str, Any]
     ) -> str | dict[str, Any]:
-        if messages[-1]["role"] == "user" and messages[-1]["content"].startswith(REPAIR):
+        if messages[-1]["role"] == "user" and messages[-1]["content"].startswith(REPAIR_OPENING):
             return self.respond(role, messages[:-2], params)  # asked again: the same answer
         if params.get("tools") and messages[0]["content"].startswith(
             "You are an assistant working"
