@@ -14,8 +14,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,9 @@ TASKSET_SCHEMA = pa.schema(
 
 # One task per repair family (an original and the variants the repair loop made of it, which
 # share its answer and evidence) among those within the pass-rate filter: the member in the
-# band, else the one the repair moved furthest, so a trainer never sees one fact twice.
+# band, else the one the repair moved furthest, so a trainer never sees one fact twice. Each
+# task carries its judge verdicts, panel decisions and rubric items as lists (a trace task also
+# its trace's, the panel's rating of the trace), so the export reads one ordered stream.
 _TASKS_SQL = """
 WITH latest_clustering AS (
     SELECT item_id FROM status WHERE stage = 'intents' AND status = 'done'
@@ -72,8 +73,7 @@ WITH latest_clustering AS (
 ), intent_of AS (
     SELECT unnest(json_extract_string(trace_ids, '$[*]')) AS trace_id, label, share
     FROM intents WHERE clustering_id IN (SELECT item_id FROM latest_clustering)
-)
-SELECT * EXCLUDE (family, step) FROM (
+), chosen AS (
     SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
            d.pass_rate, d.n AS pass_n, d.ci_low AS pass_ci_low, d.ci_high AS pass_ci_high,
            d.band, d.pool, d.learnability, d.solver_model, coalesce(r.hackable, false) AS hackable,
@@ -99,9 +99,36 @@ SELECT * EXCLUDE (family, step) FROM (
       AND d.pass_rate BETWEEN ? AND ?
     QUALIFY row_number() OVER (
         PARTITION BY family ORDER BY band = 'in_band' DESC, step DESC, task_id) = 1
+), verdicts_of AS (
+    SELECT task_id, list({{'check': "check", 'judge': judge, 'judge_model': judge_model,
+                          'prompt_version': prompt_version, 'decision': decision,
+                          'confidence': confidence, 'reason': reason}}
+                         ORDER BY "check", judge) AS items
+    FROM verdicts GROUP BY task_id
+), consensus_of AS (
+    SELECT task_id, list({{'check': "check", 'rule': rule, 'decision': decision, 'passes': passes,
+                          'fails': fails, 'errors': errors, 'agreement': agreement}}
+                         ORDER BY "check") AS items
+    FROM consensus GROUP BY task_id
+), rubric_of AS (
+    SELECT task_id, list({{'item': item, 'failure': failure, 'attempt_id': attempt_id}}
+                         ORDER BY attempt_id, item) AS items
+    FROM rubrics GROUP BY task_id
 )
-ORDER BY task_id
+SELECT c.* EXCLUDE (family, step),
+       tv.items AS _task_verdicts, rv.items AS _trace_verdicts,
+       tc.items AS _task_consensus, rc.items AS _trace_consensus, ru.items AS _rubric
+FROM chosen c
+LEFT JOIN verdicts_of tv ON tv.task_id = c.task_id
+LEFT JOIN verdicts_of rv ON rv.task_id = c.trace_id
+LEFT JOIN consensus_of tc ON tc.task_id = c.task_id
+LEFT JOIN consensus_of rc ON rc.task_id = c.trace_id
+LEFT JOIN rubric_of ru ON ru.task_id = c.task_id
+ORDER BY c.task_id
 """
+
+
+ROWS_PER_BATCH = 10_000  # rows read from the lake at a time
 
 
 @dataclass(frozen=True)
@@ -121,66 +148,119 @@ def export_taskset(
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
-    (exported as `<name>-<solver>`)."""
+    (exported as `<name>-<solver>`). Rows stream from the lake in batches into the parquet
+    parts, so memory stays flat however many tasks there are."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
     kinds = ", ".join(f"'{kind}'" for kind in TRACE_KINDS)
-    rows = lake.rows(_TASKS_SQL.format(measured=MEASURED_BY, trace_kinds=kinds), [stage, low, high])
-    task_ids = [r["task_id"] for r in rows]
-    trace_ids = [r["trace_id"] for r in rows if r["trace_id"]]
-    verdicts = _by_task(
-        lake,
-        'SELECT task_id, "check", judge, judge_model, prompt_version, decision, confidence,'
-        ' reason FROM verdicts WHERE list_contains(?, task_id) ORDER BY task_id, "check", judge',
-        task_ids + trace_ids,  # a trace task: the panel's rating of its trace
-    )
-    consensus = _by_task(
-        lake,
-        'SELECT task_id, "check", rule, decision, passes, fails, errors, agreement'
-        ' FROM consensus WHERE list_contains(?, task_id) ORDER BY task_id, "check"',
-        task_ids + trace_ids,
-    )
-    rubric = _by_task(
-        lake,
-        "SELECT task_id, item, failure, attempt_id FROM rubrics"
-        " WHERE list_contains(?, task_id) ORDER BY task_id, attempt_id, item",
-        task_ids,
-    )
-    for row in rows:
-        row["tools"] = _tools(row["world"])
-        own = [row["task_id"], row["trace_id"]] if row["trace_id"] else [row["task_id"]]
-        row["verdicts"] = json.dumps([v for i in own for v in verdicts.get(i, [])], sort_keys=True)
-        row["consensus"] = json.dumps(
-            [c for i in own for c in consensus.get(i, [])], sort_keys=True
-        )
-        row["rubric"] = json.dumps(rubric.get(row["task_id"], []), sort_keys=True)
-    fingerprint = _fingerprint(rows, band)
+    sql = _TASKS_SQL.format(measured=MEASURED_BY, trace_kinds=kinds)
     if solver:
         name = f"{name}-{_slug(solver)}"
     root = base / name
     latest = _latest_version(root)
-    if latest is not None and _manifest(latest).get("fingerprint") == fingerprint:
-        if (root / "latest").resolve() != latest.resolve():
-            _point_latest(root, latest.name)  # a crash came between the rename and the link
-        return ExportResult(latest, len(rows), written=False)
-
     version = f"v{(_version_number(latest) if latest else 0) + 1:04d}"
     tmp = root / f".{version}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    table = pa.Table.from_pylist(rows, schema=TASKSET_SCHEMA)
-    parts = []
-    for i, start in enumerate(range(0, max(len(rows), 1), rows_per_part)):
-        part = f"part-{i:05d}.parquet"
-        pq.write_table(table.slice(start, rows_per_part), tmp / part)
-        parts.append(part)
-    manifest = _build_manifest(lake, name, version, rows, band, fingerprint, parts)
+    tally = _Tally()
+    fingerprint = _Fingerprint()
+    try:
+        with _PartWriter(tmp, rows_per_part) as parts:
+            for batch in lake.batches(sql, [stage, low, high], ROWS_PER_BATCH):
+                rows = [_taskset_row(row, tally) for row in batch]
+                for row in rows:
+                    fingerprint.add(row)
+                parts.write(pa.Table.from_pylist(rows, schema=TASKSET_SCHEMA))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    digest = fingerprint.hexdigest(band)
+    if latest is not None and _manifest(latest).get("fingerprint") == digest:
+        shutil.rmtree(tmp)
+        if (root / "latest").resolve() != latest.resolve():
+            _point_latest(root, latest.name)  # a crash came between the rename and the link
+        return ExportResult(latest, tally.n_tasks, written=False)
+    manifest = tally.manifest(lake, name, version, band, digest, parts.names)
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (tmp / "README.md").write_text(_dataset_card(manifest))
     final = root / version
     os.replace(tmp, final)
     _point_latest(root, version)
-    return ExportResult(final, len(rows), written=True)
+    return ExportResult(final, tally.n_tasks, written=True)
+
+
+def _taskset_row(row: dict[str, Any], tally: _Tally) -> dict[str, Any]:
+    """A query row as a taskset row: its verdicts, panel decisions and rubric as JSON (a trace
+    task's own first, then its trace's), its tools from its world; counted into `tally`."""
+    verdicts = (row.pop("_task_verdicts") or []) + (row.pop("_trace_verdicts") or [])
+    consensus = (row.pop("_task_consensus") or []) + (row.pop("_trace_consensus") or [])
+    row["rubric"] = json.dumps(row.pop("_rubric") or [], sort_keys=True)
+    row["verdicts"] = json.dumps(verdicts, sort_keys=True)
+    row["consensus"] = json.dumps(consensus, sort_keys=True)
+    row["tools"] = _tools(row["world"])
+    tally.add(row, verdicts, consensus)
+    return row
+
+
+class _PartWriter:
+    """Rows into `part-NNNNN.parquet` files of at most `rows_per_part` rows each; an empty
+    taskset still gets one (empty) part, so every version has the same layout."""
+
+    def __init__(self, folder: Path, rows_per_part: int) -> None:
+        self.folder = folder
+        self.rows_per_part = rows_per_part
+        self.names: list[str] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._rows_in_part = 0
+
+    def __enter__(self) -> _PartWriter:
+        return self
+
+    def write(self, table: pa.Table) -> None:
+        while table.num_rows:
+            if self._writer is None:
+                self._open()
+            room = self.rows_per_part - self._rows_in_part
+            self._writer.write_table(table.slice(0, room))
+            self._rows_in_part += min(room, table.num_rows)
+            table = table.slice(room)
+            if self._rows_in_part == self.rows_per_part:
+                self._close()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if not self.names and exc_info[0] is None:
+            self._open()
+        self._close()
+
+    def _open(self) -> None:
+        self.names.append(f"part-{len(self.names):05d}.parquet")
+        self._writer = pq.ParquetWriter(self.folder / self.names[-1], TASKSET_SCHEMA)
+        self._rows_in_part = 0
+
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+class _Fingerprint:
+    """The first 16 hex digits of the sha256 of `json.dumps([rows, band], sort_keys=True,
+    default=str)`, fed one row at a time: the same text, never held whole."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256(b"[[")
+        self._rows = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        if self._rows:
+            self._hash.update(b", ")
+        self._hash.update(json.dumps(row, sort_keys=True, default=str).encode("utf-8"))
+        self._rows += 1
+
+    def hexdigest(self, band: tuple[float, float] | None) -> str:
+        tail = "], " + json.dumps(band, sort_keys=True, default=str) + "]"
+        self._hash.update(tail.encode("utf-8"))
+        return self._hash.hexdigest()[:16]
 
 
 def _tools(world: str | None) -> str | None:
@@ -191,19 +271,6 @@ def _tools(world: str | None) -> str | None:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
-
-
-def _by_task(lake: Lake, sql: str, task_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """Rows of `sql` (which selects `task_id` first) grouped by task."""
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for row in lake.rows(sql, [task_ids]):
-        grouped.setdefault(row.pop("task_id"), []).append(row)
-    return grouped
-
-
-def _fingerprint(rows: list[dict[str, Any]], band: tuple[float, float] | None) -> str:
-    canonical = json.dumps([rows, band], sort_keys=True, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
 def _latest_version(root: Path) -> Path | None:
@@ -239,66 +306,85 @@ def _point_latest(root: Path, version: str) -> None:
     os.replace(tmp, link)
 
 
-def _count(rows: list[dict[str, Any]], key: str) -> dict[str, int]:
-    return _count_values(row[key] for row in rows)
-
-
-def _count_values(values: Iterable[str]) -> dict[str, int]:
-    return dict(sorted(Counter(values).items()))
-
-
-def _build_manifest(lake, name, version, rows, band, fingerprint, parts) -> dict[str, Any]:
-    lineages = [json.loads(r["lineage"]) for r in rows]
-    verdicts = [v for r in rows for v in json.loads(r["verdicts"])]
-    return {
-        "name": name,
-        "version": version,
-        "schema_version": SCHEMA_VERSION,
-        "created_at": utcnow().isoformat(),
-        "n_tasks": len(rows),
-        "by_kind": _count(rows, "kind"),
-        "by_intent": _count_values(r["intent"] for r in rows if r["intent"]),
-        "by_band": {b: _count(rows, "band").get(b, 0) for b in ("too_easy", "in_band", "too_hard")},
-        "by_pool": _count(rows, "pool"),
-        "difficulty_histogram": difficulty_histogram(r["pass_rate"] for r in rows),
-        "judge_agreement": judge_agreement(c for r in rows for c in json.loads(r["consensus"])),
-        "hackable": sum(bool(r["hackable"]) for r in rows),
-        "by_level": _count_values(lin["knobs"].get("level", "base") for lin in lineages),
-        "repaired": sum("repair_of" in lin["knobs"] for lin in lineages),
-        "band_filter": list(band) if band else None,
-        "models": {
-            "generator": sorted({lin["model"] for lin in lineages if lin["model"]}),
-            "judges": sorted({v["judge_model"] for v in verdicts}),
-            "solver": sorted({r["solver_model"] for r in rows}),
-        },
-        "funnel": funnel(lake),
-        "git_sha": _git_sha(),
-        "fingerprint": fingerprint,
-        "files": parts,
-    }
-
-
 HISTOGRAM_BINS = 10
+BANDS = ("too_easy", "in_band", "too_hard")
 
 
-def difficulty_histogram(pass_rates: Iterable[float]) -> list[int]:
-    """Tasks per pass-rate bin of width 1/HISTOGRAM_BINS, the last bin closed ([0.9, 1.0])."""
-    counts = [0] * HISTOGRAM_BINS
-    for rate in pass_rates:
-        counts[min(int(rate * HISTOGRAM_BINS), HISTOGRAM_BINS - 1)] += 1
-    return counts
+@dataclass
+class _Tally:
+    """The manifest's counts, built up one taskset row at a time."""
 
+    n_tasks: int = 0
+    by_kind: Counter[str] = field(default_factory=Counter)
+    by_intent: Counter[str] = field(default_factory=Counter)
+    by_band: Counter[str] = field(default_factory=Counter)
+    by_pool: Counter[str] = field(default_factory=Counter)
+    by_level: Counter[str] = field(default_factory=Counter)
+    # tasks per pass-rate bin of width 1/HISTOGRAM_BINS, the last bin closed ([0.9, 1.0])
+    histogram: list[int] = field(default_factory=lambda: [0] * HISTOGRAM_BINS)
+    # per judge check: the panel decisions the taskset carries and the sum of their agreement
+    decisions: Counter[str] = field(default_factory=Counter)
+    agreement_sum: dict[str, float] = field(default_factory=dict)
+    hackable: int = 0
+    repaired: int = 0
+    generators: set[str] = field(default_factory=set)
+    judges: set[str] = field(default_factory=set)
+    solvers: set[str] = field(default_factory=set)
 
-def judge_agreement(consensus: Iterable[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per judge check: how many panel decisions the taskset carries and the panel's mean
-    agreement (share of judges siding with the decision)."""
-    by_check: dict[str, list[float]] = {}
-    for row in consensus:
-        by_check.setdefault(row["check"], []).append(float(row["agreement"]))
-    return {
-        check: {"decisions": len(values), "mean_agreement": round(sum(values) / len(values), 3)}
-        for check, values in sorted(by_check.items())
-    }
+    def add(self, row: dict[str, Any], verdicts: list[dict], consensus: list[dict]) -> None:
+        knobs = (lineage := json.loads(row["lineage"]))["knobs"]
+        self.n_tasks += 1
+        self.by_kind[row["kind"]] += 1
+        if row["intent"]:
+            self.by_intent[row["intent"]] += 1
+        self.by_band[row["band"]] += 1
+        self.by_pool[row["pool"]] += 1
+        self.by_level[knobs.get("level", "base")] += 1
+        self.histogram[min(int(row["pass_rate"] * HISTOGRAM_BINS), HISTOGRAM_BINS - 1)] += 1
+        for decision in consensus:
+            check = decision["check"]
+            self.decisions[check] += 1
+            self.agreement_sum[check] = self.agreement_sum.get(check, 0) + decision["agreement"]
+        self.hackable += bool(row["hackable"])
+        self.repaired += "repair_of" in knobs
+        if lineage["model"]:
+            self.generators.add(lineage["model"])
+        self.judges.update(v["judge_model"] for v in verdicts)
+        self.solvers.add(row["solver_model"])
+
+    def manifest(self, lake, name, version, band, fingerprint, parts) -> dict[str, Any]:
+        return {
+            "name": name,
+            "version": version,
+            "schema_version": SCHEMA_VERSION,
+            "created_at": utcnow().isoformat(),
+            "n_tasks": self.n_tasks,
+            "by_kind": dict(sorted(self.by_kind.items())),
+            "by_intent": dict(sorted(self.by_intent.items())),
+            "by_band": {b: self.by_band.get(b, 0) for b in BANDS},
+            "by_pool": dict(sorted(self.by_pool.items())),
+            "difficulty_histogram": self.histogram,
+            "judge_agreement": {
+                check: {
+                    "decisions": count,
+                    "mean_agreement": round(self.agreement_sum[check] / count, 3),
+                }
+                for check, count in sorted(self.decisions.items())
+            },
+            "hackable": self.hackable,
+            "by_level": dict(sorted(self.by_level.items())),
+            "repaired": self.repaired,
+            "band_filter": list(band) if band else None,
+            "models": {
+                "generator": sorted(self.generators),
+                "judges": sorted(self.judges),
+                "solver": sorted(self.solvers),
+            },
+            "funnel": funnel(lake),
+            "git_sha": _git_sha(),
+            "fingerprint": fingerprint,
+            "files": parts,
+        }
 
 
 def histogram_lines(counts: list[int]) -> str:

@@ -50,6 +50,9 @@ from data.records import (
 )
 
 CATALOG_OPEN_ATTEMPTS = 50
+# Memory for one query over the lake before DuckDB spills to disk: a million-task export
+# peaks at 1.3 GB of process memory with it, 3 GB without (bench/catalog.py).
+QUERY_MEMORY_LIMIT = "1GB"
 
 
 @dataclass(frozen=True)
@@ -139,8 +142,11 @@ class Lake:
     @contextmanager
     def connect(self, tables: set[str] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB connection with a deduplicated view per lake table (or per table
-        in `tables`)."""
-        con = duckdb.connect()
+        in `tables`). A query needing more than QUERY_MEMORY_LIMIT spills to `lake/.spill`."""
+        spill = self.root / ".spill"
+        con = duckdb.connect(
+            config={"memory_limit": QUERY_MEMORY_LIMIT, "temp_directory": str(spill)}
+        )
         try:
             for table, spec in TABLES.items():
                 if tables is not None and table not in tables:
@@ -160,6 +166,16 @@ class Lake:
         """Run a query over the lake views and return the rows as dicts."""
         with self.connect(_tables_in(sql)) as con:
             return con.sql(sql, params=list(params)).to_arrow_table().to_pylist()
+
+    def batches(
+        self, sql: str, params: Sequence[Any] = (), rows_per_batch: int = 10_000
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Run a query over the lake views and yield its rows as dicts, `rows_per_batch` at a
+        time: a result larger than memory streams through."""
+        with self.connect(_tables_in(sql)) as con:
+            reader = con.sql(sql, params=list(params)).to_arrow_reader(rows_per_batch)
+            for batch in reader:
+                yield batch.to_pylist()
 
     def records(self, table: str, where: str = "", params: Sequence[Any] = ()) -> list[Record]:
         """Typed records of `table`, optionally filtered by a SQL `where` clause."""
