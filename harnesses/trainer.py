@@ -138,7 +138,7 @@ def train_grpo(
         use_cpu=not settings.bf16,
         use_vllm=settings.use_vllm,
         vllm_mode="colocate",
-        activation_checkpointing=False,
+        gradient_checkpointing=False,  # TRL turns it on by default; a 135M policy needs no saving
         beta=0.0,  # no reference model: GRPO as in DAPO / Dr. GRPO
         logging_steps=1,
         save_strategy="no",
