@@ -47,7 +47,12 @@ class Run:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=0.05, help="fake server delay, s")
-    parser.add_argument("--docs", default=str(DEFAULT_DOCS), help="corpus to run on")
+    parser.add_argument(
+        "--docs",
+        default=str(DEFAULT_DOCS),
+        help="documents to run on; 'samples' for every bundled sample (docs, repository,"
+        " traces, worlds), as `make run` does",
+    )
     parser.add_argument(
         "--fresh-lake",
         action="store_true",
@@ -120,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     print("config:")
     print(f"  latency      {args.latency:g} s per request (fake server in this process)")
     print(f"  corpus       {args.docs}")
+    corpus = [] if args.docs == "samples" else [args.docs]
     print(f"  command      {foundry_command()} run --home <tmp> --config <empty toml> <corpus>")
     with (
         tempfile.TemporaryDirectory(prefix="foundry-rerun-") as tmp,
@@ -129,14 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         env = foundry_env(server.base_url, base / "prefect")
         home = base / "home"
         runs = [
-            run_foundry(f"run {i}", ["run", args.docs], home, env, args.timeout, server)
+            run_foundry(f"run {i}", ["run", *corpus], home, env, args.timeout, server)
             for i in (1, 2)
         ]
         floor = run_foundry("floor", ["export"], home, env, args.timeout, server)
         if args.fresh_lake:
             fresh = base / "fresh"
             shutil.copytree(home / "cache", fresh / "cache")
-            runs.append(run_foundry("run 3", ["run", args.docs], fresh, env, args.timeout, server))
+            runs.append(run_foundry("run 3", ["run", *corpus], fresh, env, args.timeout, server))
 
     print()
     print(f"{'run':<6} {'seconds':>8} {'server requests':>16}  foundry says")
