@@ -152,7 +152,6 @@ def report(result: dict[str, Any], output: Path) -> None:
         if len(rewards) <= 2 * SHOWN_STEPS
         else [*rewards[:SHOWN_STEPS], "...", *rewards[-SHOWN_STEPS:]]
     )
-    fmt = lambda r: r if isinstance(r, str) else f"{r:.3f}"  # noqa: E731
     lines = [
         f"policy resolved in {result['policy_s']} s, data loaded in {result['data_s']} s"
         f" ({result['rows']} rows trained on, left out: {result['left_out']})",
@@ -168,7 +167,7 @@ def report(result: dict[str, Any], output: Path) -> None:
         f"peak GPU memory {result.get('peak_gpu_memory_gib', 'n/a')} GiB allocated,"
         f" {result.get('peak_gpu_reserved_gib', 'n/a')} GiB reserved"
         f" on {result.get('device', 'no GPU')}",
-        "reward per step: " + ", ".join(fmt(r) for r in shown),
+        "reward per step: " + ", ".join(r if isinstance(r, str) else f"{r:.3f}" for r in shown),
         f"total wall {result['total_s']} s",
         f"metrics: {output / 'metrics.jsonl'}",
         f"summary: {output / 'summary.json'}",

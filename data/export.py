@@ -2,7 +2,8 @@
 
 Layout: `<base>/<name>/vNNNN/part-00000.parquet`, `manifest.json`, `README.md`, with `latest`
 pointing at the newest version. A version is written in a hidden folder and renamed into place,
-so readers never see half a taskset; an export identical to the latest one writes nothing.
+so readers never see half a taskset; an export identical to the latest one (same fingerprint)
+is removed again and leaves the latest in place.
 """
 
 from __future__ import annotations
@@ -332,7 +333,8 @@ class _Tally:
     solvers: set[str] = field(default_factory=set)
 
     def add(self, row: dict[str, Any], verdicts: list[dict], consensus: list[dict]) -> None:
-        knobs = (lineage := json.loads(row["lineage"]))["knobs"]
+        lineage = json.loads(row["lineage"])
+        knobs = lineage["knobs"]
         self.n_tasks += 1
         self.by_kind[row["kind"]] += 1
         if row["intent"]:
