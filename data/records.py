@@ -7,6 +7,7 @@ source references) are stored in parquet as JSON strings, except `prompt`, which
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import types
@@ -58,11 +59,11 @@ class Record(BaseModel):
     def to_row(self) -> dict[str, Any]:
         """Flatten to a parquet row: nested models and containers become JSON strings."""
         row: dict[str, Any] = {}
-        for name, info in type(self).model_fields.items():
+        for name, storage in _storage(type(self)).items():
             value = getattr(self, name)
-            if _is_message_list(info.annotation):
+            if storage == "messages":
                 row[name] = [m.model_dump() for m in value]
-            elif _is_nested(info.annotation):
+            elif storage == "json":
                 row[name] = json.dumps(_dump(value), ensure_ascii=False, sort_keys=True)
             else:
                 row[name] = value
@@ -72,20 +73,18 @@ class Record(BaseModel):
     def from_row(cls, row: dict[str, Any]) -> Record:
         """Inverse of `to_row`."""
         values = {}
-        for name, info in cls.model_fields.items():
+        fields = cls.model_fields
+        for name, storage in _storage(cls).items():
             value = row.get(name)
-            if value is None and not info.is_required():
+            if value is None and not fields[name].is_required():
                 continue  # a column added after this row was written: take the default
-            if (
-                isinstance(value, str)
-                and _is_nested(info.annotation)
-                and not _is_message_list(info.annotation)
-            ):
+            if isinstance(value, str) and storage == "json":
                 value = json.loads(value)
             values[name] = value
         return cls.model_validate(values)
 
     @classmethod
+    @functools.cache
     def arrow_schema(cls) -> pa.Schema:
         """The parquet schema of this record type."""
         return pa.schema(
@@ -94,6 +93,21 @@ class Record(BaseModel):
                 for name, info in cls.model_fields.items()
             ]
         )
+
+
+@functools.cache
+def _storage(record: type[Record]) -> dict[str, Literal["messages", "json", "plain"]]:
+    """How each field of `record` is stored in parquet: a list of message structs, a JSON
+    string (nested models and containers) or the value itself."""
+    storage: dict[str, Literal["messages", "json", "plain"]] = {}
+    for name, info in record.model_fields.items():
+        if _is_message_list(info.annotation):
+            storage[name] = "messages"
+        elif _is_nested(info.annotation):
+            storage[name] = "json"
+        else:
+            storage[name] = "plain"
+    return storage
 
 
 def _dump(value: Any) -> Any:
