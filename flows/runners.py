@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
-from prefect_dask import DaskTaskRunner
 
 from data.config import RunnerConfig
 
@@ -18,6 +17,8 @@ def task_runner(runner: RunnerConfig) -> TaskRunner:
     """The Prefect task runner `runner` describes."""
     if runner.kind == "threads":
         return ThreadPoolTaskRunner(max_workers=runner.workers)
+    from prefect_dask import DaskTaskRunner  # imports Dask (0.25 s and more): only for Dask
+
     if runner.address:
         return DaskTaskRunner(address=runner.address)
     api = prefect_api_url()

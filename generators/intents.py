@@ -17,8 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from sklearn.cluster import AgglomerativeClustering
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
@@ -50,6 +48,8 @@ def cluster_requests(vectors: np.ndarray, distance: float) -> list[Cluster]:
         return []
     if len(vectors) == 1:
         return [Cluster([0])]
+    from sklearn.cluster import AgglomerativeClustering  # 1.2 s to import: only when clustering
+
     labels = AgglomerativeClustering(
         n_clusters=None, distance_threshold=distance, metric="cosine", linkage="average"
     ).fit_predict(vectors)
@@ -64,6 +64,8 @@ def cluster_requests(vectors: np.ndarray, distance: float) -> list[Cluster]:
 
 def keyword_label(requests: list[str], others: list[str], words: int = 3) -> str:
     """The words most frequent in `requests` relative to `others` (a fallback name)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
     inside = Counter(w for r in requests for w in _words(r) - ENGLISH_STOP_WORDS)
     outside = Counter(w for r in others for w in _words(r))
     scored = sorted(
