@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -293,3 +294,20 @@ def test_old_calibrate_statuses_still_pick_their_row_beside_a_recalibration(lake
     summary = funnel(lake)
     assert summary["bands"] == {"in_band": 1}
     assert summary["recalibrated_bands"] == {"calibrate:A": {"too_easy": 1}}
+
+
+def test_queries_from_threads_on_two_lakes_each_see_their_own_shards(tmp_path: Path) -> None:
+    """Lake queries share one in-memory database at a time and swap it when another lake is
+    queried; each query's views are its own, so interleaved queries never mix the lakes."""
+    lakes = {name: Lake(tmp_path / name) for name in ("one", "two")}
+    for name, lake in lakes.items():
+        lake.write("status", [make_status(f"{name}-{i}", "done") for i in range(3)])
+
+    def items(name: str) -> set[str]:
+        return lakes[name].finished_items("generate")
+
+    order = ["one"] * 20 + ["two"] * 20 + ["one", "two"] * 10  # shared, then swapped
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        seen = list(pool.map(items, order))
+
+    assert seen == [{f"{name}-{i}" for i in range(3)} for name in order]
