@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import httpx
+import httpx2
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -280,7 +280,7 @@ class _Exchange:
         return _error(502, error, "upstream_error")
 
 
-def _relayed(reply: httpx.Response, content: bytes) -> Response:
+def _relayed(reply: httpx2.Response, content: bytes) -> Response:
     """The upstream's answer as the client gets it: status, body, rate-limit headers."""
     return Response(
         content,
@@ -294,7 +294,7 @@ def _error(status: int, message: str, kind: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
 
 
-def _passed(headers: httpx.Headers) -> dict[str, str]:
+def _passed(headers: httpx2.Headers) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k in PASSED_HEADERS or k.startswith("x-ratelimit-")}
 
 
@@ -335,11 +335,11 @@ def create_app(
             return _error(401, f"this proxy needs its key in {ACCESS_HEADER}", "auth_error")
         return None
 
-    client: dict[str, httpx.AsyncClient] = {}
+    client: dict[str, httpx2.AsyncClient] = {}
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        client["http"] = httpx.AsyncClient(timeout=timeout_s)
+        client["http"] = httpx2.AsyncClient(timeout=timeout_s)
         try:
             yield
         finally:
@@ -359,7 +359,7 @@ def create_app(
             return denied
         try:
             reply = await client["http"].get(f"{base}/models", headers=upstream_headers(request))
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             return _error(502, f"upstream unreachable: {exc}", "upstream_error")
         return Response(reply.content, reply.status_code, media_type="application/json")
 
@@ -381,7 +381,7 @@ def create_app(
             return await _stream(exchange, url, headers)
         try:
             reply = await client["http"].post(url, content=raw, headers=headers)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             return exchange.unreachable(exc)
         try:
             parsed = reply.json() if reply.status_code == 200 else None
@@ -398,7 +398,7 @@ def create_app(
         request = http.build_request("POST", url, content=exchange.raw, headers=headers)
         try:
             reply = await http.send(request, stream=True)
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             return exchange.unreachable(exc)
         if reply.status_code != 200:
             content = await reply.aread()
@@ -415,7 +415,7 @@ def create_app(
                     yield data
                 assembled.finish()
                 error = "; ".join(assembled.problems)[:500]
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 error = f"upstream stream broke: {type(exc).__name__}: {exc}"
             finally:
                 await reply.aclose()
