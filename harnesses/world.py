@@ -51,7 +51,6 @@ CALL_TIMEOUT_S = 10.0
 MEMORY_LIMIT = "256MB"
 QUERY = {duckdb.StatementType.SELECT}
 CHANGE = {duckdb.StatementType.INSERT, duckdb.StatementType.UPDATE, duckdb.StatementType.DELETE}
-PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 Snapshot = dict[str, list[dict[str, Any]]]  # rows per table, JSON values, in key order
 
@@ -308,8 +307,10 @@ def column_values(spec: WorldSpec, snapshot: Snapshot) -> dict[str, list[Any]]:
 
 
 def _bound(sql: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The `$name` parameters `sql` uses, from `arguments` (NULL where not given)."""
-    return {name: arguments.get(name) for name in dict.fromkeys(PARAMETER.findall(sql))}
+    """The `$name` parameters `sql` uses, as DuckDB's parser finds them (a `$word` in a string
+    or a comment is none), from `arguments` (NULL where not given)."""
+    (statement,) = duckdb.extract_statements(sql)
+    return {name: arguments.get(name) for name in sorted(statement.named_parameters)}
 
 
 def _argument_problem(tool: ToolDef, arguments: dict[str, Any]) -> str:

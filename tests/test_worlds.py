@@ -276,3 +276,13 @@ def test_goals_are_worked_back_from_the_state_and_pass_the_self_check(path):
         assert (done.final != initial) == (goal.kind == "change")
         if goal.kind == "question":
             assert goal.answer and goal.answer in done.messages[-1]
+
+
+def test_a_dollar_word_in_a_sql_string_or_comment_is_not_a_parameter():
+    spec = small_spec(
+        effects=["UPDATE counts SET n = n + $by WHERE name = $name OR name = 'priced in $usd'"],
+        result="SELECT n FROM counts WHERE name = $name -- not $this",
+        returns="row",
+    )
+    outcome = World(spec).call("bump", {"name": "a", "by": 2})
+    assert outcome.content == {"n": 3}
