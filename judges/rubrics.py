@@ -12,6 +12,7 @@ part of the verifier when a reward hack is remedied.
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -71,6 +72,7 @@ def messages_for(task: Task, failed: list[Attempt]) -> list[dict[str, str]]:
     return chat_messages(SYSTEM, user)
 
 
+@functools.cache
 def _schema(n_attempts: int) -> type[BaseModel]:
     """The reply schema; `attempt` admits only the numbers of the attempts shown."""
     item = create_model(
