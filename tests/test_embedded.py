@@ -136,6 +136,12 @@ def test_a_server_killed_mid_run_is_started_again_on_its_port(tmp_path):
         port = port_of(base_url)
         (first,) = server_pids(port)
         os.kill(first, signal.SIGKILL)
+        # the kill lands asynchronously: only once the old process is gone can an answer on
+        # the port come from its successor
+        deadline = time.monotonic() + 15
+        while first in server_pids(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert first not in server_pids(port)
         assert models_listed(base_url, seconds=120)
         (second,) = server_pids(port)
         assert second != first
