@@ -31,6 +31,12 @@ class Endpoint:
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
     headers: tuple[tuple[str, str], ...] = ()  # sent with every request (a proxy's access key)
+    upstream: str = ""  # behind a proxy: the server's own URL, where its request limit counts
+
+    @property
+    def server(self) -> str:
+        """The URL of the model server that answers this endpoint's requests."""
+        return self.upstream or self.base_url
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (

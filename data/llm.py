@@ -1,7 +1,7 @@
 """The LLM client: the only module that talks to model servers (and the only importer of openai).
 
-- roles (`generator`, `judge:N`, `solver`) map to endpoints; each endpoint has a bounded
-  number of requests in flight;
+- roles (`generator`, `judge:N`, `solver`) map to endpoints; each server has a bounded
+  number of requests in flight, counted across every client of the process;
 - transient failures (timeouts, connection resets, 408/409/429/5xx) are retried by the openai
   SDK with exponential backoff that honours Retry-After; anything else fails at once;
 - structured output is validated against a pydantic model, with a bounded repair retry;
@@ -31,6 +31,7 @@ from data.endpoints import Endpoint
 from data.errors import ReasonedError
 from data.llm_cache import ResponseCache, request_key
 from data.records import LLMCall, Usage, utcnow
+from data.server_limit import ServerLimit, server_limit
 
 T = TypeVar("T", bound=BaseModel)
 REPAIR_OPENING = "That reply is not valid"  # how an invalid structured reply is answered
@@ -88,7 +89,7 @@ class LLMClient:
         self.budget = budget  # refuses live requests once spent
         self.calls: list[LLMCall] = []
         self._clients: dict[tuple[str, str, float, int], openai.AsyncOpenAI] = {}
-        self._limits: dict[str, asyncio.Semaphore] = {}
+        self._limits: dict[str, ServerLimit] = {}
 
     @property
     def judge_roles(self) -> list[str]:
@@ -266,16 +267,14 @@ class LLMClient:
             )
         return self._clients[key]
 
-    def _limit(self, endpoint: Endpoint) -> asyncio.Semaphore:
-        """One limit per server, shared by every role on it: the smallest any of them allows."""
-        if endpoint.base_url not in self._limits:
-            allowed = min(
-                e.max_concurrency
-                for e in self.endpoints.values()
-                if e.base_url == endpoint.base_url
-            )
-            self._limits[endpoint.base_url] = asyncio.Semaphore(allowed)
-        return self._limits[endpoint.base_url]
+    def _limit(self, endpoint: Endpoint) -> ServerLimit:
+        """One limit per server, shared by every role on it (the smallest any of them allows,
+        a proxy in between or not) and by every client in the process."""
+        server = endpoint.server
+        if server not in self._limits:
+            allowed = min(e.max_concurrency for e in self.endpoints.values() if e.server == server)
+            self._limits[server] = server_limit(server, allowed)
+        return self._limits[server]
 
     async def _request(
         self, role: str, messages: Messages, params: dict[str, Any], rollout_id: str = ""

@@ -89,7 +89,8 @@ def solver_through_proxy(
         access_key=access_key,
     ) as url:
         headers = ((ACCESS_HEADER, access_key),) if access_key else ()
-        yield {**endpoints, "solver": replace(solver, base_url=url, headers=headers)}
+        behind = replace(solver, base_url=url, headers=headers, upstream=solver.server)
+        yield {**endpoints, "solver": behind}
 
 
 def run_llm_batch(

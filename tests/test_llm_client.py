@@ -401,3 +401,46 @@ def test_endpoint_concurrency_limit_is_respected(cache: ResponseCache) -> None:
     assert [r.text for r in out.value] == [f"answer {s}" for s in range(6)]
     assert len(fake.requests) == 6
     assert peak == 2
+
+
+def test_the_concurrency_limit_holds_across_clients_in_other_threads(
+    cache: ResponseCache,
+) -> None:
+    """Stage batches run at once in threads, each with its own client and event loop: together
+    they keep to the server's limit."""
+    lock = threading.Lock()
+    in_flight = 0
+    peak = 0
+
+    def slow(body: dict[str, Any]) -> str:
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+        time.sleep(0.1)
+        with lock:
+            in_flight -= 1
+        return f"answer {body['seed']}"
+
+    def batch(first: int) -> Callable[[LLMClient], Awaitable[Any]]:
+        async def many(client: LLMClient) -> list[Any]:
+            calls = [client.chat("generator", MESSAGES, seed=s) for s in range(first, first + 4)]
+            return list(await asyncio.gather(*calls))
+
+        return many
+
+    with FakeOpenAIServer(slow) as fake:
+        endpoint = endpoint_for(fake, max_concurrency=2)
+        outcomes: list[Outcome] = []
+        threads = [
+            threading.Thread(target=lambda f=f: outcomes.append(drive(endpoint, cache, batch(f))))
+            for f in (0, 4, 8)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    texts = sorted(r.text for out in outcomes for r in out.value)
+    assert texts == sorted(f"answer {s}" for s in range(12))
+    assert peak == 2

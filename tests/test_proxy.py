@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -227,6 +228,44 @@ def test_a_run_whose_proxy_listens_beyond_loopback_keys_it_for_the_solver(tmp_pa
                     await llm.aclose()
 
             assert asyncio.run(ask()).text == "Kelm"
+
+
+def test_the_solver_behind_the_proxy_counts_against_its_servers_request_limit(tmp_path):
+    """Generator and solver on one server with room for one request: the proxy in front of the
+    solver does not open a second slot."""
+    lock, in_flight, peak = threading.Lock(), [0], [0]
+
+    def slow(body):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.05)
+        with lock:
+            in_flight[0] -= 1
+        return "Kelm"
+
+    ctx = make_context(tmp_path / "home")
+    with FakeOpenAIServer(slow) as upstream:
+        endpoints = endpoints_for(upstream, max_concurrency=1)
+        with solver_through_proxy(ctx, endpoints) as proxied_endpoints:
+            assert proxied_endpoints["solver"].server == upstream.base_url
+
+            async def ask_both():
+                llm = LLMClient(proxied_endpoints, None, "run-1")
+                try:
+                    asks = [
+                        llm.chat(role, MESSAGES, seed=i)
+                        for i in range(3)
+                        for role in ("solver", "generator")
+                    ]
+                    return await asyncio.gather(*asks)
+                finally:
+                    await llm.aclose()
+
+            replies = asyncio.run(ask_both())
+
+    assert [r.text for r in replies] == ["Kelm"] * 6
+    assert peak[0] == 1
 
 
 def test_identical_requests_are_separate_calls_unless_the_sdk_says_retry(lake):
