@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import openai
@@ -43,6 +43,15 @@ class Endpoint:
             prompt_tokens * self.price_input_per_mtok
             + completion_tokens * self.price_output_per_mtok
         ) / 1e6
+
+
+def shared_among(endpoints: dict[str, Endpoint], processes: int) -> dict[str, Endpoint]:
+    """The endpoints for one of `processes` worker processes: each gets an equal share of every
+    server's request limit (at least one request), so that together they keep to it."""
+    return {
+        role: replace(e, max_concurrency=max(1, e.max_concurrency // processes))
+        for role, e in endpoints.items()
+    }
 
 
 def role_configs(config: FoundryConfig) -> dict[str, EndpointConfig]:

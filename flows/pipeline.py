@@ -21,7 +21,7 @@ from prefect.futures import PrefectFuture, as_completed
 
 from data.budget import Budget
 from data.config import load_config, with_overrides, with_solver
-from data.endpoints import Endpoint, resolve_endpoints
+from data.endpoints import Endpoint, resolve_endpoints, shared_among
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_spend, run_usage
 from data.hub import push_version
@@ -183,9 +183,10 @@ def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, 
         def run_batches(stage: LLMStage, groups: list[list[str]]) -> Iterator[Counter]:
             """Up to `runner.workers` batches at once (one where a batch reads what the ones
             before it wrote), each submitted with the budget spent so far; none is started
-            once it is spent."""
+            once it is spent. Batches in other processes share each server's request limit."""
             width = ctx.config.runner.workers if stage.independent_batches else 1
             elsewhere = ctx.config.runner.kind == "dask"  # batches in other processes
+            limited = shared_among(endpoints, width) if elsewhere else endpoints
             queue = list(enumerate(groups))
             running: list[PrefectFuture] = []
             while queue or running:
@@ -196,7 +197,7 @@ def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, 
                         "index": index,
                         "items": items,
                         "ctx": ctx,
-                        "endpoints": endpoints,
+                        "endpoints": limited,
                     }
                     running.append(runner.submit(llm_batch_task, parameters))
                 if not running:

@@ -11,6 +11,7 @@ from collections import Counter
 import pyarrow.parquet as pq
 
 from data.budget import Budget
+from data.endpoints import Endpoint, shared_among
 from flows.cli import main
 from tests.conftest import SAMPLE_DOCS, make_context
 
@@ -76,3 +77,15 @@ def test_a_stage_context_travels_to_another_process_without_its_caches(tmp_path)
     assert copy.budget.exhausted and not ctx.budget.exhausted
     ctx.budget.settle(100, 0.5)  # what the other process recorded
     assert ctx.budget.exhausted
+
+
+def test_batches_in_other_processes_split_each_servers_request_limit():
+    base = {"base_url": "http://gpu-1/v1", "api_key": "k", "model": "m", "timeout_s": 5.0}
+    options = {"max_retries": 2, "json_schema": True, "supports_n": False}
+    endpoints = {
+        "generator": Endpoint("generator", max_concurrency=32, **base, **options),
+        "solver": Endpoint("solver", max_concurrency=3, **base, **options),
+    }
+    shares = shared_among(endpoints, 4)
+    assert {role: e.max_concurrency for role, e in shares.items()} == {"generator": 8, "solver": 1}
+    assert shares["generator"].base_url == "http://gpu-1/v1"
