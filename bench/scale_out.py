@@ -2,7 +2,8 @@
 
 One fake OpenAI server (the deterministic `Oracle`, a fixed latency per request, so the models
 are the bottleneck as real ones are) serves every run. Each run is a fresh home on the same
-sample documents with small batches and a low per-endpoint concurrency, under each `[runner]`:
+sample documents with small batches and a low request limit per server (which the batches at
+once share), under each `[runner]`:
 
 - threads, 1 worker: the default, one batch at a time (the baseline);
 - threads, N workers: N batches at once in the flow's process;
@@ -68,7 +69,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="batches at once")
     parser.add_argument("--chunks", type=int, default=16, help="chunks to generate from")
     parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, default=2, help="per endpoint and batch")
+    parser.add_argument(
+        "--concurrency", type=int, default=4, help="requests in flight per server, all batches"
+    )
     args = parser.parse_args()
     runners = {
         "threads x1": 'kind = "threads"\nworkers = 1',
@@ -89,7 +92,7 @@ def main() -> None:
     base_time, base_requests = results["threads x1"]
     print(
         f"{args.chunks} chunks, batches of {args.batch_size}, {args.latency:.2f} s per request,"
-        f" {args.concurrency} requests in flight per endpoint and batch"
+        f" at most {args.concurrency} requests in flight per server"
     )
     print(f"{'runner':<12} {'wall s':>8} {'requests':>9} {'req/s':>7} {'speed-up':>9}")
     for name, (seconds, requests) in results.items():
