@@ -13,10 +13,14 @@ import argparse
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also run on a new lake holding only run 1's LLM cache",
     )
+    parser.add_argument(
+        "--prefect-server",
+        action="store_true",
+        help="run against a Prefect server started once (as deployed: scheduled runs and UI"
+        " backfills), not the ephemeral server each `foundry` process starts",
+    )
     parser.add_argument("--timeout", type=float, default=600, help="limit per run, s")
     return parser.parse_args(argv)
 
@@ -88,6 +98,43 @@ def foundry_env(base_url: str, prefect_home: Path) -> dict[str, str]:
         }
     )
     return env
+
+
+@contextmanager
+def prefect_server(prefect_home: Path, timeout: float = 120) -> Iterator[str]:
+    """`prefect server start` on a free loopback port until the block ends; yields its API URL
+    once it answers `/health`."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    api = f"http://127.0.0.1:{port}/api"
+    prefect = Path(foundry_command()).parent / "prefect"
+    command = [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_API_URL": api}
+    log = prefect_home.with_suffix(".log")
+    with log.open("wb") as out:
+        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while not _healthy(api):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the Prefect server did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield api
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def _healthy(api: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api}/health", timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
 
 
 def run_foundry(
@@ -127,12 +174,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  corpus       {args.docs}")
     corpus = [] if args.docs == "samples" else [args.docs]
     print(f"  command      {foundry_command()} run --home <tmp> --config <empty toml> <corpus>")
+    prefect = "a Prefect server started once" if args.prefect_server else "ephemeral, per run"
+    print(f"  prefect      {prefect}")
     with (
         tempfile.TemporaryDirectory(prefix="foundry-rerun-") as tmp,
         openai_server.FakeOpenAIServer(Oracle(), latency_s=args.latency) as server,
+        ExitStack() as stack,
     ):
         base = Path(tmp)
         env = foundry_env(server.base_url, base / "prefect")
+        if args.prefect_server:
+            env["PREFECT_API_URL"] = stack.enter_context(prefect_server(base / "prefect"))
         home = base / "home"
         runs = [
             run_foundry(f"run {i}", ["run", *corpus], home, env, args.timeout, server)
@@ -166,11 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         f"LLM calls on re-run: {second.requests} at the server, {second.live} live per foundry"
         f" (target 0: {'meets' if ok else 'MISSES'} target)"
     )
+    started = "" if args.prefect_server else " and the start of Prefect's ephemeral server"
     print(
-        "note: each run is a fresh process, so run 2 still pays Python and Prefect imports and"
-        " the start of Prefect's ephemeral server; on a corpus this small those dominate, and"
-        " run 2 skips everything through the lake (items already done), never asking the"
-        " response cache."
+        "note: each run is a fresh process, so run 2 still pays Python and Prefect imports"
+        f"{started}; on a corpus this small those dominate, and run 2 skips everything through"
+        " the lake (items already done), never asking the response cache."
     )
     if args.fresh_lake:
         third = runs[2]
