@@ -71,7 +71,7 @@ format: install
 	$(VENV)/bin/ruff format .
 
 bench: install
-	$(PY) bench/throughput.py
+	$(PY) bench/throughput.py --latency 0.05 0.2
 	$(PY) bench/rerun_cache.py
 	$(PY) bench/calibration.py
 	$(PY) bench/trace_ingest.py
