@@ -17,7 +17,7 @@ from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
 from data.records import LLMCall
-from tests.fakes.openai_server import MALFORMED_CONTENT, FakeOpenAIServer
+from tests.fakes.openai_server import MALFORMED_CONTENT, FakeOpenAIServer, PeakInFlight
 
 MESSAGES = [
     {"role": "system", "content": "You answer briefly."},
@@ -376,20 +376,12 @@ def test_sample_with_n_makes_one_request(cache: ResponseCache) -> None:
     assert all(r.usage.completion_tokens == 2 for r in out.value)  # 6 tokens shared by 3
 
 
-def test_endpoint_concurrency_limit_is_respected(cache: ResponseCache) -> None:
-    lock = threading.Lock()
-    in_flight = 0
-    peak = 0
+def seed_answer(body: dict[str, Any]) -> str:
+    return f"answer {body['seed']}"
 
-    def slow(body: dict[str, Any]) -> str:
-        nonlocal in_flight, peak
-        with lock:
-            in_flight += 1
-            peak = max(peak, in_flight)
-        time.sleep(0.2)
-        with lock:
-            in_flight -= 1
-        return f"answer {body['seed']}"
+
+def test_endpoint_concurrency_limit_is_respected(cache: ResponseCache) -> None:
+    slow = PeakInFlight(0.2, seed_answer)
 
     async def many(client: LLMClient) -> list[Any]:
         calls = [client.chat("generator", MESSAGES, seed=s) for s in range(6)]
@@ -400,7 +392,7 @@ def test_endpoint_concurrency_limit_is_respected(cache: ResponseCache) -> None:
 
     assert [r.text for r in out.value] == [f"answer {s}" for s in range(6)]
     assert len(fake.requests) == 6
-    assert peak == 2
+    assert slow.peak == 2
 
 
 def test_the_concurrency_limit_holds_across_clients_in_other_threads(
@@ -408,19 +400,7 @@ def test_the_concurrency_limit_holds_across_clients_in_other_threads(
 ) -> None:
     """Stage batches run at once in threads, each with its own client and event loop: together
     they keep to the server's limit."""
-    lock = threading.Lock()
-    in_flight = 0
-    peak = 0
-
-    def slow(body: dict[str, Any]) -> str:
-        nonlocal in_flight, peak
-        with lock:
-            in_flight += 1
-            peak = max(peak, in_flight)
-        time.sleep(0.1)
-        with lock:
-            in_flight -= 1
-        return f"answer {body['seed']}"
+    slow = PeakInFlight(0.1, seed_answer)
 
     def batch(first: int) -> Callable[[LLMClient], Awaitable[Any]]:
         async def many(client: LLMClient) -> list[Any]:
@@ -443,4 +423,4 @@ def test_the_concurrency_limit_holds_across_clients_in_other_threads(
 
     texts = sorted(r.text for out in outcomes for r in out.value)
     assert texts == sorted(f"answer {s}" for s in range(12))
-    assert peak == 2
+    assert slow.peak == 2

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +24,7 @@ from data.scrub import Scrubber
 from flows.stages import solver_through_proxy
 from harnesses.proxy import CallRecorder, StreamAssembler, running_proxy
 from tests.conftest import endpoints_for, make_context
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import FakeOpenAIServer, PeakInFlight
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "user", "content": "Which river runs through Tessaly Port?"}]
@@ -233,17 +232,7 @@ def test_a_run_whose_proxy_listens_beyond_loopback_keys_it_for_the_solver(tmp_pa
 def test_the_solver_behind_the_proxy_counts_against_its_servers_request_limit(tmp_path):
     """Generator and solver on one server with room for one request: the proxy in front of the
     solver does not open a second slot."""
-    lock, in_flight, peak = threading.Lock(), [0], [0]
-
-    def slow(body):
-        with lock:
-            in_flight[0] += 1
-            peak[0] = max(peak[0], in_flight[0])
-        time.sleep(0.05)
-        with lock:
-            in_flight[0] -= 1
-        return "Kelm"
-
+    slow = PeakInFlight(0.05, lambda body: "Kelm")
     ctx = make_context(tmp_path / "home")
     with FakeOpenAIServer(slow) as upstream:
         endpoints = endpoints_for(upstream, max_concurrency=1)
@@ -265,7 +254,7 @@ def test_the_solver_behind_the_proxy_counts_against_its_servers_request_limit(tm
             replies = asyncio.run(ask_both())
 
     assert [r.text for r in replies] == ["Kelm"] * 6
-    assert peak[0] == 1
+    assert slow.peak == 1
 
 
 def test_identical_requests_are_separate_calls_unless_the_sdk_says_retry(lake):

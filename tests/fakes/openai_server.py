@@ -57,6 +57,29 @@ def _default_responder(body: dict[str, Any]) -> str:
     return "ok"
 
 
+class PeakInFlight:
+    """A responder that holds each request `seconds` before `answer` answers it, and remembers
+    the most requests it held at once (`peak`)."""
+
+    def __init__(self, seconds: float, answer: Responder) -> None:
+        self.seconds = seconds
+        self.answer = answer
+        self.peak = 0
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> str | dict[str, Any]:
+        with self._lock:
+            self._held += 1
+            self.peak = max(self.peak, self._held)
+        try:
+            time.sleep(self.seconds)
+        finally:
+            with self._lock:
+                self._held -= 1
+        return self.answer(body)
+
+
 def _message(content: str | dict[str, Any]) -> dict[str, Any]:
     """The assistant message of a responder's answer: text, or a dict of `tool_calls`
     (each `{"id", "name", "arguments"}`) and optional `content`."""
