@@ -13,14 +13,11 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +27,7 @@ if str(ROOT) not in sys.path:
 
 from tests.fakes import openai_server  # noqa: E402
 from tests.fakes.oracle import Oracle  # noqa: E402
+from tests.processes import running_prefect_server  # noqa: E402
 
 TARGET_RATIO = 0.05
 DEFAULT_DOCS = ROOT / "data" / "samples" / "docs"
@@ -100,43 +98,6 @@ def foundry_env(base_url: str, prefect_home: Path) -> dict[str, str]:
     return env
 
 
-@contextmanager
-def prefect_server(prefect_home: Path, timeout: float = 120) -> Iterator[str]:
-    """`prefect server start` on a free loopback port until the block ends; yields its API URL
-    once it answers `/health`."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    api = f"http://127.0.0.1:{port}/api"
-    prefect = Path(foundry_command()).parent / "prefect"
-    command = [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PREFECT_API_URL": api}
-    log = prefect_home.with_suffix(".log")
-    with log.open("wb") as out:
-        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + timeout
-        while not _healthy(api):
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the Prefect server did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.5)
-        yield api
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-
-
-def _healthy(api: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{api}/health", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
-
-
 def run_foundry(
     name: str,
     arguments: list[str],
@@ -184,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp)
         env = foundry_env(server.base_url, base / "prefect")
         if args.prefect_server:
-            env["PREFECT_API_URL"] = stack.enter_context(prefect_server(base / "prefect"))
+            server_log = base / "prefect-server.log"
+            api, _ = stack.enter_context(running_prefect_server(base / "prefect", server_log))
+            env["PREFECT_API_URL"] = api
         home = base / "home"
         runs = [
             run_foundry(f"run {i}", ["run", *corpus], home, env, args.timeout, server)

@@ -4,38 +4,16 @@ leaves the run's artifacts."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from data.embedded import free_port
 from flows.artifacts import KEYS
 from tests.conftest import SAMPLE_DOCS
-
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-
-
-def started(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
-    )
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+from tests.processes import BIN, running_prefect_server, started, stop
 
 
 def wait_for(check, seconds: float, what: str, logs: list[Path]):
@@ -54,20 +32,8 @@ def wait_for(check, seconds: float, what: str, logs: list[Path]):
 
 @pytest.fixture
 def prefect_server(tmp_path):
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api}
-    log = tmp_path / "server.log"
-    server = started(
-        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env,
-        log,
-    )
-    try:
-        wait_for(lambda: httpx.get(f"{api}/health").status_code == 200, 120, "server", [log])
-        yield api, env
-    finally:
-        stop(server)
+    with running_prefect_server(tmp_path / "prefect", tmp_path / "server.log") as server:
+        yield server
 
 
 def test_serve_registers_the_deployments_and_runs_an_adhoc_backfill(
