@@ -190,8 +190,8 @@ def replay(
     started, cpu = time.monotonic(), time.process_time()
     results = asyncio.run(go())
     detail = "LLMClient.chat, one gather" + (", through the proxy" if name != "raw" else "")
-    phase = Phase(name, len(server.requests) - first, started, time.monotonic(), detail)
-    phase.cpu = time.process_time() - cpu
+    requests = len(server.requests) - first
+    phase = Phase(name, requests, started, time.monotonic(), detail, time.process_time() - cpu)
     return phase, results.count(False)
 
 
@@ -224,7 +224,7 @@ def print_table(phases: list[Phase], ideal: float) -> None:
 
 @dataclass
 class Measurement:
-    """The three phases at one latency, and the pipeline's stages."""
+    """The three phases measured at one latency."""
 
     latency: float
     raw: Phase
