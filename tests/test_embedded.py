@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,27 +22,40 @@ from pydantic import BaseModel
 
 from data.config import FoundryConfig
 from data.embedded import EMBEDDED_MODEL_ALIAS, embedded_server, locate_gguf
-from data.endpoints import resolve_endpoints
 from data.llm import LLMClient
+from data.model_servers import resolve_endpoints
 from flows.stages import ingest_docs
 from tests.conftest import SAMPLE_DOCS, make_context, run_llm_stages
+from tests.fakes.fault_proxy import FaultProxy
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.embedded
 
 
 def server_pids(port: int | None) -> list[int]:
-    """PIDs of llama_cpp.server processes on `port`, or on any port (from /proc)."""
+    """PIDs of llama_cpp.server processes on `port` or, with None, of those this test process
+    started on any port (from /proc): servers others run on the machine are not counted."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            ours = port is not None or _parent_pid(entry) == os.getpid()
         except OSError:
             continue
-        if b"llama_cpp.server" in cmdline and (port is None or str(port).encode() in cmdline):
+        on_port = port is None or str(port).encode() in cmdline
+        if ours and on_port and b"llama_cpp.server" in cmdline:
             pids.append(int(entry.name))
     return pids
+
+
+def _parent_pid(proc: Path) -> int:
+    for line in (proc / "status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    return 0
 
 
 def port_of(base_url: str) -> int:
@@ -91,7 +105,7 @@ def test_server_answers_chat_and_structured_output_then_stops():
                 max_concurrency=1,
                 timeout_s=120,
                 max_retries=1,
-                json_schema=False,
+                structured_output="json_object_schema",
                 supports_n=False,
             )
             client = LLMClient({"generator": endpoint}, cache=None)
@@ -204,3 +218,31 @@ def test_tiny_pipeline_on_the_embedded_model(tmp_path):
     rollouts = {r["rollout_id"] for r in ctx.lake.rows("SELECT rollout_id FROM proxy_calls")}
     for attempt in ctx.lake.rows("SELECT rollout_id FROM attempts"):
         assert attempt["rollout_id"] in rollouts  # every solver attempt went through the proxy
+
+
+def test_a_plain_llama_cpp_server_behind_a_faulty_proxy_is_enough(tmp_path):
+    """`OPENAI_BASE_URL` at a plain llama_cpp.server (the embedded runtime, started here) behind
+    a proxy that injects 30% transient faults, and no capability setting: the run finds the
+    server's structured-output mode itself and exports tasks."""
+    config = tmp_path / "foundry.toml"
+    config.write_text(
+        '[generate]\nmax_chunks = 6\n[calibrate]\nk = 2\nmethod = "fixed"\n'
+        "[repair]\nmax_steps = 0\n"
+    )
+    docs = [str(SAMPLE_DOCS / "lumetra-x2-kettle.md")]
+    with (
+        embedded_server(n_threads=2) as upstream,
+        FaultProxy(upstream, fault_rate=0.3, seed=7) as proxy,
+    ):
+        env = {**os.environ, "OPENAI_BASE_URL": proxy.base_url}
+        command = [sys.executable, "-m", "flows.cli", "run", "--kind", "doc_qa", *docs]
+        command += ["--home", str(tmp_path / "home"), "--config", str(config)]
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+        )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "structured output json_object + schema, n: no" in done.stderr
+    assert proxy.served["forwarded"] and sum(proxy.served.values()) > proxy.served["forwarded"]
+    exported = re.search(r"taskset: \S+ \((\d+) tasks", done.stdout)
+    assert exported and int(exported.group(1)) > 0, done.stdout[-2000:]
