@@ -101,7 +101,7 @@ def endpoints_for(base_url: str, concurrency: int) -> dict[str, Endpoint]:
         base_url,
         model="fake-model",
         max_concurrency=concurrency,
-        json_schema=True,
+        structured_output="json_schema",
         supports_n=False,
     )
 

@@ -14,7 +14,14 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from data.kinds import TaskKind
 
@@ -34,8 +41,10 @@ class EndpointConfig(Settings):
     max_concurrency: int = Field(default=8, ge=1)
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0)
-    json_schema: bool = True  # False: send {"type": "json_object", "schema": ...} instead
-    supports_n: bool = True
+    # What the server accepts; None: asked of it once per run (data.model_servers). json_schema
+    # false sends {"type": "json_object", "schema": ...} (llama.cpp's server) instead.
+    json_schema: bool | None = None
+    supports_n: bool | None = None
     # Sampling for requests whose stage sets none (the judges): a panel can be one model asked
     # with different seeds at a temperature above 0.
     temperature: float = Field(default=0.0, ge=0)
@@ -298,16 +307,20 @@ def with_overrides(config: FoundryConfig, overrides: dict[str, Any]) -> FoundryC
     return FoundryConfig.model_validate(merged(config.model_dump(), overrides))
 
 
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message is one line naming the setting."""
+
+
 def find_config_file(explicit: Path | None, home: Path) -> Path | None:
     """The config file to read, following the documented lookup order."""
     if explicit is not None:
         if not explicit.is_file():
-            raise FileNotFoundError(f"config file not found: {explicit}")
+            raise ConfigError(f"config file not found: {explicit} (--config)")
         return explicit
     env = os.environ.get("FOUNDRY_CONFIG")
     if env:
         if not Path(env).is_file():
-            raise FileNotFoundError(f"FOUNDRY_CONFIG points at a missing file: {env}")
+            raise ConfigError(f"FOUNDRY_CONFIG points at a missing file: {env}")
         return Path(env)
     for candidate in (Path("foundry.toml"), home / "foundry.toml"):
         if candidate.is_file():
@@ -320,11 +333,28 @@ def load_config(config_path: Path | None = None, home: Path | None = None) -> Fo
     env_home = os.environ.get("FOUNDRY_HOME")
     guess_home = home or (Path(env_home) if env_home else DEFAULT_HOME)
     path = find_config_file(config_path, guess_home)
-    raw = tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8")) if path else {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     if home is not None or env_home:
         raw["home"] = str(guess_home)
     raw["roles"] = _apply_env_endpoint(raw.get("roles", {}))
-    return FoundryConfig.model_validate(raw)
+    try:
+        return FoundryConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe_invalid(exc, path)) from None
+
+
+def _describe_invalid(exc: ValidationError, path: Path | None) -> str:
+    """One line for a configuration pydantic refused: the first bad setting, in TOML terms."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    source = str(path) if path else "the built-in defaults and environment"
+    given = f", got {repr(first['input'])[:80]}" if first["type"] != "extra_forbidden" else ""
+    message = "unknown setting" if first["type"] == "extra_forbidden" else first["msg"]
+    return f"{source}: {where}: {message}{given}{more}"
 
 
 def _apply_env_endpoint(roles: dict) -> dict:

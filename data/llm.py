@@ -2,9 +2,13 @@
 
 - roles (`generator`, `judge:N`, `solver`) map to endpoints; each server has a bounded
   number of requests in flight, counted across every client of the process;
-- transient failures (timeouts, connection resets, 408/409/429/5xx) are retried by the openai
-  SDK with exponential backoff that honours Retry-After; anything else fails at once;
-- structured output is validated against a pydantic model, with a bounded repair retry;
+- transient failures (timeouts, connection resets, 408/409/429/5xx) are retried with exponential
+  backoff that honours Retry-After; anything else fails at once, and so does a 5xx whose message
+  says the server refused the request itself (llama.cpp answers 500 to a `response_format` it
+  does not take): a refusal is never retried as if it were transient;
+- structured output is validated against a pydantic model, with a bounded repair retry; a server
+  that refuses one `response_format` is asked in the next one down (`STRUCTURED_MODES`), and the
+  whole process remembers;
 - every successful response is cached by the full request, so an identical re-run makes no
   calls; every request (cache hits included) leaves an `LLMCall` usage record.
 """
@@ -15,11 +19,16 @@ import asyncio
 import copy
 import functools
 import json
+import random
+import re
 import ssl
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import httpx2
@@ -27,7 +36,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from data.budget import Budget
-from data.endpoints import Endpoint
+from data.endpoints import STRUCTURED_MODES, Endpoint, StructuredMode
 from data.errors import ReasonedError
 from data.llm_cache import ResponseCache, request_key
 from data.records import LLMCall, Usage, utcnow
@@ -37,10 +46,36 @@ T = TypeVar("T", bound=BaseModel)
 REPAIR_OPENING = "That reply is not valid"  # how an invalid structured reply is answered
 T_co = TypeVar("T_co")
 Messages = list[dict[str, Any]]
+TRANSIENT_STATUSES = frozenset({408, 409, 429})  # and every 5xx that is not a refusal
+# A 5xx whose message says the request itself was refused (llama.cpp's server answers 500 with
+# pydantic's "Input should be 'text' or 'json_object'"): the same request fails again.
+REFUSAL_MESSAGE = re.compile(
+    r"input should be|validation error|not supported|unsupported|extra inputs are not permitted",
+    re.IGNORECASE,
+)
+# A refusal that names the response format: the server takes another one down the ladder.
+FORMAT_REFUSAL = re.compile(r"response_format|json|schema|grammar|input should be", re.I)
+BACKOFF_S = (0.5, 8.0)  # first retry's delay, the cap; doubled each time, with jitter
+MAX_RETRY_AFTER_S = 60.0
 
 
 class LLMError(ReasonedError):
     """A request that failed for good; `reason` is short and stable (used in the funnel)."""
+
+
+class RefusedError(LLMError):
+    """The server refused the request itself (a 4xx, or a 5xx saying so): asking again the same
+    way fails again. `status` is the HTTP status, `detail` the server's message."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"http_{status}", detail)
+        self.status = status
+        self.latency_s = 0.0
+
+    @property
+    def names_format(self) -> bool:
+        """Whether the refusal is about the request's `response_format`."""
+        return self.status in (400, 422, 500, 501) and bool(FORMAT_REFUSAL.search(self.detail))
 
 
 @dataclass(frozen=True)
@@ -194,18 +229,18 @@ class LLMClient:
         seed: int | None = None,
         repairs: int = 2,
     ) -> T:
-        """A reply parsed into `schema`; invalid replies are shown the error and asked again."""
-        response_format = self.response_format(role, schema)
+        """A reply parsed into `schema`; invalid replies are shown the error and asked again.
+        A server that refuses the `response_format` is asked again in the next mode down."""
         conversation = list(messages)
         error = ""
         for _ in range(repairs + 1):
-            reply = await self.chat(
+            reply = await self.structured_chat(
                 role,
                 conversation,
+                schema,
                 temperature=temperature,
                 max_tokens=max_tokens,
                 seed=seed,
-                response_format=response_format,
             )
             try:
                 # strict=False: raw newlines inside strings are a common, harmless model quirk
@@ -229,6 +264,60 @@ class LLMClient:
             ]
         raise LLMError("invalid_structured_output", error)
 
+    async def list_models(self, role: str) -> list[str]:
+        """The model ids `role`'s server lists at `/models` (empty when it has no such route)."""
+        endpoint = self._endpoint(role)
+        try:
+            page, _ = await self._send(endpoint, lambda: self._client(endpoint).models.list())
+        except RefusedError as exc:
+            if exc.status == 404:
+                return []
+            raise
+        except openai.APIStatusError as exc:
+            raise LLMError(f"http_{exc.status_code}", _error_message(exc)) from None
+        except openai.APITimeoutError as exc:
+            raise LLMError("timeout", str(exc)) from None
+        except openai.APIConnectionError as exc:
+            raise LLMError("connection_error", str(exc)) from None
+        except (openai.APIError, ValueError) as exc:
+            raise LLMError("bad_response", str(exc)[:300]) from None
+        return [model.id for model in page.data or []]
+
+    def structured_mode(self, role: str) -> StructuredMode:
+        """How structured replies are asked of `role`'s server now (after any refusal)."""
+        return _modes.current(self._endpoint(role))
+
+    async def structured_chat(
+        self,
+        role: str,
+        messages: Messages,
+        schema: type[BaseModel],
+        *,
+        temperature: float | None = None,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        rollout_id: str = "",
+    ) -> Reply:
+        """One request for JSON matching `schema` (not parsed), in the server's structured
+        mode; a refusal of that mode moves down to the next one and asks again."""
+        endpoint = self._endpoint(role)
+        while True:
+            mode = _modes.current(endpoint)
+            sent = _with_schema_instruction(messages, schema) if mode == "prompt" else messages
+            try:
+                return await self.chat(
+                    role,
+                    sent,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    seed=seed,
+                    response_format=_response_format(mode, schema),
+                    rollout_id=rollout_id,
+                )
+            except RefusedError as exc:
+                if not exc.names_format or not _modes.step_down(endpoint, mode, exc.detail):
+                    raise
+
     # --- internals -----------------------------------------------------------------------
 
     def _endpoint(self, role: str) -> Endpoint:
@@ -236,17 +325,6 @@ class LLMClient:
             return self.endpoints[role]
         except KeyError:
             raise LLMError("unknown_role", role) from None
-
-    def response_format(self, role: str, schema: type[BaseModel]) -> dict[str, Any]:
-        """The `response_format` asking `role`'s server for JSON that matches `schema`."""
-        json_schema = copy.deepcopy(_json_schema(schema))
-        if self._endpoint(role).json_schema:
-            json_schema["additionalProperties"] = False  # strict mode requires it
-            return {
-                "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": True},
-            }
-        return {"type": "json_object", "schema": json_schema}
 
     def _client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
         key = (
@@ -260,7 +338,7 @@ class LLMClient:
             self._clients[key] = openai.AsyncOpenAI(
                 base_url=endpoint.base_url,
                 api_key=endpoint.api_key,
-                max_retries=endpoint.max_retries,
+                max_retries=0,  # retried by `_send`, which knows a refusal from a fault
                 timeout=endpoint.timeout_s,
                 default_headers=dict(endpoint.headers) or None,
                 http_client=openai.DefaultAsyncHttpxClient(verify=_tls_context()),
@@ -293,13 +371,16 @@ class LLMClient:
         if self.budget is not None and self.budget.exhausted:
             raise LLMError("budget_exhausted", self.budget.describe())
         started = time.monotonic()
+        headers = {"X-Rollout-Id": rollout_id} if rollout_id else None
+
+        def create() -> Awaitable[Any]:
+            return self._client(endpoint).chat.completions.create(**request, extra_headers=headers)
+
         try:
-            async with self._limit(endpoint):
-                started = time.monotonic()  # latency excludes waiting for a free slot
-                headers = {"X-Rollout-Id": rollout_id} if rollout_id else None
-                response = await self._client(endpoint).chat.completions.create(
-                    **request, extra_headers=headers
-                )
+            response, started = await self._send(endpoint, create)
+        except RefusedError as exc:
+            self._record(endpoint, Usage(), exc.latency_s, cached=False, error=exc.reason)
+            raise
         except openai.APIStatusError as exc:
             self._fail(endpoint, started, f"http_{exc.status_code}", str(exc))
         except openai.APITimeoutError as exc:
@@ -340,6 +421,33 @@ class LLMClient:
         self._record(endpoint, usage, latency, cached=False, error="")
         return Completion(texts, usage, False, key, tool_calls)
 
+    async def _send(self, endpoint: Endpoint, call: Any) -> tuple[Any, float]:
+        """`call()` under the server's request limit, tried again after transient failures
+        (up to `max_retries` times, after Retry-After or a jittered exponential backoff, with
+        the slot released while waiting); a refusal raises RefusedError at once. Returns the
+        result and when its attempt got its slot (latency excludes waiting for one)."""
+        for attempt in range(endpoint.max_retries + 1):
+            last = attempt == endpoint.max_retries
+            started = time.monotonic()
+            try:
+                async with self._limit(endpoint):
+                    started = time.monotonic()
+                    return await call(), started
+            except openai.APIStatusError as exc:
+                if not _transient(exc):
+                    refused = RefusedError(exc.status_code, _error_message(exc))
+                    refused.latency_s = time.monotonic() - started
+                    raise refused from None
+                if last:
+                    raise
+                delay = _retry_after(exc.response) or _backoff(attempt)
+            except openai.APIConnectionError:  # timeouts included
+                if last:
+                    raise
+                delay = _backoff(attempt)
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
     def _fail(self, endpoint: Endpoint, started: float, reason: str, detail: str) -> NoReturn:
         self._record(endpoint, Usage(), time.monotonic() - started, cached=False, error=reason)
         raise LLMError(reason, detail[:300])
@@ -376,6 +484,108 @@ async def settle(coroutines: list[Awaitable[T_co]]) -> list[T_co]:
         if isinstance(result, BaseException):
             raise result
     return list(results)
+
+
+class _StructuredModes:
+    """The structured-output mode each (server, model) takes, for the whole process: it starts
+    at the endpoint's and moves down `STRUCTURED_MODES` when the server refuses one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._learned: dict[tuple[str, str], StructuredMode] = {}
+
+    def current(self, endpoint: Endpoint) -> StructuredMode:
+        learned = self._learned.get((endpoint.server, endpoint.model))
+        start = endpoint.structured_output
+        if learned is None or STRUCTURED_MODES.index(learned) < STRUCTURED_MODES.index(start):
+            return start
+        return learned
+
+    def step_down(self, endpoint: Endpoint, refused: StructuredMode, why: str) -> bool:
+        """Move past `refused`; False when there is no mode below it."""
+        index = STRUCTURED_MODES.index(refused)
+        if index + 1 == len(STRUCTURED_MODES):
+            return False
+        with self._lock:
+            key = (endpoint.server, endpoint.model)
+            if STRUCTURED_MODES.index(self.current(endpoint)) <= index:
+                self._learned[key] = STRUCTURED_MODES[index + 1]
+                print(
+                    f"model server {endpoint.server} ({endpoint.model}) refused structured"
+                    f" output as {refused} ({why[:120]}); asking as {self._learned[key]}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        return True
+
+
+_modes = _StructuredModes()
+
+
+def _response_format(mode: StructuredMode, schema: type[BaseModel]) -> dict[str, Any] | None:
+    """The `response_format` of `mode` for `schema`."""
+    json_schema = copy.deepcopy(_json_schema(schema))
+    if mode == "json_schema":
+        json_schema["additionalProperties"] = False  # strict mode requires it
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": True},
+        }
+    if mode == "json_object_schema":
+        return {"type": "json_object", "schema": json_schema}
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return None
+
+
+def _with_schema_instruction(messages: Messages, schema: type[BaseModel]) -> Messages:
+    """`messages` with the schema spelled out at the end, for servers that take no format."""
+    instruction = "Reply with only a JSON object that matches this JSON schema: " + json.dumps(
+        _json_schema(schema)
+    )
+    return [*messages, {"role": "user", "content": instruction}]
+
+
+def _transient(exc: openai.APIStatusError) -> bool:
+    """Whether asking again may succeed: 408/409/429, or a 5xx that is not a refusal."""
+    if exc.status_code in TRANSIENT_STATUSES:
+        return True
+    return exc.status_code >= 500 and not REFUSAL_MESSAGE.search(_error_message(exc))
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    """The server's own words: the error body's message, else the SDK's summary."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if message:
+            return str(message)[:500]
+    return str(exc)[:500]
+
+
+def _retry_after(response: Any) -> float | None:
+    """The delay a `Retry-After` (seconds or an HTTP date) or `retry-after-ms` header asks."""
+    headers = response.headers
+    try:
+        if headers.get("retry-after-ms"):
+            return min(float(headers["retry-after-ms"]) / 1000, MAX_RETRY_AFTER_S)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+def _backoff(attempt: int) -> float:
+    """Exponential backoff with jitter: about 0.5, 1, 2, 4, 8 s."""
+    first, cap = BACKOFF_S
+    return min(cap, first * 2**attempt) * random.uniform(0.75, 1.0)
 
 
 def _judge_index(role: str) -> int:

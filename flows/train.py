@@ -14,9 +14,9 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from data.config import load_config
-from data.endpoints import resolve_endpoints
 from data.export import taskset_version
 from data.lake import Lake
+from data.model_servers import resolve_endpoints
 from data.policy import EMBEDDED, policy_path
 from data.projections import project
 from flows.context import StageContext

@@ -35,13 +35,13 @@ class Episode:
     async def act(self, schema: type[A], example: str) -> A | None:
         """The solver's next action, parsed into `schema`; an unusable reply is told so (with
         `example`, the shape it should have) and gives None: it costs its turn."""
-        reply = await self.llm.chat(
+        reply = await self.llm.structured_chat(
             "solver",
             self.messages,
+            schema,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             seed=self.seed + self.turns * TURN_SEED_STRIDE,
-            response_format=self.llm.response_format("solver", schema),
             rollout_id=self.rollout,
         )
         self.turns += 1

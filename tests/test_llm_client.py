@@ -47,7 +47,7 @@ def endpoint_for(server: FakeOpenAIServer, **overrides: Any) -> Endpoint:
         "max_concurrency": 4,
         "timeout_s": 5.0,
         "max_retries": 2,
-        "json_schema": True,
+        "structured_output": "json_schema",
         "supports_n": False,
     }
     fields.update(overrides)
@@ -285,15 +285,15 @@ def test_one_failing_sample_fails_the_set_after_the_others_finish(cache: Respons
     assert len(out.calls) == 4  # every request finished and left its usage record
 
 
-@pytest.mark.parametrize("json_schema", [True, False])
-def test_response_format_follows_endpoint(cache: ResponseCache, json_schema: bool) -> None:
+@pytest.mark.parametrize("mode", ["json_schema", "json_object_schema"])
+def test_response_format_follows_endpoint(cache: ResponseCache, mode: str) -> None:
     with FakeOpenAIServer(lambda body: '{"answer": "Paris"}') as fake:
-        out = drive(endpoint_for(fake, json_schema=json_schema), cache, structured())
+        out = drive(endpoint_for(fake, structured_output=mode), cache, structured())
 
     assert out.value == Answer(answer="Paris")
     sent = fake.requests[0]["response_format"]
     schema = Answer.model_json_schema()
-    if json_schema:
+    if mode == "json_schema":
         strict = {**schema, "additionalProperties": False}  # required by strict mode
         assert sent == {
             "type": "json_schema",
@@ -301,6 +301,47 @@ def test_response_format_follows_endpoint(cache: ResponseCache, json_schema: boo
         }
     else:
         assert sent == {"type": "json_object", "schema": schema}
+
+
+def test_a_refused_format_is_not_retried_and_steps_down_for_the_process(
+    cache: ResponseCache,
+) -> None:
+    """llama.cpp's server answers a json_schema response_format with HTTP 500 "Input should be
+    'text' or 'json_object'": asked once, never retried, then as json_object with the schema;
+    the next client in the process asks that way from the start."""
+    with FakeOpenAIServer(lambda body: '{"answer": "Paris"}', llama_cpp=True) as fake:
+        first = drive(endpoint_for(fake, max_retries=3), cache, structured())
+        second = drive(endpoint_for(fake, max_retries=3), None, structured(seed=9))
+
+    assert first.value == second.value == Answer(answer="Paris")
+    assert fake.served == ["refused", None, None]
+    assert [r["response_format"]["type"] for r in fake.requests] == [
+        "json_schema",
+        "json_object",
+        "json_object",
+    ]
+    assert "schema" in fake.requests[1]["response_format"]
+    assert [c.error for c in first.calls] == ["http_500", ""]
+
+
+def test_a_server_taking_no_format_gets_the_schema_in_the_prompt(cache: ResponseCache) -> None:
+    with FakeOpenAIServer(lambda body: '{"answer": "Paris"}', formats=["text"]) as fake:
+        out = drive(endpoint_for(fake, max_retries=3), cache, structured())
+
+    assert out.value == Answer(answer="Paris")
+    assert fake.served == ["refused"] * 3 + [None]
+    last = fake.requests[-1]
+    assert "response_format" not in last
+    assert last["messages"][: len(MESSAGES)] == MESSAGES
+    assert '"answer"' in last["messages"][-1]["content"]  # the schema, spelled out
+
+
+def test_a_refusal_that_is_not_about_the_format_fails_at_once(cache: ResponseCache) -> None:
+    with FakeOpenAIServer(llama_cpp=True) as fake:
+        out = drive(endpoint_for(fake, max_retries=3), cache, ask(response_format={"type": "x"}))
+
+    assert out.error is not None and out.error.reason == "http_500"
+    assert fake.served == ["refused"]  # not retried as a transient 500
 
 
 # --- the response cache ----------------------------------------------------------------------

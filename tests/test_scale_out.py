@@ -81,7 +81,7 @@ def test_a_stage_context_travels_to_another_process_without_its_caches(tmp_path)
 
 def test_batches_in_other_processes_split_each_servers_request_limit():
     base = {"base_url": "http://gpu-1/v1", "api_key": "k", "model": "m", "timeout_s": 5.0}
-    options = {"max_retries": 2, "json_schema": True, "supports_n": False}
+    options = {"max_retries": 2, "structured_output": "json_schema", "supports_n": False}
     endpoints = {
         "generator": Endpoint("generator", max_concurrency=32, **base, **options),
         "solver": Endpoint("solver", max_concurrency=3, **base, **options),

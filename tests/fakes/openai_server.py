@@ -18,6 +18,12 @@ Fault kinds (scripted through `faults`, one per chat request in order, or drawn 
   only for requests that ask for JSON (`response_format`): structured output cut off;
 - `"empty"`: a 200 whose message content is `""`;
 - `"garbage_body"`: a 200 whose body is not JSON at all.
+
+Server kinds (what a real server accepts): `llama_cpp=True` answers a `json_schema`
+response_format with llama.cpp's HTTP 500 ("Input should be 'text' or 'json_object'") and
+ignores `n`; `formats` names the response_format types taken (the others answered the same
+way); `api_key` refuses other keys with a 401; `strict_model=True` answers requests for a
+model other than `model` with a 404.
 """
 
 from __future__ import annotations
@@ -125,6 +131,10 @@ class FakeOpenAIServer:
         retry_after_s: float = 1.0,
         hang_s: float = 5.0,
         chunk_delay_s: float = 0.0,
+        llama_cpp: bool = False,
+        formats: Sequence[str] | None = None,
+        api_key: str | None = None,
+        strict_model: bool = False,
     ) -> None:
         unknown = sorted({*(faults or ()), *fault_kinds} - FAULT_KINDS)
         if unknown:
@@ -139,6 +149,12 @@ class FakeOpenAIServer:
         self.retry_after_s = retry_after_s
         self.hang_s = hang_s
         self.chunk_delay_s = chunk_delay_s
+        self.llama_cpp = llama_cpp
+        self.formats = tuple(formats) if formats is not None else None
+        if llama_cpp and formats is None:
+            self.formats = ("text", "json_object")
+        self.api_key = api_key
+        self.strict_model = strict_model
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
         self.served: list[str | None] = []
@@ -205,11 +221,15 @@ class FakeOpenAIServer:
 
     # --- bookkeeping used by the handler ---------------------------------------------------
 
-    def _admit(self, body: dict[str, Any]) -> str | None:
-        """Record a chat request and pick its fault (script first, then the random draw)."""
+    def _admit(self, body: dict[str, Any], refused: bool = False) -> str | None:
+        """Record a chat request and pick its fault (script first, then the random draw);
+        a request the server refused is recorded as served `"refused"`."""
         with self._lock:
             self.requests.append(body)
             self.request_times.append(time.monotonic())
+            if refused:
+                self.served.append("refused")
+                return None
             fault: str | None = None
             if self._script:
                 fault = self._script.popleft()
@@ -229,7 +249,7 @@ class FakeOpenAIServer:
 
     def _completion(self, body: dict[str, Any], fault: str | None) -> dict[str, Any]:
         """A chat.completion object for `body`; content comes from the responder or the fault."""
-        n = int(body.get("n") or 1)
+        n = 1 if self.llama_cpp else int(body.get("n") or 1)
         if fault == "malformed":
             contents = [MALFORMED_CONTENT] * n
         elif fault == "empty":
@@ -307,8 +327,30 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- routes --------------------------------------------------------------------------
 
+    def _refused(self, body: dict[str, Any] | None) -> bool:
+        """Answer what this kind of server refuses (see the module doc); True if it did."""
+        fake = self.server.fake
+        if fake.api_key and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+            self._send_json(401, _error_body("Incorrect API key provided", "invalid_request_error"))
+            return True
+        if body is None:
+            return False
+        if fake.strict_model and body.get("model") != fake.model:
+            message = f"The model `{body.get('model')}` does not exist"
+            self._send_json(404, _error_body(message, "invalid_request_error", "model_not_found"))
+            return True
+        kind = (body.get("response_format") or {}).get("type")
+        if kind is not None and fake.formats is not None and kind not in fake.formats:
+            taken = " or ".join(repr(f) for f in fake.formats)
+            message = f"1 validation error: Input should be {taken}"
+            self._send_json(500, _error_body(message, "internal_server_error"))
+            return True
+        return False
+
     def do_GET(self) -> None:
         fake = self.server.fake
+        if self._refused(None):
+            return
         if urlsplit(self.path).path.rstrip("/") == "/v1/models":
             models = [{"id": fake.model, "object": "model", "created": 0, "owned_by": "fake"}]
             self._send_json(200, {"object": "list", "data": models})
@@ -334,6 +376,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not isinstance(body, dict):
             self._send_json(400, _error_body("body must be a JSON object", "invalid_request_error"))
+            return
+        if self._refused(body):
+            fake._admit(body, refused=True)
             return
         fault = fake._admit(body)
         if fault == "reset":

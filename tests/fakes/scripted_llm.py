@@ -26,7 +26,7 @@ def fake_endpoints(
         "max_concurrency": 4,
         "timeout_s": 5.0,
         "max_retries": 0,
-        "json_schema": True,
+        "structured_output": "json_schema",
         "supports_n": False,
         **overrides,
     }

@@ -1,0 +1,232 @@
+"""The model servers of a run: the embedded one started, every other one checked and probed.
+
+Before any stage spends time, each distinct server and model a role points at is asked, with
+that role's retries:
+- whether it answers, takes the key and serves the model; if not, `EndpointError` says so in
+  one line naming the setting to change;
+- which structured-output mode it accepts (`json_schema` → `json_object` + schema →
+  `json_object` → schema in the prompt), unless `json_schema` is configured;
+- whether it honours `n` (one request for several samples), unless `supports_n` is configured.
+Each server's modes are said once on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from data.config import EndpointConfig, FoundryConfig
+from data.embedded import EMBEDDED_MODEL_ALIAS, embedded_server
+from data.endpoints import Endpoint, StructuredMode, role_configs
+from data.errors import ReasonedError
+from data.llm import LLMClient, LLMError, RefusedError
+
+PROBE_ROLE = "probe"
+PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true}.'}]
+MODE_NAMES: dict[StructuredMode, str] = {
+    "json_schema": "json_schema",
+    "json_object_schema": "json_object + schema",
+    "json_object": "json_object (schema in the prompt)",
+    "prompt": "none (schema in the prompt)",
+}
+
+
+class EndpointError(ReasonedError):
+    """A model server a role needs cannot be used; the message is one line for people."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("model_server_unusable", detail)
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+class _Probe(BaseModel):
+    ok: bool
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def resolve_endpoints(
+    config: FoundryConfig, log_dir: Path, say: Callable[[str], None] = _stderr
+) -> Iterator[dict[str, Endpoint]]:
+    """Yield role -> Endpoint, every server checked and its capabilities known; the embedded
+    server (if a role uses it) lives exactly as long as this. Raises EndpointError (or
+    EmbeddedModelError) before yielding when a server cannot be used."""
+    roles = role_configs(config)
+    with ExitStack() as stack:
+        embedded_url = None
+        if any(cfg.base_url is None for cfg in roles.values()):
+            log_dir.mkdir(parents=True, exist_ok=True)
+            embedded_url = stack.enter_context(
+                embedded_server(config.embedded_threads, log_path=log_dir / "embedded-llm.log")
+            )
+            say(
+                f"embedded model {EMBEDDED_MODEL_ALIAS} at {embedded_url}: structured output"
+                f" {MODE_NAMES['json_object_schema']}, n: no"
+            )
+        external = {role: cfg for role, cfg in roles.items() if cfg.base_url is not None}
+        bound = {role: _embedded(role, cfg, embedded_url) for role, cfg in roles.items()}
+        if external:
+            with ThreadPoolExecutor(1) as thread:  # a loop of its own, whoever calls
+                bound |= thread.submit(asyncio.run, _probe_all(external, say)).result()
+        yield bound
+
+
+def _embedded(role: str, cfg: EndpointConfig, url: str | None) -> Endpoint:
+    """The endpoint of a role on the embedded model: llama.cpp's server takes json_object with
+    a schema, ignores `n` and serves one request at a time."""
+    return Endpoint(
+        role=role,
+        base_url=url or "",
+        api_key="embedded",
+        model=EMBEDDED_MODEL_ALIAS,
+        max_concurrency=1,
+        timeout_s=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        structured_output="json_object_schema",
+        supports_n=False,
+        temperature=cfg.temperature,
+        seed=cfg.seed,
+    )
+
+
+async def _probe_all(
+    roles: dict[str, EndpointConfig], say: Callable[[str], None]
+) -> dict[str, Endpoint]:
+    """Probe each distinct server and model once (concurrently) and bind every role to it."""
+    distinct: dict[tuple, list[str]] = {}
+    for role, cfg in roles.items():
+        key = (cfg.base_url, cfg.api_key, cfg.model, cfg.json_schema, cfg.supports_n)
+        distinct.setdefault(key, []).append(role)
+    probed = await asyncio.gather(
+        *(_probe(names[0], roles[names[0]]) for names in distinct.values())
+    )
+    bound: dict[str, Endpoint] = {}
+    for names, endpoint in zip(distinct.values(), probed, strict=True):
+        say(
+            f"model server {endpoint.base_url} ({', '.join(names)}): model {endpoint.model},"
+            f" structured output {MODE_NAMES[endpoint.structured_output]},"
+            f" n: {'yes' if endpoint.supports_n else 'no'}"
+        )
+        for role in names:
+            cfg = roles[role]
+            bound[role] = replace(endpoint, role=role, temperature=cfg.temperature, seed=cfg.seed)
+    return bound
+
+
+async def _probe(role: str, cfg: EndpointConfig) -> Endpoint:
+    """`role`'s endpoint with what its server accepts, or EndpointError."""
+    assert cfg.base_url is not None
+    where = _Settings(role, cfg)
+    endpoint = Endpoint(
+        role=PROBE_ROLE,
+        base_url=cfg.base_url,
+        api_key=cfg.api_key or "none",
+        model=cfg.model or "",
+        max_concurrency=cfg.max_concurrency,
+        timeout_s=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        structured_output="json_object_schema" if cfg.json_schema is False else "json_schema",
+        supports_n=bool(cfg.supports_n),
+        price_input_per_mtok=cfg.price_input_per_mtok,
+        price_output_per_mtok=cfg.price_output_per_mtok,
+    )
+    listed = await _listed_models(endpoint, where)
+    if not endpoint.model:
+        if not listed:
+            raise EndpointError(
+                f"{role}: {cfg.base_url} lists no models; name one with {where.model}"
+            )
+        endpoint = replace(endpoint, model=listed[0])
+    client = LLMClient({PROBE_ROLE: endpoint}, cache=None)
+    try:
+        await client.structured_chat(PROBE_ROLE, PROBE_MESSAGES, _Probe, max_tokens=16)
+    except LLMError as exc:
+        raise where.unusable(exc, endpoint.model, listed) from None
+    finally:
+        await client.aclose()
+    endpoint = replace(endpoint, structured_output=client.structured_mode(PROBE_ROLE))
+    if cfg.supports_n is None:
+        endpoint = replace(endpoint, supports_n=await _honours_n(endpoint))
+    return replace(endpoint, role=role)
+
+
+async def _listed_models(endpoint: Endpoint, where: _Settings) -> list[str]:
+    """The models the server lists (none where it has no `/models`), or EndpointError."""
+    client = LLMClient({PROBE_ROLE: endpoint}, cache=None)
+    try:
+        return await client.list_models(PROBE_ROLE)
+    except LLMError as exc:
+        raise where.unusable(exc) from None
+    finally:
+        await client.aclose()
+
+
+async def _honours_n(endpoint: Endpoint) -> bool:
+    """Whether one request with n=2 gets two choices back."""
+    client = LLMClient({PROBE_ROLE: replace(endpoint, supports_n=True)}, cache=None)
+    try:
+        await client.sample(PROBE_ROLE, PROBE_MESSAGES, 2, temperature=0.7, max_tokens=4, seed=0)
+        return True
+    except LLMError:
+        return False  # fewer choices, a refusal of `n`, or an empty one: seeded requests work
+    finally:
+        await client.aclose()
+
+
+class _Settings:
+    """Names the settings behind one role's endpoint, for messages that say what to change."""
+
+    def __init__(self, role: str, cfg: EndpointConfig) -> None:
+        self.role, self.cfg = role, cfg
+        section = (
+            f"[[roles.judges]] #{int(role.split(':')[1]) + 1}"
+            if role.startswith("judge:")
+            else f"[roles.{role}]"
+        )
+        from_env = os.environ.get("OPENAI_BASE_URL") == cfg.base_url
+        self.base_url = "OPENAI_BASE_URL" if from_env else f"{section} base_url"
+        self.api_key = "OPENAI_API_KEY" if from_env else f"{section} api_key"
+        self.model = "FOUNDRY_MODEL" if from_env else f"{section} model"
+
+    def unusable(self, exc: LLMError, model: str = "", listed: list[str] | None = None):
+        """The EndpointError for a probe that failed with `exc`."""
+        url, role = self.cfg.base_url, self.role
+        if isinstance(exc, RefusedError) and exc.status in (401, 403):
+            return EndpointError(
+                f"{role}: {url} refused the API key (HTTP {exc.status}); set {self.api_key}"
+            )
+        if isinstance(exc, RefusedError) and exc.status in (400, 404) and _about_model(exc):
+            serves = f" (it serves {', '.join(listed)})" if listed else ""
+            return EndpointError(
+                f"{role}: {url} does not serve model {model!r}{serves}; set {self.model}"
+            )
+        if exc.reason in ("connection_error", "timeout"):
+            return EndpointError(
+                f"{role}: cannot reach the model server at {url} ({exc.reason}:"
+                f" {_first_line(exc.detail)}); start it or set {self.base_url}"
+            )
+        return EndpointError(
+            f"{role}: the model server at {url} failed a probe request ({exc.reason}:"
+            f" {_first_line(exc.detail)}); check it or set {self.base_url}"
+        )
+
+
+def _about_model(exc: RefusedError) -> bool:
+    return exc.status == 404 or "model" in exc.detail.lower()
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:160]

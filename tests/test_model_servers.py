@@ -1,0 +1,121 @@
+"""`resolve_endpoints` checks every server before a stage runs: a server that cannot be used is
+one line naming the cause and the setting to change; what a server accepts (structured-output
+mode, `n`) is found by asking it, not by hand-set flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data.config import FoundryConfig, load_config
+from data.embedded import free_port
+from data.model_servers import EndpointError, resolve_endpoints
+from tests.fakes.openai_server import FakeOpenAIServer
+
+
+def resolved(config: FoundryConfig) -> tuple[dict, list[str]]:
+    said: list[str] = []
+    with resolve_endpoints(config, Path("/unused"), said.append) as endpoints:
+        return endpoints, said
+
+
+def env_config(monkeypatch, url: str, **env: str) -> FoundryConfig:
+    """The configuration `OPENAI_BASE_URL=url` (and `env`) gives, with one retry per request."""
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = load_config(None, Path("/unused-home"))
+    fast = {"max_retries": 1, "timeout_s": 5.0}
+    roles = config.roles.model_copy(
+        update={
+            "generator": config.roles.generator.model_copy(update=fast),
+            "solver": config.roles.solver.model_copy(update=fast),
+            "judges": [j.model_copy(update=fast) for j in config.roles.judges],
+        }
+    )
+    return config.model_copy(update={"roles": roles})
+
+
+def test_a_llama_cpp_server_is_asked_as_json_object_with_its_schema(monkeypatch):
+    with FakeOpenAIServer(lambda body: '{"ok": true}', llama_cpp=True) as server:
+        endpoints, said = resolved(env_config(monkeypatch, server.base_url))
+        refused = server.served.count("refused")
+
+    assert {e.structured_output for e in endpoints.values()} == {"json_object_schema"}
+    assert {e.supports_n for e in endpoints.values()} == {False}  # it ignores n
+    assert {e.model for e in endpoints.values()} == {"fake-model"}  # the first it lists
+    assert refused == 1  # one probe, shared by every role on the server; never retried
+    (line,) = said
+    assert "(generator, solver, judge:0)" in line
+    assert "structured output json_object + schema, n: no" in line
+
+
+def test_an_openai_style_server_keeps_json_schema_and_n(monkeypatch):
+    with FakeOpenAIServer(lambda body: '{"ok": true}') as server:
+        endpoints, said = resolved(env_config(monkeypatch, server.base_url))
+
+    assert {(e.structured_output, e.supports_n) for e in endpoints.values()} == {
+        ("json_schema", True)
+    }
+
+
+def test_configured_capabilities_are_not_probed_away(monkeypatch):
+    with FakeOpenAIServer(lambda body: '{"ok": true}') as server:
+        config = env_config(monkeypatch, server.base_url)
+        solver = config.roles.solver.model_copy(update={"json_schema": False, "supports_n": False})
+        roles = config.roles.model_copy(update={"solver": solver})
+        endpoints, _ = resolved(config.model_copy(update={"roles": roles}))
+
+    assert (endpoints["solver"].structured_output, endpoints["solver"].supports_n) == (
+        "json_object_schema",
+        False,
+    )
+    assert endpoints["generator"].structured_output == "json_schema"
+
+
+def test_a_closed_port_names_the_url_and_its_setting(monkeypatch):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(EndpointError) as caught:
+        resolved(env_config(monkeypatch, url))
+
+    message = str(caught.value)
+    assert "cannot reach the model server" in message
+    assert url in message and message.endswith("set OPENAI_BASE_URL")
+
+
+def test_a_server_that_refuses_every_request_is_unusable(monkeypatch):
+    with FakeOpenAIServer(faults=["503"] * 20) as server:
+        with pytest.raises(EndpointError, match="failed a probe request \\(http_503"):
+            resolved(env_config(monkeypatch, server.base_url))
+        assert len(server.requests) == 2  # the probe and its one retry
+
+
+def test_a_wrong_key_names_the_key_setting(monkeypatch):
+    refused = "refused the API key \\(HTTP 401\\); set OPENAI_API_KEY"
+    with FakeOpenAIServer(api_key="right") as server, pytest.raises(EndpointError, match=refused):
+        resolved(env_config(monkeypatch, server.base_url, OPENAI_API_KEY="wrong"))
+
+
+def test_an_unknown_model_names_what_is_served_and_the_model_setting(monkeypatch):
+    with (
+        FakeOpenAIServer(strict_model=True) as server,
+        pytest.raises(EndpointError) as caught,
+    ):
+        resolved(env_config(monkeypatch, server.base_url, FOUNDRY_MODEL="no-such-model"))
+
+    message = str(caught.value)
+    assert "does not serve model 'no-such-model' (it serves fake-model)" in message
+    assert message.endswith("set FOUNDRY_MODEL")
+
+
+def test_a_role_in_the_config_file_is_named_by_its_section():
+    closed = {"base_url": f"http://127.0.0.1:{free_port()}/v1", "max_retries": 0}
+    with FakeOpenAIServer() as server:
+        working = {"base_url": server.base_url}
+        config = FoundryConfig(
+            roles={"generator": working, "solver": working, "judges": [working, closed]}
+        )
+        named = "judge:1: .*set \\[\\[roles.judges\\]\\] #2 base_url"
+        with pytest.raises(EndpointError, match=named):
+            resolved(config)
