@@ -253,3 +253,18 @@ def usage_by_role(lake: Lake, run_id: str | None = None) -> list[dict[str, Any]]
         f" FROM llm_calls {where} GROUP BY role ORDER BY role",
         params,
     )
+
+
+def failed_calls(lake: Lake, run_ids: list[str]) -> dict[str, int] | None:
+    """When the runs `run_ids` made LLM calls and every one failed: the failures by reason,
+    most frequent first; else None."""
+    if not run_ids or not lake.shards("llm_calls"):
+        return None
+    rows = lake.rows(
+        "SELECT error, count(*) AS n, bool_and(NOT ok) AS all_failed FROM llm_calls"
+        " WHERE list_contains(?, run_id) GROUP BY error ORDER BY n DESC, error",
+        [run_ids],
+    )
+    if not rows or not all(row["all_failed"] for row in rows):
+        return None
+    return {row["error"]: int(row["n"]) for row in rows}

@@ -1,17 +1,39 @@
-"""The `foundry` command line."""
+"""The `foundry` command line.
+
+Exit status: 0 when what could be done was done (items rejected for their content are not
+failures); 1 on an unexpected error; 2 for a usage or configuration error; 3 when a model server
+the run needs could not be used; 4 when every LLM call of the run failed; 130 / 143 when stopped
+by SIGINT / SIGTERM (what finished is kept, and the next run resumes the rest).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import sys
 from datetime import date
 from pathlib import Path
 from typing import get_args
 
-from data.config import ExportFormat
+from data import interrupt
+from data.config import ConfigError, ExportFormat
+from data.embedded import EmbeddedModelError
 from data.kinds import TaskKind
+from data.records import utcnow
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_MODEL_SERVER = 3
+EXIT_ALL_CALLS_FAILED = 4
+# commands that call model servers: their runs are checked for "every call failed"
+LLM_COMMANDS = frozenset(
+    {
+        "run", "generate", "describe", "sequence", "intents", "trace-tasks", "trace-worlds",
+        "world-tasks", "verify", "review", "repair", "calibrate", "judges",
+    }
+)  # fmt: skip
 
 QUIET_PREFECT = {
     "DO_NOT_TRACK": "1",
@@ -209,11 +231,68 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        band = _band(getattr(args, "band", None))
-    except argparse.ArgumentTypeError as exc:
-        print(f"foundry: {exc}", file=sys.stderr)
-        return 2
+    started = utcnow()
+    with interrupt.stop_on_signals():
+        try:
+            code = _dispatch(args)
+        except (ConfigError, argparse.ArgumentTypeError) as exc:
+            print(f"foundry: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except BaseException as exc:
+            if _is_model_server_error(exc):
+                print(f"foundry: {exc}", file=sys.stderr)
+                return EXIT_MODEL_SERVER
+            if not _is_stop(exc):
+                raise
+            interrupt.request(getattr(exc, "signal", signal.SIGINT))  # (set unless Prefect's)
+            print(
+                "foundry: stopped; what finished is kept in the lake, and the next run resumes"
+                " the rest",
+                file=sys.stderr,
+            )
+            return interrupt.exit_code()
+    if code == EXIT_OK and args.command in LLM_COMMANDS:
+        return _check_llm_calls(args, started)
+    return code
+
+
+def _is_stop(exc: BaseException) -> bool:
+    """Ctrl-C or SIGTERM: our handler's KeyboardInterrupt, or the TerminationSignal Prefect's
+    own SIGTERM handler raises inside a flow run."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    prefect_exceptions = sys.modules.get("prefect.exceptions")
+    return prefect_exceptions is not None and isinstance(exc, prefect_exceptions.TerminationSignal)
+
+
+def _is_model_server_error(exc: BaseException) -> bool:
+    from data.model_servers import EndpointError
+
+    return isinstance(exc, EmbeddedModelError | EndpointError)
+
+
+def _check_llm_calls(args: argparse.Namespace, since) -> int:
+    """EXIT_ALL_CALLS_FAILED, with the reasons counted, when the runs this command made
+    called model servers and every call failed; else EXIT_OK."""
+    from data.funnel import failed_calls
+
+    lake = _lake(args)
+    runs = [r["run_id"] for r in lake.runs() if r["started_at"] >= since]
+    failed = failed_calls(lake, runs)
+    if failed is None:
+        return EXIT_OK
+    reasons = ", ".join(f"{reason} x{n}" for reason, n in failed.items())
+    print(
+        f"foundry: every LLM call of this run failed ({reasons}); see `foundry stats` and the"
+        " model server's log",
+        file=sys.stderr,
+    )
+    return EXIT_ALL_CALLS_FAILED
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command `args` names; its exit status."""
+    band = _band(getattr(args, "band", None))
     if args.command == "stats":
         return _stats(args)
     if args.command == "report":
@@ -224,9 +303,13 @@ def main(argv: list[str] | None = None) -> int:
         return _proxy(args)
     if args.command == "serve":
         return _serve(args)
+    _config(args)  # a configuration error is said before any flow starts
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from flows import pipeline  # Prefect is imported only for commands that run flows
+    from flows.quiet_errors import drop_reported_errors
+
+    drop_reported_errors()
 
     common = {"home": args.home, "config": args.config}
     if args.command == "run":

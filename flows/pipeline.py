@@ -11,21 +11,24 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
-from prefect.futures import PrefectFuture, as_completed
+from prefect.exceptions import TerminationSignal
+from prefect.futures import PrefectFuture, as_completed, wait
 
+from data import interrupt
 from data.budget import Budget
 from data.config import load_config, with_overrides, with_solver
-from data.endpoints import Endpoint, resolve_endpoints, shared_among
+from data.endpoints import Endpoint, shared_among
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_spend, run_usage
 from data.hub import push_version
 from data.lake import Lake
+from data.model_servers import resolve_endpoints
 from data.projections import Projection, project
 from data.sample_repo import build_sample_repo
 from flows.artifacts import publish_run_artifacts
@@ -57,6 +60,7 @@ SAMPLE_DOCS = SAMPLES / "docs"
 SAMPLE_TRACES = SAMPLES / "traces"
 SAMPLE_WORLDS = SAMPLES / "worlds"
 SOURCE_TABLES = ("sources", "repos", "traces", "worlds")
+BATCH_STOP_WAIT_S = 10.0  # on a stop, how long the batches in flight get to write their work
 
 
 def _progress(message: str) -> None:
@@ -80,7 +84,7 @@ def stage_context(
     try:
         yield ctx
         state = "completed"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, TerminationSignal):
         state = "interrupted"
         raise
     finally:
@@ -167,18 +171,20 @@ def _export_summary(
     return summary
 
 
-def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, int]]:
+def _run_llm_stages(
+    names: list[str], ctx: StageContext, resolved: dict[str, Endpoint] | None = None
+) -> dict[str, dict[str, int]]:
     """Run the named LLM stages in order, their batches on the configured task runner; the
-    model endpoints (and the runner) are opened only if needed."""
+    model endpoints (unless `resolved` already) and the runner are opened only if needed."""
     stages = [stage_named(name) for name in names]
     if not any(s.pending(ctx) for s in stages):
         ctx.progress("nothing pending for " + ", ".join(names))
         return {s.name: {} for s in stages}
-    with (
-        resolve_endpoints(ctx.config, ctx.config.home / "logs") as resolved,
-        solver_through_proxy(ctx, resolved) as endpoints,
-        task_runner(ctx.config.runner) as runner,
-    ):
+    with ExitStack() as stack:
+        if resolved is None:
+            resolved = stack.enter_context(_model_servers(ctx))
+        endpoints = stack.enter_context(solver_through_proxy(ctx, resolved))
+        runner = stack.enter_context(task_runner(ctx.config.runner))
 
         def run_batches(stage: LLMStage, groups: list[list[str]]) -> Iterator[Counter]:
             """Up to `runner.workers` batches at once (one where a batch reads what the ones
@@ -189,28 +195,41 @@ def _run_llm_stages(names: list[str], ctx: StageContext) -> dict[str, dict[str, 
             limited = shared_among(endpoints, width) if elsewhere else endpoints
             queue = list(enumerate(groups))
             running: list[PrefectFuture] = []
-            while queue or running:
-                while queue and len(running) < width and not ctx.budget.exhausted:
-                    index, items = queue.pop(0)
-                    parameters = {
-                        "stage": stage.name,
-                        "index": index,
-                        "items": items,
-                        "ctx": ctx,
-                        "endpoints": limited,
-                    }
-                    running.append(runner.submit(llm_batch_task, parameters))
-                if not running:
-                    return
-                finished = next(as_completed(running))
-                running.remove(finished)
-                counts = Counter(finished.result())
-                if elsewhere:  # those batches charged copies of the budget: read what they spent
-                    ctx.budget.settle(*run_spend(ctx.lake, ctx.run_id))
-                yield counts
+            try:
+                while queue or running:
+                    while queue and len(running) < width and not ctx.budget.exhausted:
+                        index, items = queue.pop(0)
+                        parameters = {
+                            "stage": stage.name,
+                            "index": index,
+                            "items": items,
+                            "ctx": ctx,
+                            "endpoints": limited,
+                        }
+                        running.append(runner.submit(llm_batch_task, parameters))
+                    if not running:
+                        return
+                    finished = next(as_completed(running))
+                    running.remove(finished)
+                    counts = Counter(finished.result())
+                    if elsewhere:  # batches elsewhere charged copies of the budget: settle
+                        ctx.budget.settle(*run_spend(ctx.lake, ctx.run_id))
+                    yield counts
+            except (KeyboardInterrupt, TerminationSignal) as stop:
+                # the batches in flight see the stop too: let them write what they finished
+                # before the model servers they talk to are stopped
+                if isinstance(stop, TerminationSignal):  # Prefect's SIGTERM handler took it
+                    interrupt.request(stop.signal)
+                wait(running, timeout=BATCH_STOP_WAIT_S)
+                raise
 
         summary = run_stages(stages, ctx, run_batches)
     return {name: dict(counts) for name, counts in summary.items()}
+
+
+def _model_servers(ctx: StageContext):
+    """The run's model endpoints (see `resolve_endpoints`), said on the progress sink."""
+    return resolve_endpoints(ctx.config, ctx.config.home / "logs", ctx.progress)
 
 
 # --- flows -------------------------------------------------------------------------------
@@ -319,7 +338,7 @@ def judge_variance_flow(
         if not sample.tasks:
             ctx.progress("judge-variance: no judged tasks yet")
             return {}
-        with resolve_endpoints(ctx.config, ctx.config.home / "logs") as endpoints:
+        with _model_servers(ctx) as endpoints:
             reruns = measure_variance(ctx, endpoints, sample, seeds, temperature)
         ctx.progress(f"judge-variance: {len(reruns)} verdicts re-asked")
         return seed_variance(ctx.lake)
@@ -384,7 +403,7 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """The pipeline flow's work, inside whichever flow calls it (so its tasks and artifacts
     belong to that flow's run)."""
-    with stage_context("run", home, config, overrides) as ctx:
+    with stage_context("run", home, config, overrides) as ctx, ExitStack() as servers:
         if max_tokens is not None or max_cost_usd is not None:
             limits = ctx.config.budget
             ctx.budget = Budget(
@@ -404,6 +423,13 @@ def run_pipeline(
                 f"no sources yet: ingesting the bundled samples ({SAMPLE_DOCS}, {repos[0]},"
                 f" {SAMPLE_TRACES}, {SAMPLE_WORLDS})"
             )
+        # a run that brings new sources has model work ahead: its servers are started and
+        # checked first, so a server that cannot be used stops it before any stage runs
+        resolved = (
+            servers.enter_context(_model_servers(ctx))
+            if paths or repos or traces or worlds
+            else None
+        )
         if paths:
             summary["ingest"] = ingest_task(paths, ctx)
         if traces:
@@ -416,7 +442,7 @@ def run_pipeline(
             summary["replay"] = replay_task(ctx)
         if pending_rebuilds(ctx):
             summary["rebuild"] = rebuild_task(ctx)
-        summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx))
+        summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx, resolved))
         summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
         summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)

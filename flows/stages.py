@@ -20,9 +20,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from data import interrupt
 from data.config import CalibrateConfig
 from data.endpoints import Endpoint
 from data.ingest import ingest_documents
+from data.interrupt import Interrupted
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
 from flows.code_stages import DESCRIBE, SEQUENCE, code_repo
@@ -54,6 +56,7 @@ from judges.selfcheck import self_check, trace_self_check
 from judges.variance import reask
 
 PROGRESS_EVERY_S = 15.0
+STOP_POLL_S = 0.2  # how often a batch checks whether the process was asked to stop
 REMEDIED = "hackable_remedied"  # review reason: a tighter verifier made a new task
 REPAIRED = "repaired"  # repair reason: a variant one difficulty level away made a new task
 DERIVED = (f"rejected:{REMEDIED}", f"done:{REPAIRED}")
@@ -127,12 +130,15 @@ def run_llm_batch(
         return outcome
 
     async def run_all() -> tuple[list[Outcome], list[LLMCall]]:
+        """Every item's outcome; on a stop request, those of the items finished by then."""
         client = LLMClient(endpoints, ctx.cache, ctx.run_id, ctx.budget)
+        tasks = [asyncio.create_task(guarded(item, client)) for item in items]
         try:
-            outcomes = await asyncio.gather(*(guarded(item, client) for item in items))
+            await _until_done_or_stopped(tasks)
         finally:
             await client.aclose()
-        return outcomes, client.drain_calls()
+        finished = [t.result() for t in tasks if t.done() and not t.cancelled()]
+        return finished, client.drain_calls()
 
     outcomes, calls = asyncio.run(run_all())
     tables: dict[str, list[Record]] = {}
@@ -143,7 +149,21 @@ def run_llm_batch(
         ctx.lake.write(table, records, ctx.run_id)
     ctx.lake.write("status", [s for o in outcomes for s in (*o.parts, o.status)], ctx.run_id)
     ctx.lake.write("llm_calls", calls, ctx.run_id)
+    if len(outcomes) < len(items):
+        raise Interrupted(f"{stage.name}: stopped with {len(outcomes)} of {len(items)} items done")
     return Counter(f"{o.status.status}:{o.status.reason}" for o in outcomes)
+
+
+async def _until_done_or_stopped(tasks: list[asyncio.Task]) -> None:
+    """Wait for `tasks`; when the process is asked to stop, cancel those still running."""
+    pending = set(tasks)
+    while pending:
+        _, pending = await asyncio.wait(pending, timeout=STOP_POLL_S)
+        if pending and interrupt.requested():
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            return
 
 
 # generate: chunk -> candidate task
