@@ -507,7 +507,10 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"deployed {name} to work pool {args.pool}")
         return 0
     serve_deployments(cfg, args.config)
-    return 0
+    # serving returns only once stopped: by Ctrl-C (our handler: the flag is set; Prefect's
+    # serve ends quietly on the KeyboardInterrupt) or by SIGTERM, which Prefect's runner takes
+    # with a handler of its own for a graceful shutdown
+    return interrupt.exit_code() if interrupt.requested() else 128 + signal.SIGTERM
 
 
 def _home(args: argparse.Namespace) -> Path | None:

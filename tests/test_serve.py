@@ -4,7 +4,9 @@ leaves the run's artifacts."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -80,6 +82,20 @@ def test_serve_registers_the_deployments_and_runs_an_adhoc_backfill(
             )
         assert {a.key for a in artifacts} == set(KEYS)
         assert (home / "tasksets" / "docqa" / "latest" / "manifest.json").is_file()
+        os.kill(serve.pid, signal.SIGINT)  # Ctrl-C stops serving within seconds, with 130
+        assert serve.wait(timeout=30) == 130, log.read_text()[-2000:]
+    finally:
+        stop(serve)
+
+
+def test_serve_stops_on_sigterm_with_143(prefect_server, tmp_path):
+    api, env = prefect_server
+    log = tmp_path / "serve.log"
+    serve = started([str(BIN / "foundry"), "serve", "--home", str(tmp_path / "home")], env, log)
+    try:
+        wait_for(lambda: "being served" in log.read_text(), 120, "serving", [log])
+        os.kill(serve.pid, signal.SIGTERM)
+        assert serve.wait(timeout=30) == 143, log.read_text()[-2000:]
     finally:
         stop(serve)
 
