@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -30,6 +31,10 @@ from data.errors import ReasonedError
 from data.llm import LLMClient, LLMError, RefusedError
 
 PROBE_ROLE = "probe"
+PROBE_MIN_RETRIES = 3  # a probe retries transient failures at least this often
+PROBE_TRIES = 3  # and asks again this often when the reply is empty or unreadable
+CONTENT_FAULTS = frozenset({"empty_response", "bad_response"})
+T = TypeVar("T")
 PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true}.'}]
 MODE_NAMES: dict[StructuredMode, str] = {
     "json_schema": "json_schema",
@@ -122,7 +127,17 @@ async def _probe_all(
         )
         for role in names:
             cfg = roles[role]
-            bound[role] = replace(endpoint, role=role, temperature=cfg.temperature, seed=cfg.seed)
+            bound[role] = replace(
+                endpoint,
+                role=role,
+                max_concurrency=cfg.max_concurrency,
+                timeout_s=cfg.timeout_s,
+                max_retries=cfg.max_retries,
+                temperature=cfg.temperature,
+                seed=cfg.seed,
+                price_input_per_mtok=cfg.price_input_per_mtok,
+                price_output_per_mtok=cfg.price_output_per_mtok,
+            )
     return bound
 
 
@@ -137,51 +152,75 @@ async def _probe(role: str, cfg: EndpointConfig) -> Endpoint:
         model=cfg.model or "",
         max_concurrency=cfg.max_concurrency,
         timeout_s=cfg.timeout_s,
-        max_retries=cfg.max_retries,
+        max_retries=max(cfg.max_retries, PROBE_MIN_RETRIES),
         structured_output="json_object_schema" if cfg.json_schema is False else "json_schema",
         supports_n=bool(cfg.supports_n),
         price_input_per_mtok=cfg.price_input_per_mtok,
         price_output_per_mtok=cfg.price_output_per_mtok,
     )
-    listed = await _listed_models(endpoint, where)
-    if not endpoint.model:
-        if not listed:
-            raise EndpointError(
-                f"{role}: {cfg.base_url} lists no models; name one with {where.model}"
-            )
-        endpoint = replace(endpoint, model=listed[0])
     client = LLMClient({PROBE_ROLE: endpoint}, cache=None)
     try:
-        await client.structured_chat(PROBE_ROLE, PROBE_MESSAGES, _Probe, max_tokens=16)
-    except LLMError as exc:
-        raise where.unusable(exc, endpoint.model, listed) from None
+        listed = await _asked(where, lambda: client.list_models(PROBE_ROLE))
+        if not endpoint.model:
+            if not listed:
+                raise EndpointError(
+                    f"{role}: {cfg.base_url} lists no models; name one with {where.model}"
+                )
+            endpoint = replace(endpoint, model=listed[0])
+            await client.aclose()
+            client = LLMClient({PROBE_ROLE: endpoint}, cache=None)
+        await _asked(
+            where,
+            lambda: client.structured_chat(PROBE_ROLE, PROBE_MESSAGES, _Probe, max_tokens=16),
+            endpoint.model,
+            listed,
+        )
+        endpoint = replace(endpoint, structured_output=client.structured_mode(PROBE_ROLE))
     finally:
         await client.aclose()
-    endpoint = replace(endpoint, structured_output=client.structured_mode(PROBE_ROLE))
     if cfg.supports_n is None:
-        endpoint = replace(endpoint, supports_n=await _honours_n(endpoint))
+        endpoint = replace(endpoint, supports_n=await _honours_n(endpoint, where))
     return replace(endpoint, role=role)
 
 
-async def _listed_models(endpoint: Endpoint, where: _Settings) -> list[str]:
-    """The models the server lists (none where it has no `/models`), or EndpointError."""
-    client = LLMClient({PROBE_ROLE: endpoint}, cache=None)
-    try:
-        return await client.list_models(PROBE_ROLE)
-    except LLMError as exc:
-        raise where.unusable(exc) from None
-    finally:
-        await client.aclose()
+async def _asked(
+    where: _Settings,
+    request: Callable[[], Awaitable[T]],
+    model: str = "",
+    listed: list[str] | None = None,
+) -> T:
+    """`request()`'s answer, asked up to PROBE_TRIES times while the server answers with an
+    empty or unreadable reply (transient failures are retried within each request); any
+    other failure, or the last one, is EndpointError."""
+    for attempt in range(PROBE_TRIES):
+        try:
+            return await request()
+        except LLMError as exc:
+            if exc.reason not in CONTENT_FAULTS or attempt + 1 == PROBE_TRIES:
+                raise where.unusable(exc, model, listed) from None
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
-async def _honours_n(endpoint: Endpoint) -> bool:
-    """Whether one request with n=2 gets two choices back."""
+async def _honours_n(endpoint: Endpoint, where: _Settings) -> bool:
+    """Whether one request with n=2 gets two choices back (a refusal of `n` or fewer choices:
+    no, and k samples are k seeded requests)."""
     client = LLMClient({PROBE_ROLE: replace(endpoint, supports_n=True)}, cache=None)
-    try:
-        await client.sample(PROBE_ROLE, PROBE_MESSAGES, 2, temperature=0.7, max_tokens=4, seed=0)
+
+    async def two() -> bool:
+        try:
+            await client.sample(
+                PROBE_ROLE, PROBE_MESSAGES, 2, temperature=0.7, max_tokens=4, seed=0
+            )
+        except RefusedError:
+            return False
+        except LLMError as exc:
+            if exc.reason == "wrong_sample_count":
+                return False
+            raise
         return True
-    except LLMError:
-        return False  # fewer choices, a refusal of `n`, or an empty one: seeded requests work
+
+    try:
+        return await _asked(where, two, endpoint.model)
     finally:
         await client.aclose()
 

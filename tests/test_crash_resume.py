@@ -18,6 +18,7 @@ import pytest
 
 from data.lake import Lake
 from data.llm_cache import request_key
+from data.model_servers import PROBE_MESSAGES
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG, run_outcome
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -51,8 +52,14 @@ def finished(process: subprocess.Popen) -> None:
     assert process.wait(timeout=600) == 0
 
 
-def requests_made(server: FakeOpenAIServer, since: int) -> list[str]:
-    bodies = [{k: v for k, v in r.items() if k != "stream"} for r in server.requests[since:]]
+def requests_made(server: FakeOpenAIServer, start: int, end: int | None = None) -> list[str]:
+    """The keys of the LLM requests the server got in that range (each run's probes of the
+    server left out: they are asked anew by every run)."""
+    bodies = [
+        {k: v for k, v in r.items() if k != "stream"}
+        for r in server.requests[start:end]
+        if r["messages"] != PROBE_MESSAGES
+    ]
     return [request_key(body) for body in bodies]
 
 
@@ -96,9 +103,6 @@ def test_a_run_killed_at_a_random_point_resumes_to_the_same_result(
     finished(foundry_run(home, config, oracle))
     assert run_outcome(home) == (tasks, exported)
     # the cache: a request made before the kill is not made again, bar those cut off in flight
-    first, second = (
-        requests_made(oracle, before)[: killed_at - before],
-        requests_made(oracle, killed_at),
-    )
+    first, second = requests_made(oracle, before, killed_at), requests_made(oracle, killed_at)
     repeated = set(first) & set(second)
     assert len(repeated) <= IN_FLIGHT, json.dumps(sorted(repeated)[:3])

@@ -16,6 +16,7 @@ import pytest
 
 from data.lake import Lake
 from data.llm_cache import request_key
+from data.model_servers import PROBE_MESSAGES
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -37,7 +38,10 @@ def foundry_run(home: Path, server: FakeOpenAIServer) -> subprocess.Popen:
 
 
 def keys(server: FakeOpenAIServer, start: int, end: int | None = None) -> list[str]:
-    return [request_key(body) for body in server.requests[start:end]]
+    """The keys of the LLM requests in that range (each run's probes of the server left out:
+    they are asked anew by every run)."""
+    bodies = server.requests[start:end]
+    return [request_key(b) for b in bodies if b["messages"] != PROBE_MESSAGES]
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -53,17 +53,30 @@ def test_a_llama_cpp_server_is_asked_as_json_object_with_its_schema(monkeypatch)
 
 def test_an_openai_style_server_keeps_json_schema_and_n(monkeypatch):
     with FakeOpenAIServer(lambda body: '{"ok": true}') as server:
-        endpoints, said = resolved(env_config(monkeypatch, server.base_url))
+        config = env_config(monkeypatch, server.base_url)
+        generator = config.roles.generator.model_copy(update={"max_concurrency": 3})
+        roles = config.roles.model_copy(update={"generator": generator})
+        endpoints, said = resolved(config.model_copy(update={"roles": roles}))
 
     assert {(e.structured_output, e.supports_n) for e in endpoints.values()} == {
         ("json_schema", True)
     }
+    assert len(said) == 1  # one probe for the server, each role its own settings
+    assert (endpoints["generator"].max_concurrency, endpoints["solver"].max_concurrency) == (3, 8)
 
 
 def test_configured_capabilities_are_not_probed_away(monkeypatch):
     with FakeOpenAIServer(lambda body: '{"ok": true}') as server:
         config = env_config(monkeypatch, server.base_url)
-        solver = config.roles.solver.model_copy(update={"json_schema": False, "supports_n": False})
+        solver = config.roles.solver.model_copy(
+            update={
+                "json_schema": False,
+                "supports_n": False,
+                "price_input_per_mtok": 0.2,
+                "temperature": 0.7,
+                "seed": 3,
+            }
+        )
         roles = config.roles.model_copy(update={"solver": solver})
         endpoints, _ = resolved(config.model_copy(update={"roles": roles}))
 
@@ -72,6 +85,9 @@ def test_configured_capabilities_are_not_probed_away(monkeypatch):
         False,
     )
     assert endpoints["generator"].structured_output == "json_schema"
+    solver = endpoints["solver"]  # the role's own settings are kept
+    assert (solver.price_input_per_mtok, solver.temperature, solver.seed) == (0.2, 0.7, 3)
+    assert solver.max_retries == 1
 
 
 def test_a_closed_port_names_the_url_and_its_setting(monkeypatch):
@@ -88,7 +104,7 @@ def test_a_server_that_refuses_every_request_is_unusable(monkeypatch):
     with FakeOpenAIServer(faults=["503"] * 20) as server:
         with pytest.raises(EndpointError, match="failed a probe request \\(http_503"):
             resolved(env_config(monkeypatch, server.base_url))
-        assert len(server.requests) == 2  # the probe and its one retry
+        assert len(server.requests) == 4  # a probe retries at least 3 times, whatever the role
 
 
 def test_a_wrong_key_names_the_key_setting(monkeypatch):
