@@ -82,6 +82,7 @@ bench: install
 	$(PY) bench/dedup.py
 	$(PY) bench/catalog.py
 	$(PY) bench/scale_out.py
+	$(PY) bench/llama_build.py --tokens 256 --rounds 6
 
 clean:
 	rm -rf .foundry .pytest_cache .ruff_cache
