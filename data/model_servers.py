@@ -92,18 +92,44 @@ def resolve_endpoints(
 def _embedded(role: str, cfg: EndpointConfig, url: str | None) -> Endpoint:
     """The endpoint of a role on the embedded model: llama.cpp's server takes json_object with
     a schema, ignores `n` and serves one request at a time."""
-    return Endpoint(
-        role=role,
+    return _endpoint(
+        role,
+        cfg,
         base_url=url or "",
         api_key="embedded",
         model=EMBEDDED_MODEL_ALIAS,
-        max_concurrency=1,
-        timeout_s=cfg.timeout_s,
-        max_retries=cfg.max_retries,
         structured_output="json_object_schema",
         supports_n=False,
+        max_concurrency=1,
+    )
+
+
+def _endpoint(
+    role: str,
+    cfg: EndpointConfig,
+    *,
+    base_url: str,
+    api_key: str,
+    model: str,
+    structured_output: StructuredMode,
+    supports_n: bool,
+    max_concurrency: int | None = None,
+) -> Endpoint:
+    """`role` on a server (the keyword arguments), with the role's own settings from `cfg`."""
+    return Endpoint(
+        role=role,
+        base_url=base_url,
+        api_key=api_key,
+        model=model,
+        max_concurrency=max_concurrency or cfg.max_concurrency,
+        timeout_s=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        structured_output=structured_output,
+        supports_n=supports_n,
         temperature=cfg.temperature,
         seed=cfg.seed,
+        price_input_per_mtok=cfg.price_input_per_mtok,
+        price_output_per_mtok=cfg.price_output_per_mtok,
     )
 
 
@@ -126,38 +152,32 @@ async def _probe_all(
             f" n: {'yes' if endpoint.supports_n else 'no'}"
         )
         for role in names:
-            cfg = roles[role]
-            bound[role] = replace(
-                endpoint,
-                role=role,
-                max_concurrency=cfg.max_concurrency,
-                timeout_s=cfg.timeout_s,
-                max_retries=cfg.max_retries,
-                temperature=cfg.temperature,
-                seed=cfg.seed,
-                price_input_per_mtok=cfg.price_input_per_mtok,
-                price_output_per_mtok=cfg.price_output_per_mtok,
+            bound[role] = _endpoint(
+                role,
+                roles[role],
+                base_url=endpoint.base_url,
+                api_key=endpoint.api_key,
+                model=endpoint.model,
+                structured_output=endpoint.structured_output,
+                supports_n=endpoint.supports_n,
             )
     return bound
 
 
 async def _probe(role: str, cfg: EndpointConfig) -> Endpoint:
-    """`role`'s endpoint with what its server accepts, or EndpointError."""
+    """`role`'s server and what it accepts (the endpoint's server fields), or EndpointError."""
     assert cfg.base_url is not None
     where = _Settings(role, cfg)
-    endpoint = Endpoint(
-        role=PROBE_ROLE,
+    asked = _endpoint(
+        PROBE_ROLE,
+        cfg,
         base_url=cfg.base_url,
         api_key=cfg.api_key or "none",
         model=cfg.model or "",
-        max_concurrency=cfg.max_concurrency,
-        timeout_s=cfg.timeout_s,
-        max_retries=max(cfg.max_retries, PROBE_MIN_RETRIES),
         structured_output="json_object_schema" if cfg.json_schema is False else "json_schema",
         supports_n=bool(cfg.supports_n),
-        price_input_per_mtok=cfg.price_input_per_mtok,
-        price_output_per_mtok=cfg.price_output_per_mtok,
     )
+    endpoint = replace(asked, max_retries=max(cfg.max_retries, PROBE_MIN_RETRIES))
     client = LLMClient({PROBE_ROLE: endpoint}, cache=None)
     try:
         listed = await _asked(where, lambda: client.list_models(PROBE_ROLE))
