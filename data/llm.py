@@ -67,10 +67,10 @@ class RefusedError(LLMError):
     """The server refused the request itself (a 4xx, or a 5xx saying so): asking again the same
     way fails again. `status` is the HTTP status, `detail` the server's message."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, latency_s: float = 0.0) -> None:
         super().__init__(f"http_{status}", detail)
         self.status = status
-        self.latency_s = 0.0
+        self.latency_s = latency_s
 
     @property
     def names_format(self) -> bool:
@@ -273,14 +273,8 @@ class LLMClient:
             if exc.status == 404:
                 return []
             raise
-        except openai.APIStatusError as exc:
-            raise LLMError(f"http_{exc.status_code}", _error_message(exc)) from None
-        except openai.APITimeoutError as exc:
-            raise LLMError("timeout", str(exc)) from None
-        except openai.APIConnectionError as exc:
-            raise LLMError("connection_error", str(exc)) from None
         except (openai.APIError, ValueError) as exc:
-            raise LLMError("bad_response", str(exc)[:300]) from None
+            raise LLMError(_reason(exc), str(exc)[:300]) from None
         return [model.id for model in page.data or []]
 
     def structured_mode(self, role: str) -> StructuredMode:
@@ -381,16 +375,8 @@ class LLMClient:
         except RefusedError as exc:
             self._record(endpoint, Usage(), exc.latency_s, cached=False, error=exc.reason)
             raise
-        except openai.APIStatusError as exc:
-            self._fail(endpoint, started, f"http_{exc.status_code}", str(exc))
-        except openai.APITimeoutError as exc:
-            self._fail(endpoint, started, "timeout", str(exc))
-        except openai.APIConnectionError as exc:
-            self._fail(endpoint, started, "connection_error", str(exc))
-        except openai.APIError as exc:
-            self._fail(endpoint, started, "bad_response", str(exc))
-        except ValueError as exc:  # a 200 whose body is not JSON at all
-            self._fail(endpoint, started, "bad_response", str(exc))
+        except (openai.APIError, ValueError) as exc:  # ValueError: a 200 that is not JSON
+            self._fail(endpoint, started, _reason(exc), str(exc))
         if not isinstance(response, openai.types.chat.ChatCompletion):  # e.g. an HTML page
             self._fail(endpoint, started, "bad_response", f"not a completion: {str(response)[:80]}")
         latency = time.monotonic() - started
@@ -435,9 +421,8 @@ class LLMClient:
                     return await call(), started
             except openai.APIStatusError as exc:
                 if not _transient(exc):
-                    refused = RefusedError(exc.status_code, _error_message(exc))
-                    refused.latency_s = time.monotonic() - started
-                    raise refused from None
+                    latency = time.monotonic() - started
+                    raise RefusedError(exc.status_code, _error_message(exc), latency) from None
                 if last:
                     raise
                 delay = _retry_after(exc.response) or _backoff(attempt)
@@ -544,6 +529,17 @@ def _with_schema_instruction(messages: Messages, schema: type[BaseModel]) -> Mes
         _json_schema(schema)
     )
     return [*messages, {"role": "user", "content": instruction}]
+
+
+def _reason(exc: openai.APIError | ValueError) -> str:
+    """The funnel's reason for a request that failed with `exc` (after any retries)."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"http_{exc.status_code}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection_error"
+    return "bad_response"  # an answer that is not a completion (or not JSON at all)
 
 
 def _transient(exc: openai.APIStatusError) -> bool:
