@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
@@ -85,51 +85,47 @@ def resolve_endpoints(
                 f"embedded model {EMBEDDED_MODEL_ALIAS} at {embedded_url}: structured output"
                 f" {MODE_NAMES['json_object_schema']}, n: no"
             )
+        bound = {
+            role: _bind(role, cfg, _embedded(embedded_url))
+            for role, cfg in roles.items()
+            if cfg.base_url is None
+        }
         external = {role: cfg for role, cfg in roles.items() if cfg.base_url is not None}
-        bound = {role: _embedded(role, cfg, embedded_url) for role, cfg in roles.items()}
         if external:
             with ThreadPoolExecutor(1) as thread:  # a loop of its own, whoever calls
                 bound |= thread.submit(asyncio.run, _probe_all(external, say)).result()
         yield bound
 
 
-def _embedded(role: str, cfg: EndpointConfig, url: str | None) -> Endpoint:
-    """The endpoint of a role on the embedded model: llama.cpp's server takes json_object with
-    a schema, ignores `n` and serves one request at a time."""
-    return _endpoint(
-        role,
-        cfg,
-        base_url=url or "",
-        api_key="embedded",
-        model=EMBEDDED_MODEL_ALIAS,
-        structured_output="json_object_schema",
-        supports_n=False,
-        max_concurrency=1,
-    )
+class _Server(NamedTuple):
+    """A model server and what it accepts: what every role on it shares."""
+
+    base_url: str
+    api_key: str
+    model: str
+    structured_output: StructuredMode
+    supports_n: bool
+    max_concurrency: int | None = None  # a limit of the server's own, over the roles'
 
 
-def _endpoint(
-    role: str,
-    cfg: EndpointConfig,
-    *,
-    base_url: str,
-    api_key: str,
-    model: str,
-    structured_output: StructuredMode,
-    supports_n: bool,
-    max_concurrency: int | None = None,
-) -> Endpoint:
-    """`role` on a server (the keyword arguments), with the role's own settings from `cfg`."""
+def _embedded(url: str | None) -> _Server:
+    """The embedded model: llama.cpp's server takes json_object with a schema, ignores `n` and
+    serves one request at a time."""
+    return _Server(url or "", "embedded", EMBEDDED_MODEL_ALIAS, "json_object_schema", False, 1)
+
+
+def _bind(role: str, cfg: EndpointConfig, server: _Server) -> Endpoint:
+    """`role` on `server`, with the role's own settings from `cfg`."""
     return Endpoint(
         role=role,
-        base_url=base_url,
-        api_key=api_key,
-        model=model,
-        max_concurrency=max_concurrency or cfg.max_concurrency,
+        base_url=server.base_url,
+        api_key=server.api_key,
+        model=server.model,
+        max_concurrency=server.max_concurrency or cfg.max_concurrency,
         timeout_s=cfg.timeout_s,
         max_retries=cfg.max_retries,
-        structured_output=structured_output,
-        supports_n=supports_n,
+        structured_output=server.structured_output,
+        supports_n=server.supports_n,
         temperature=cfg.temperature,
         seed=cfg.seed,
         price_input_per_mtok=cfg.price_input_per_mtok,
@@ -149,64 +145,53 @@ async def _probe_all(
         *(_probe(names[0], roles[names[0]]) for names in distinct.values())
     )
     bound: dict[str, Endpoint] = {}
-    for names, endpoint in zip(distinct.values(), probed, strict=True):
+    for names, server in zip(distinct.values(), probed, strict=True):
         say(
-            f"model server {endpoint.base_url} ({', '.join(names)}): model {endpoint.model},"
-            f" structured output {MODE_NAMES[endpoint.structured_output]},"
-            f" n: {'yes' if endpoint.supports_n else 'no'}"
+            f"model server {server.base_url} ({', '.join(names)}): model {server.model},"
+            f" structured output {MODE_NAMES[server.structured_output]},"
+            f" n: {'yes' if server.supports_n else 'no'}"
         )
-        for role in names:
-            bound[role] = _endpoint(
-                role,
-                roles[role],
-                base_url=endpoint.base_url,
-                api_key=endpoint.api_key,
-                model=endpoint.model,
-                structured_output=endpoint.structured_output,
-                supports_n=endpoint.supports_n,
-            )
+        bound |= {role: _bind(role, roles[role], server) for role in names}
     return bound
 
 
-async def _probe(role: str, cfg: EndpointConfig) -> Endpoint:
-    """`role`'s server and what it accepts (the endpoint's server fields), or EndpointError."""
+async def _probe(role: str, cfg: EndpointConfig) -> _Server:
+    """`role`'s server and what it accepts, or EndpointError."""
     assert cfg.base_url is not None
     where = _Settings(role, cfg)
-    asked = _endpoint(
-        PROBE_ROLE,
-        cfg,
+    asked = _Server(
         base_url=cfg.base_url,
         api_key=cfg.api_key or "none",
         model=cfg.model or "",
         structured_output="json_object_schema" if cfg.json_schema is False else "json_schema",
         supports_n=bool(cfg.supports_n),
     )
-    lister = LLMClient({PROBE_ROLE: asked}, cache=None)  # first contact: the role's retries
+    first_contact = _bind(PROBE_ROLE, cfg, asked)  # the role's retries: a closed port is quick
+    lister = LLMClient({PROBE_ROLE: first_contact}, cache=None)
     try:
         listed = await _asked(where, lambda: lister.list_models(PROBE_ROLE))
     finally:
         await lister.aclose()
     if not asked.model and not listed:
         raise EndpointError(f"{role}: {cfg.base_url} lists no models; name one with {where.model}")
-    endpoint = replace(
-        asked,
-        model=asked.model or listed[0],
-        max_retries=max(cfg.max_retries, PROBE_MIN_RETRIES),  # it answers: be patient
+    server = asked._replace(model=asked.model or listed[0])
+    patient = replace(  # it answers: be patient
+        _bind(PROBE_ROLE, cfg, server), max_retries=max(cfg.max_retries, PROBE_MIN_RETRIES)
     )
-    client = LLMClient({PROBE_ROLE: endpoint}, cache=None)
+    client = LLMClient({PROBE_ROLE: patient}, cache=None)
     try:
         await _asked(
             where,
             lambda: client.structured_chat(PROBE_ROLE, PROBE_MESSAGES, _Probe, max_tokens=16),
-            endpoint.model,
+            server.model,
             listed,
         )
-        endpoint = replace(endpoint, structured_output=client.structured_mode(PROBE_ROLE))
+        server = server._replace(structured_output=client.structured_mode(PROBE_ROLE))
     finally:
         await client.aclose()
     if cfg.supports_n is None:
-        endpoint = replace(endpoint, supports_n=await _honours_n(endpoint, where))
-    return replace(endpoint, role=role)
+        server = server._replace(supports_n=await _honours_n(patient, where))
+    return server
 
 
 async def _asked(
