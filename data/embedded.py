@@ -96,11 +96,8 @@ def check_build(
 
 def describe_exit(code: int) -> str:
     """How a server process ended, in words (a signal by name, SIGILL with its remedy)."""
-    number = -code if code < 0 else code - 128 if code > 128 else 0
-    try:
-        name = signal.Signals(number).name if number else ""
-    except ValueError:
-        name = ""
+    killed_by = _signal_of(code)
+    name = killed_by.name if killed_by else ""
     if name == "SIGILL":
         return (
             "was killed by SIGILL: the llama.cpp build uses CPU instructions this machine"
@@ -192,7 +189,7 @@ class _Supervised:
             code = self._process.poll()
             if code is None:
                 continue
-            if _is_sigill(code):
+            if _signal_of(code) == signal.SIGILL:
                 self._say(f"{describe_exit(code)}; not restarted")
                 return
             if self.restarts == MAX_RESTARTS:
@@ -277,8 +274,14 @@ def _log_tail(log_path: Path | None) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def _is_sigill(code: int) -> bool:
-    return code in (-signal.SIGILL, 128 + signal.SIGILL)
+def _signal_of(code: int) -> signal.Signals | None:
+    """The signal that ended a process with exit status `code` (negative from Popen, 128 + N
+    from a shell), if any."""
+    number = -code if code < 0 else code - 128 if code > 128 else 0
+    try:
+        return signal.Signals(number) if number else None
+    except ValueError:
+        return None
 
 
 def _stop(process: subprocess.Popen) -> None:
