@@ -4,13 +4,13 @@ A trainer calls `judges.rewards.verifier_reward` on every batch of completions, 
 taskset's columns (the verifier spec as JSON, the gold answer). This measures, over the same
 rows, completions scored per second by:
 
-- **match**: `judges.answer_match.match` on each (completion, gold) pair, the spec already
+- **match**: `data.answer_match.match` on each (completion, gold) pair, the spec already
   parsed (the baseline: the matching itself);
 - **reward**: `verifier_reward` in batches of `--batch` rows, as TRL calls it (each row's spec
   parsed from JSON and validated, the completion's text taken from chat messages);
 - **tool calls**: `verifier_reward` on tool-replay rows, `--group` completions per task (calls
   parsed from JSON and matched in order);
-- **world replay**: `judges.world_state.replay` of each completion's calls on a bundled world
+- **world replay**: `harnesses.world_replay.replay` of each completion's calls on a bundled world
   (`outdoor_shop`) from the task's initial state (the baseline of world scoring: DuckDB);
 - **world reward**: `verifier_reward` on the same `--world-rows` rows (the world column parsed,
   the calls replayed, the final state compared).
@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from data.answer_match import match  # noqa: E402
 from harnesses.world import World, WorldSpec, load_world_spec  # noqa: E402
-from judges.answer_match import match  # noqa: E402
+from harnesses.world_replay import replay  # noqa: E402
 from judges.rewards import verifier_reward  # noqa: E402
-from judges.world_state import replay  # noqa: E402
 
 WORDS = [
     "river",

@@ -1,7 +1,7 @@
 """A verifiers v1 taskset package for an exported taskset version.
 
 The package (`pip install` it; its taskset id is `taskfoundry-<name>`) ships the tasks as
-parquet, the taskset module in `data/taskset_package/` and a copy of `judges/answer_match.py`,
+parquet, the taskset module in `data/taskset_package/` and a copy of `data/answer_match.py`,
 so it imports neither taskfoundry nor its model client. It holds the tasks it can score without a
 model or sandbox: verifier types `exact_or_f1` and `llm_equivalence` (the latter by its exact/F1
 path alone, which only ever rejects more: the gold answer still scores 1). Other verifier types
@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from data import answer_match
 from data.export import TASKSET_SCHEMA
-from judges import answer_match
 
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"
 SCORED_TYPES = ("exact_or_f1", "llm_equivalence")

@@ -21,7 +21,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from data.llm import LLMClient
-from data.prompts import load_prompt
+from data.prompts import load_prompt, render_conversation
 from data.records import (
     Lineage,
     Message,
@@ -38,7 +38,6 @@ from data.records import (
 )
 from generators.checks import CheckFailure, loose
 from harnesses.tool_replay import attempt_text
-from judges.trace_outcome import render
 
 VERSION = "1"
 RUBRIC_PROMPT = load_prompt(__file__, "trace_rubric")
@@ -157,7 +156,9 @@ async def answer_task(trace: Trace, llm: LLMClient, max_tokens: int = 300) -> Ta
     """A reference task from a trace rated good: its reply and rubric items distilled from it."""
     if not trace.answer.strip():
         raise CheckFailure("no_final_text")
-    text = RUBRIC_PROMPT.render(conversation=render(trace.messages[:-1]), answer=trace.answer)
+    text = RUBRIC_PROMPT.render(
+        conversation=render_conversation(trace.messages[:-1]), answer=trace.answer
+    )
     draft = await _draft("trace_answer", trace, text, RubricDraft, llm, max_tokens)
     verifier = VerifierSpec(type="rubric", rubric=check_items(draft.items))
     lineage = _lineage(
@@ -175,7 +176,7 @@ async def near_miss_task(
     failure, and the observed reply as a negative."""
     failure = failures[0] if failures else "the reply did not serve the user"
     text = NEAR_MISS_PROMPT.render(
-        failure=failure, conversation=render(trace.messages[:-1]), answer=trace.answer
+        failure=failure, conversation=render_conversation(trace.messages[:-1]), answer=trace.answer
     )
     draft = await _draft("near_miss", trace, text, NearMissDraft, llm, max_tokens)
     answer = draft.answer.strip()

@@ -25,8 +25,14 @@ from data.prompts import chat_messages, load_prompt
 from data.records import ToolSpec, Trace, content_id, seed_for
 from generators.checks import CheckFailure
 from generators.trace_tasks import recorded_calls
+from harnesses.observed_calls import (
+    Observation,
+    ObservedCall,
+    json_kind,
+    recorded_error,
+    recorded_value,
+)
 from harnesses.world import IDENTIFIER, WorldSpec
-from judges.world_fidelity import json_kind, recorded_error, recorded_value
 
 GENERATOR = "trace_world"
 VERSION = "1"
@@ -43,32 +49,6 @@ MAX_FEEDBACK_CHARS = 4000
 Kind = Literal["text", "integer", "number", "boolean", "json"]
 KIND_ORDER: tuple[Kind, ...] = ("text", "number", "integer", "boolean", "json")  # tie-breaks
 STRUCTURE_TYPES = {"text": "VARCHAR", "integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN"}
-
-
-@dataclass(frozen=True)
-class ObservedCall:
-    """One answered tool call of a trace: the tool, its arguments and the recorded result."""
-
-    name: str
-    arguments: dict[str, Any]
-    result: str
-    trace_id: str
-
-
-@dataclass(frozen=True)
-class Observation:
-    """Traces offering the same tools: the tools (by name) and each trace's answered calls in
-    the order made. `key` hashes the sorted tool names."""
-
-    key: str
-    tools: list[ToolSpec]
-    sequences: list[list[ObservedCall]]
-    trace_ids: list[str]
-
-    @property
-    def calls(self) -> list[ObservedCall]:
-        """Every observed call, trace after trace."""
-        return [call for calls in self.sequences for call in calls]
 
 
 def observe(traces: list[Trace]) -> list[Observation]:

@@ -3,7 +3,7 @@
 A goal is either a change (a state-changing call that succeeds, with its arguments drawn from
 the records the world holds) or a question (a read-only call and one value of the row it
 returns, the answer). Each goal's gold calls pass the verifier's self-check
-(`judges.world_state.self_check`) before it is offered: a change that no plausible wrong call
+(`harnesses.world_check.self_check`) before it is offered: a change that no plausible wrong call
 could miss, or a question the no-op cannot answer, is left out. Sampling is seeded, so the same
 world, snapshot and seed give the same goals.
 """
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from harnesses.world import Snapshot, ToolDef, World, WorldSpec, column_values
-from judges.world_state import Call, self_check
+from harnesses.world_check import self_check
+from harnesses.world_replay import Call
 
 TRIES_PER_TOOL = 12  # argument draws per tool before it is given up for this goal
 

@@ -24,7 +24,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from harnesses.world import Snapshot, WorldSpec
-from judges.world_state import Call
+from harnesses.world_replay import Call
 
 TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
 

@@ -41,9 +41,10 @@ from generators.checks import CheckFailure, contains
 from generators.knobs import Direction, Ladder, Level, repair_step
 from generators.world_goals import Goal, sample_goals
 from generators.world_plant import description, named_records, plant_distractors
-from harnesses.world import Snapshot, World, WorldSpec
+from harnesses.world import Snapshot, World, WorldSpec, world_spec
 from harnesses.world_agent import opening
-from judges.world_state import Call, gold_calls, replay, self_check, world_spec
+from harnesses.world_check import self_check
+from harnesses.world_replay import Call, gold_calls, replay
 
 GENERATOR = "world_tasks"
 VERSION = "1"

@@ -19,6 +19,7 @@ locked, a memory limit, and each call is interrupted after `CALL_TIMEOUT_S`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import threading
@@ -34,7 +35,7 @@ import duckdb
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from data.records import content_id
+from data.records import Task, content_id
 
 ColumnType = Literal["text", "integer", "number", "boolean", "date", "timestamp"]
 SQL_TYPES: dict[str, str] = {
@@ -183,6 +184,18 @@ def load_world_spec(path: Path) -> WorldSpec:
     text = path.read_text(encoding="utf-8")
     raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     return WorldSpec.model_validate(raw)
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(text: str) -> WorldSpec:
+    return WorldSpec.model_validate_json(text)
+
+
+def world_spec(task: Task) -> WorldSpec:
+    """The world a tool-use task acts on (parsed once per distinct spec)."""
+    if task.world is None:
+        raise ValueError(f"task {task.task_id} has no world")
+    return _spec(task.world.spec)
 
 
 @dataclass(frozen=True)

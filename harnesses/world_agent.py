@@ -6,7 +6,7 @@ id, so the recording proxy holds the trajectory). A reply with tool calls has ea
 the world and its result sent back as a tool message; a call whose arguments are not JSON is
 told so. A reply without tool calls is the final answer. When the turns run out the attempt
 ends without an answer, with the state as it is. Scoring is the task's verifier on the final
-state (`judges.world_state.passes`).
+state (`harnesses.world_check.passes`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from data.prompts import load_prompt
 from data.records import Task, ToolCall, Usage
 from harnesses.episode import TURN_SEED_STRIDE
 from harnesses.tool_replay import attempt_text
-from harnesses.world import Snapshot, World, WorldSpec
-from judges.world_state import world_spec
+from harnesses.world import Snapshot, World, WorldSpec, world_spec
 
 NAME = "world_tools"
 SYSTEM = load_prompt(__file__, "world_agent_system")

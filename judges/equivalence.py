@@ -21,11 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
-from data.prompts import chat_messages, load_prompt
+from data.prompts import chat_messages, escape, load_prompt
 from data.records import Task
 from judges import tool_calls
 from judges.consensus import decide, majority
-from judges.panel import escape, panel_votes
+from judges.panel import panel_votes
 from judges.rewards import Score, columns_of, completion_text, score, trainer_task
 from judges.rubric_grade import rubric_grade
 

@@ -21,11 +21,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.llm import LLMClient, LLMError, settle
-from data.prompts import chat_messages, load_prompt
+from data.prompts import chat_messages, escape, load_prompt
 from data.records import Attempt, HackPattern, HackVerdict, Remedy, Task, VerifierSpec, content_id
 from judges import rubrics
 from judges.consensus import decide, majority
-from judges.equivalence import escape, grade
+from judges.equivalence import grade
 from judges.rewards import distinct_attempts, score
 
 SYSTEM = load_prompt(__file__, "hack_system")

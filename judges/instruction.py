@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.config import VerifyConfig
 from data.llm import LLMClient
-from data.prompts import chat_messages, load_prompt
+from data.prompts import chat_messages, escape, load_prompt
 from data.records import Consensus, Task, Verdict
+from harnesses.world import world_spec
 from judges.consensus import rule_from
-from judges.panel import escape, panel_records, panel_votes
-from judges.world_state import world_spec
+from judges.panel import panel_records, panel_votes
 
 SYSTEM = load_prompt(__file__, "instruction_system")
 USER = load_prompt(__file__, "instruction_user")

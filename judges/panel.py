@@ -23,11 +23,6 @@ class JudgeVote:
     reason: str
 
 
-def escape(text: str) -> str:
-    """Neutralise tag-like text so content cannot close or open a delimited block."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 async def panel_votes(
     llm: LLMClient,
     messages: list[dict[str, str]],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
+from data.prime_rl import POOL_CEILINGS
 from data.records import Band, Pool
 
 
@@ -36,10 +37,6 @@ def band(pass_rate: float, low: float, high: float) -> Band:
     if pass_rate < low:
         return "too_hard"
     return "in_band"
-
-
-# prime-rl's difficulty pools: each pool's inclusive ceiling on the mean reward, in order
-POOL_CEILINGS: dict[Pool, float] = {"hard": 0.25, "normal": 0.75, "easy": 1.0}
 
 
 def pool(pass_rate: float) -> Pool:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from data.answer_match import final_answer, match, normalize_answer
 from data.records import (
     Attempt,
     Lineage,
@@ -22,7 +23,6 @@ from data.records import (
     WorldSetup,
 )
 from judges import tool_calls, world_state
-from judges.answer_match import final_answer, match, normalize_answer
 from judges.score import Score
 
 

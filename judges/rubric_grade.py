@@ -11,10 +11,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.llm import LLMClient, LLMError
-from data.prompts import chat_messages, load_prompt
+from data.prompts import chat_messages, escape, load_prompt
 from data.records import Message, Task
 from judges.consensus import decide, majority
-from judges.panel import escape, panel_votes
+from judges.panel import panel_votes
 from judges.score import Score
 
 SYSTEM = load_prompt(__file__, "rubric_grade_system")

@@ -17,11 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from data.answer_match import normalize_answer
 from data.llm import LLMClient
-from data.prompts import chat_messages, load_prompt
+from data.prompts import chat_messages, escape, load_prompt
 from data.records import Attempt, RubricItem, Task, content_id
-from judges.answer_match import normalize_answer
-from judges.equivalence import escape
 from judges.rewards import distinct_attempts
 
 SYSTEM = load_prompt(__file__, "rubric_system")

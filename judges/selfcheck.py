@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 
+from data.answer_match import normalize_answer
 from data.llm import LLMClient
 from data.records import Task
 from data.spans import answer_candidates
 from judges import tool_calls
-from judges.answer_match import normalize_answer
 from judges.equivalence import grade
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")

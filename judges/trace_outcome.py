@@ -8,17 +8,16 @@ good trace becomes a reference task; a bad one a near-miss task naming its failu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.llm import LLMClient
-from data.prompts import chat_messages, load_prompt
-from data.records import Consensus, Trace, TraceMessage, Verdict
+from data.prompts import chat_messages, escape, load_prompt, render_conversation
+from data.records import Consensus, Trace, Verdict
 from judges.consensus import majority
-from judges.panel import escape, panel_records, panel_votes
+from judges.panel import panel_records, panel_votes
 
 SYSTEM = load_prompt(__file__, "trace_outcome_system")
 USER = load_prompt(__file__, "trace_outcome_user")
@@ -39,24 +38,11 @@ class Rating:
     consensus: Consensus
 
 
-def render(messages: list[TraceMessage]) -> str:
-    """A conversation as text for a judge: each message, tool calls and results spelled out,
-    angle brackets escaped."""
-    lines = []
-    for m in messages:
-        if m.role == "system":
-            continue
-        if m.content.strip():
-            lines.append(f"{m.role}: {escape(m.content.strip())}")
-        for call in m.tool_calls:
-            arguments = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True)
-            lines.append(f"assistant calls {call.name} {escape(arguments)}")
-    return "\n\n".join(lines)
-
-
 async def rate(trace: Trace, llm: LLMClient) -> Rating:
     """The panel's rating of the trace's final reply."""
-    user = USER.render(conversation=render(trace.messages[:-1]), answer=escape(trace.answer))
+    user = USER.render(
+        conversation=render_conversation(trace.messages[:-1]), answer=escape(trace.answer)
+    )
     votes = await panel_votes(
         llm,
         chat_messages(SYSTEM, user),

@@ -5,8 +5,8 @@ call's result is compared with the recorded one by shape, never by value:
 
 - error or success: a recorded result is an error when it is a JSON object whose `error` entry
   is set (not null, false or empty), or text (not JSON, or a JSON string) that says "not found",
-  "no such", "error" or "invalid"; the world's result is an error when its call failed (a
-  check, invalid arguments, a failing statement);
+  "no such", "error" or "invalid" (`harnesses.observed_calls.recorded_error`); the world's
+  result is an error when its call failed (a check, invalid arguments, a failing statement);
 - two successes are compared by their JSON values: objects by their field names and the JSON
   type of each shared field (string, number, boolean, null, object, array: ints and floats are
   both number; a field that is null in the world's result and absent from the recording counts
@@ -22,19 +22,20 @@ the same type. The report's score is the mean over the calls (0 when there are n
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass
-from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
+from harnesses.observed_calls import (
+    Observation,
+    ObservedCall,
+    json_kind,
+    recorded_error,
+    recorded_value,
+)
 from harnesses.world import ToolResult, World, WorldSpec
 
-if TYPE_CHECKING:
-    from generators.trace_worlds import Observation, ObservedCall
-
-ERROR_TEXT = re.compile(r"\b(not found|no such|error|invalid)\b", re.IGNORECASE)
 MAX_ARGUMENT_CHARS = 40  # an argument's value in a mismatch line is cut to this
 MAX_ERROR_CHARS = 80
 
@@ -50,37 +51,6 @@ class FidelityReport:
     def to_json(self) -> str:
         """The report as a JSON object, for storage."""
         return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
-
-
-def recorded_value(text: str) -> Any:
-    """A recorded result as the JSON value it holds, else its text."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def recorded_error(text: str) -> bool:
-    """Whether a recorded result reports an error (the rule in the module docstring)."""
-    value = recorded_value(text)
-    if isinstance(value, str):
-        return ERROR_TEXT.search(value) is not None
-    return isinstance(value, dict) and value.get("error") not in (None, False, "")
-
-
-def json_kind(value: Any) -> str:
-    """The JSON type of a value: string, number, boolean, null, object or array."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float | Decimal):
-        return "number"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string"  # text, and the dates and times a world writes as text
 
 
 def fidelity(spec: WorldSpec, observation: Observation) -> FidelityReport:

@@ -5,8 +5,9 @@ import re
 import pytest
 
 from data.llm import LLMError
+from data.prompts import escape
 from data.records import VerifierSpec
-from judges.equivalence import escape, grade, messages_for
+from judges.equivalence import grade, messages_for
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_generator_and_judges import first_task

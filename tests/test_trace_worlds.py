@@ -14,9 +14,10 @@ from data.records import ToolCall, ToolSpec, Trace, TraceMessage
 from data.scrub import Scrubber
 from data.trace_formats import Conversation, read_file
 from data.trace_ingest import scrubbed_trace
-from generators.trace_worlds import Observation, ObservedCall, draft_spec, observe, write_spec
+from generators.trace_worlds import draft_spec, observe, write_spec
+from harnesses.observed_calls import Observation, ObservedCall, recorded_error
 from harnesses.world import World, WorldSpec
-from judges.world_fidelity import fidelity, recorded_error
+from judges.world_fidelity import fidelity
 from tests.fakes.scripted_llm import ScriptedLLM
 
 SUPPORT_CHAT = (

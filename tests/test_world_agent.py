@@ -10,7 +10,8 @@ from data.llm import LLMClient, ToolCallRequest
 from data.llm_cache import ResponseCache
 from harnesses.world import World, load_world_spec
 from harnesses.world_agent import opening, solve
-from judges.world_state import passes, replay
+from harnesses.world_check import passes
+from harnesses.world_replay import replay
 from tests.conftest import endpoints_for
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scripted_llm import ScriptedLLM, ToolCalls

@@ -21,7 +21,9 @@ from generators.checks import CheckFailure
 from generators.world_plant import description, named_records, plant_distractors
 from generators.world_tasks import Candidate, LoadedWorld, instruction_problem
 from harnesses.tool_replay import attempt_text
-from harnesses.world import World, load_world_spec
+from harnesses.world import World, load_world_spec, world_spec
+from harnesses.world_check import self_check
+from harnesses.world_replay import gold_calls
 from judges import world_state
 from judges.rewards import verifier_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
@@ -80,7 +82,7 @@ def test_distractors_are_siblings_under_the_same_parent_with_new_keys():
     # customers and flights have no parent: no confusing copies of them
     assert planted["customers"] == initial["customers"] and planted["flights"] == initial["flights"]
     # the gold call still passes its self-check among the distractors
-    assert world_state.self_check(spec, planted, calls) is None
+    assert self_check(spec, planted, calls) is None
 
 
 def test_a_record_is_described_by_a_value_a_tool_finds_it_by():
@@ -152,7 +154,7 @@ def test_harder_levels_hide_keys_and_chain_steps():
     described = [r.task for r in generated(SHOP, "described") if isinstance(r, Candidate)]
     assert described
     for task in described:
-        spec, calls = world_state.world_spec(task), world_state.gold_calls(task)
+        spec, calls = world_spec(task), gold_calls(task)
         named = named_records(spec, task.world.initial, calls)
         assert any(str(n.value) not in task.question for n in named)  # looked up, not given
     chained = [r.task for r in generated(SHOP, "two_steps") if isinstance(r, Candidate)]

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from generators.world_goals import sample_goals
 from harnesses.world import World, WorldSpec, load_world_spec
-from judges.world_state import passes, replay, self_check, state_diff, wrong_variants
+from harnesses.world_check import passes, self_check, wrong_variants
+from harnesses.world_replay import replay, state_diff
 
 WORLDS = Path(__file__).resolve().parent.parent / "data" / "samples" / "worlds"
 SHOP = WORLDS / "outdoor_shop.toml"
