@@ -1,0 +1,95 @@
+"""The layering rule of DESIGN.md's "Layout": arrows point down only.
+
+`data/` imports no other layer; `harnesses/` only `data`; `generators/` and `judges/` only
+`harnesses` and `data` (a generator never a judge, a judge never a generator); `families/` any
+layer but `flows`; only `flows/` imports `prefect`. Every import counts: top-level ones, ones
+inside functions and ones under `if TYPE_CHECKING:`.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ("data", "harnesses", "generators", "judges", "families", "flows")
+MAY_IMPORT = {
+    "data": {"data"},
+    "harnesses": {"harnesses", "data"},
+    "generators": {"generators", "harnesses", "data"},
+    "judges": {"judges", "harnesses", "data"},
+    "families": {"families", "generators", "judges", "harnesses", "data"},
+    "flows": set(LAYERS),
+}
+
+
+def imported_modules(root: Path, path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file, relative ones resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the file's own package, up `level - 1` folders
+                base = parts[: len(parts) - node.level]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            found.append((node.lineno, module))
+    return found
+
+
+def offences(root: Path = ROOT) -> list[str]:
+    """`file:line -> module` for each import that breaks the layering rule."""
+    lines = []
+    for layer in LAYERS:
+        for path in sorted((root / layer).rglob("*.py")):
+            for line, module in imported_modules(root, path):
+                top = module.split(".")[0]
+                allowed = top in MAY_IMPORT[layer] or top not in LAYERS
+                if top == "prefect" and layer != "flows":
+                    allowed = False
+                if not allowed:
+                    lines.append(f"{path.relative_to(root)}:{line} -> {module}")
+    return lines
+
+
+def test_imports_point_down_only():
+    found = offences()
+    assert not found, "imports against the layering rule (DESIGN.md, Layout):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("layer", "source", "offence"),
+    [
+        ("data", "from judges.passrate import POOL_CEILINGS\n", "judges.passrate"),
+        ("harnesses", "def f():\n    from judges import world_state\n", "judges"),
+        ("generators", "from judges.world_state import Call\n", "judges.world_state"),
+        (
+            "judges",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from generators.trace_worlds import Observation\n",
+            "generators.trace_worlds",
+        ),
+        ("generators", "from ..judges import world_state\n", "judges"),
+        ("judges", "import prefect\n", "prefect"),
+        ("families", "from flows import stages\n", "flows"),
+    ],
+)
+def test_the_check_catches_an_upward_import(tmp_path, layer, source, offence):
+    (tmp_path / layer).mkdir()
+    (tmp_path / layer / "bad.py").write_text(source)
+    line = source.count("\n")
+    assert offences(tmp_path) == [f"{layer}/bad.py:{line} -> {offence}"]
+
+
+def test_flows_may_import_prefect_and_every_layer(tmp_path):
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "ok.py").write_text("import prefect\nfrom judges import rewards\n")
+    assert offences(tmp_path) == []
