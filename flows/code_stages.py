@@ -12,10 +12,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from data.languages import language_named
 from data.llm import LLMClient
 from data.records import Commit, CommitReplay, Record, Status, Task
 from data.repos import ingest_repo
+from families.code import repo_at
 from flows.context import (
     LLMStage,
     Outcome,
@@ -27,7 +27,7 @@ from flows.context import (
 from generators.checks import CheckFailure
 from generators.commit_replay import Unusable, analyse, tests_at
 from generators.commit_sequence import Link, chains, sequence_task
-from generators.function_rebuild import RepoAtHead, rebuild_tasks
+from generators.function_rebuild import rebuild_tasks
 from generators.replay_tasks import RepoOrigin, replay_task
 from harnesses.python_env import EnvError
 from harnesses.sandbox import Limits
@@ -151,30 +151,13 @@ def pending_rebuilds(ctx: StageContext) -> list[str]:
     return pending_items(ctx, "rebuild", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
 
 
-def code_repo(ctx: StageContext, task: Task) -> RepoAtHead:
-    """The repository of a code task, at the revision the task is built on."""
-    workspace = task.workspace
-    rows = ctx.lake.rows(
-        "SELECT * FROM repos WHERE repo_id = ?", [workspace.repo_id if workspace else ""]
-    )
-    if workspace is None or not rows:
-        raise LookupError(f"task {task.task_id}: its repository is not in the lake")
-    return _repo_at(rows[0], workspace.base)
-
-
-def _repo_at(row: dict[str, Any], rev: str) -> RepoAtHead:
-    """A `repos` row's repository at `rev`."""
-    language = language_named(row["language"])
-    return RepoAtHead(row["repo_id"], row["origin"], Path(row["mirror"]), rev, language)
-
-
 def rebuild_functions(ctx: StageContext) -> Counter:
     """Try each pending repository's functions (`generators.function_rebuild`) and record the
     tasks, each candidate's outcome (stage `rebuild_target`) and the repository's."""
     counts: Counter = Counter()
     repos = {r["repo_id"]: r for r in ctx.lake.rows("SELECT * FROM repos")}
     for repo_id in pending_rebuilds(ctx):
-        repo = _repo_at(repos[repo_id], repos[repo_id]["head"])
+        repo = repo_at(repos[repo_id], repos[repo_id]["head"])
         tasks: list[Record] = []
         parts: list[Status] = []
         try:

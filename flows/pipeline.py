@@ -31,6 +31,7 @@ from data.lake import Lake
 from data.model_servers import resolve_endpoints
 from data.projections import Projection, project
 from data.sample_repo import build_sample_repo
+from families import reviewed_kinds
 from flows.artifacts import publish_run_artifacts
 from flows.code_stages import (
     ingest_repository,
@@ -140,7 +141,13 @@ def export_task(
 ) -> ExportResult:
     base = Path(out) if out else ctx.config.home / "tasksets"
     return export_taskset(
-        ctx.lake, ctx.config.export.name, base, band, ctx.config.export.rows_per_part, solver
+        ctx.lake,
+        ctx.config.export.name,
+        base,
+        band,
+        ctx.config.export.rows_per_part,
+        solver,
+        reviewed=reviewed_kinds(),
     )
 
 

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from data import interrupt
-from data.config import CalibrateConfig
 from data.endpoints import Endpoint
 from data.ingest import ingest_documents
 from data.interrupt import Interrupted
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
-from flows.code_stages import DESCRIBE, SEQUENCE, code_repo
+from families import family_of, reviewed_kinds
+from families.base import Checked
+from flows.code_stages import DESCRIBE, SEQUENCE
 from flows.context import (
     LLMStage,
     Outcome,
@@ -40,19 +41,13 @@ from flows.context import (
 from flows.repair import Stop, next_move
 from flows.trace_stages import INTENTS, TRACE_TASKS
 from flows.world_stages import TRACE_WORLDS, WORLD_TASKS
-from generators import doc_qa, function_rebuild, world_tasks
+from generators import doc_qa
 from generators.checks import CheckFailure
-from generators.doc_qa_variants import Material, Neighbour, make_variant
-from harnesses import world_agent
+from generators.doc_qa_variants import Material, Neighbour
 from harnesses.base import Harness
-from harnesses.closed_book import ClosedBook
-from harnesses.doc_search import CorpusIndex, DocSearch
 from harnesses.proxy import ACCESS_HEADER, is_loopback, running_proxy
-from harnesses.tool_replay import ToolReplay
-from judges import answerability, calibration, instruction, world_state
+from judges import answerability, calibration
 from judges.review import review
-from judges.score import Score
-from judges.selfcheck import self_check, trace_self_check
 from judges.variance import reask
 
 PROGRESS_EVERY_S = 15.0
@@ -221,46 +216,14 @@ def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str
 
 
 async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
+    """The task's family checks it (its verifier's self-check, the judges it needs)."""
     task, passage = loaded
-    if task.world is not None:
-        return await _verify_world_task(ctx, task, client)
-    if task.is_code:
-        failure = await ctx.unit_tests.self_check(task)
-        if failure is not None:
-            return Outcome(ctx.status("verify", task_id, "rejected", "gold_self_check", failure))
-        return Outcome(ctx.status("verify", task_id, "done", "gold_self_check_passed"))
-    if task.from_trace:  # its trace was rated by the panel; its verifier must hold up
-        failure = await trace_self_check(task, client)
-        if failure is not None:
-            return Outcome(
-                ctx.status("verify", task_id, "rejected", "verifier_self_check", failure)
-            )
-        return Outcome(ctx.status("verify", task_id, "done", "verifier_self_check_passed"))
-    if not passage:
-        return Outcome(ctx.status("verify", task_id, "rejected", "source_missing"))
-    failure = await self_check(task, passage, client)
-    if failure is not None:
-        return Outcome(ctx.status("verify", task_id, "rejected", "verifier_self_check", failure))
-    decision = await answerability.judge(task, passage, client, ctx.config.verify)
-    records = {"verdicts": decision.verdicts, "consensus": decision.consensus}
-    return Outcome(ctx.status("verify", task_id, decision.status, decision.reason), records)
-
-
-async def _verify_world_task(ctx: StageContext, task: Task, client: LLMClient) -> Outcome:
-    """A planted task: its verifier's self-check on the world (no model: a replay), then the
-    panel on whether its instruction asks for what the gold calls do."""
-    failure = await asyncio.to_thread(world_state.task_self_check, task)
-    if failure is not None:
-        return Outcome(ctx.status("verify", task.task_id, "rejected", "world_self_check", failure))
-    verdicts, consensus = await instruction.check(task, client, ctx.config.verify)
-    records = {"verdicts": verdicts, "consensus": [consensus]}
-    problems = "; ".join(v.reason for v in verdicts if v.decision == "fail")
-    state, reason = {
-        "pass": ("done", "accepted"),
-        "fail": ("rejected", "instruction_not_faithful"),
-        "undecided": ("failed", "judge_error"),
-    }[consensus.decision]
-    return Outcome(ctx.status("verify", task.task_id, state, reason, problems), records)
+    checked: Checked = await family_of(task.kind).verify(task, passage, client, ctx)
+    records: dict[str, list[Record]] = {}
+    if checked.verdicts or checked.consensus:
+        records = {"verdicts": list(checked.verdicts), "consensus": list(checked.consensus)}
+    status = ctx.status("verify", task_id, checked.state, checked.reason, checked.detail)
+    return Outcome(status, records)
 
 
 # calibrate: accepted task -> attempts and difficulty
@@ -300,51 +263,29 @@ def calibration_plan(ctx: StageContext, solver: str, harness: str) -> calibratio
     return ctx.plans[key]
 
 
-CODE_HARNESS = "code_single_turn"  # the prompt shows the files; the reply holds the edits
-
-
 def calibration_harness(ctx: StageContext, task: Task) -> Harness:
-    """The harness for `task`, built once per run: for document tasks the configured one
-    (doc_search indexes the corpus), for code tasks the single-turn code harness, for
-    tool-replay tasks the replay of their recorded tools, for tool-use tasks the tool-calling
-    solver on their world, for other trace tasks closed book."""
-    if task.is_code:
-        name = CODE_HARNESS
-    elif task.world is not None:
-        name = world_agent.NAME
-    elif task.kind == "tool_replay":
-        name = "tool_replay"
-    elif task.from_trace:
-        name = "closed_book"  # the conversation is in the prompt; the corpus is beside it
-    else:
-        name = ctx.config.calibrate.harness
+    """The harness of the environment `task`'s family puts it in, built once per process."""
+    family = family_of(task.kind)
+    name = family.environment(task, ctx.config)
     if name not in ctx.harnesses:
-        if name == "tool_replay":
-            ctx.harnesses[name] = ToolReplay()
-        elif name == world_agent.NAME:
-            ctx.harnesses[name] = world_agent.WorldTools()
-        elif name == "doc_search":
-            chunks = ctx.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
-            index = CorpusIndex([(r["chunk_id"], r["text"]) for r in chunks])
-            ctx.harnesses[name] = DocSearch(index, max_turns=ctx.config.calibrate.max_turns)
-        else:
-            ctx.harnesses[name] = ClosedBook(name)
+        ctx.harnesses[name] = family.harness(name, ctx)
     return ctx.harnesses[name]
 
 
 def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
-    """The calibrate work for `stage`; the status detail names the solver and harness measured
+    """The calibrate work for `stage`: attempts in the task's environment, scored by its
+    family's grader; the status detail names the solver and harness measured
     (`solver|harness`), so exports pick the matching difficulty row."""
 
     async def calibrate_one(
         ctx: StageContext, task_id: str, task: Any, client: LLMClient
     ) -> Outcome:
+        family = family_of(task.kind)
         harness = calibration_harness(ctx, task)
         solver = client.model("solver")
         plan = calibration_plan(ctx, solver, harness.name)
-        settings, grader = _grading(ctx, task)
         attempts, difficulty = await calibration.calibrate(
-            task, client, settings, plan, harness, grader
+            task, client, family.attempt_config(ctx.config), plan, harness, family.grader(ctx)
         )
         return Outcome(
             ctx.status(stage, task_id, "done", difficulty.band, f"{solver}|{harness.name}"),
@@ -352,29 +293,6 @@ def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
         )
 
     return calibrate_one
-
-
-def _grading(ctx: StageContext, task: Task) -> tuple[CalibrateConfig, calibration.Grader | None]:
-    """The calibration settings and grader for `task`: code attempts get the longer replies
-    they need and are scored by running the task's tests; replies to trace tasks get longer
-    replies too; a tool-use attempt's turns get their own limit and the attempt is replayed on
-    the task's world; answers are scored by the default grader (which follows the verifier
-    type)."""
-    if task.is_code:
-        longer = {"max_tokens": ctx.config.code.attempt_max_tokens}
-        return ctx.config.calibrate.model_copy(update=longer), ctx.unit_tests.grade
-    if task.from_trace:
-        longer = {"max_tokens": ctx.config.traces.attempt_max_tokens}
-        return ctx.config.calibrate.model_copy(update=longer), None
-    if task.world is not None:
-        per_turn = {"max_tokens": ctx.config.worlds.attempt_max_tokens}
-        return ctx.config.calibrate.model_copy(update=per_turn), _world_grade
-    return ctx.config.calibrate, None
-
-
-async def _world_grade(task: Task, completion: str) -> Score:
-    """A tool-use attempt replayed on its world (off the event loop: it runs DuckDB)."""
-    return await asyncio.to_thread(world_state.grade, task, completion)
 
 
 def recalibration(solver: str) -> LLMStage:
@@ -400,16 +318,23 @@ def stage_named(name: str) -> LLMStage:
 
 
 def pending_review(ctx: StageContext) -> list[str]:
-    """Calibrated document tasks (code tasks are scored by their tests: no rubric, and no
-    answer to hedge)."""
-    if not ctx.config.scope.makes("doc_qa"):
+    """Calibrated tasks of the families that are reviewed (code tasks, for one, are scored by
+    their tests: no rubric, and no answer to hedge)."""
+    reviewed = [kind for kind in reviewed_kinds() if ctx.config.scope.makes(kind)]
+    if not reviewed:
         return []
     return pending_items(
         ctx,
         "review",
         "SELECT item_id AS id FROM status s JOIN tasks t ON t.task_id = s.item_id"
-        " WHERE s.stage = 'calibrate' AND s.status = 'done' AND t.kind = 'doc_qa' ORDER BY id",
+        f" WHERE s.stage = 'calibrate' AND s.status = 'done' AND {_kind_in(reviewed, 't.kind')}"
+        " ORDER BY id",
     )
+
+
+def _kind_in(kinds: list[str], column: str) -> str:
+    """A SQL condition: `column` is one of `kinds`."""
+    return f"{column} IN ({', '.join(repr(kind) for kind in kinds)})" if kinds else "FALSE"
 
 
 def load_tasks_with_attempts(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
@@ -442,10 +367,10 @@ async def review_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
 
 
 def pending_repair(ctx: StageContext) -> list[str]:
-    """Tasks out of the band whose review found the verifier sound (hackable ones would pass
-    their verifier on to the variant; code tasks, scored by their tests, are not reviewed) and
-    which the repair loop has not settled; a task that stopped at the step limit is taken again
-    once `repair.max_steps` is raised."""
+    """Tasks out of the band whose review found the verifier sound where their family is
+    reviewed (hackable ones would pass their verifier on to the variant) and which the repair
+    loop has not settled; a task that stopped at the step limit is taken again once
+    `repair.max_steps` is raised."""
     max_steps = ctx.config.repair.max_steps
     if max_steps == 0:
         return []
@@ -455,7 +380,7 @@ def pending_repair(ctx: StageContext) -> list[str]:
         " AND r.status = 'done' AND r.reason = 'reviewed'"
         " LEFT JOIN status p ON p.item_id = c.item_id AND p.stage = 'repair'"
         " WHERE c.stage = 'calibrate' AND c.status = 'done' AND c.reason <> 'in_band'"
-        " AND (r.item_id IS NOT NULL OR t.kind <> 'doc_qa')"
+        f" AND (r.item_id IS NOT NULL OR NOT {_kind_in(reviewed_kinds(), 't.kind')})"
         f" AND {kinds_in_scope(ctx, 't.kind')}"
         " AND (p.status IS NULL OR p.status = 'failed'"
         " OR (p.reason = 'step_limit' AND TRY_CAST(p.detail AS INTEGER) < ?))"
@@ -485,8 +410,8 @@ ORDER BY r.of, r.similarity DESC, r.chunk_id
 
 
 def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
-    """Each task with its band and what its variants draw on: its source's title and the
-    chunks nearest its evidence chunk by embedding."""
+    """Each task with its band and what its variants draw on: its source's title, its evidence
+    chunk's text and the chunks nearest that chunk by embedding."""
     tasks = load_tasks(ctx, task_ids)
     bands = {
         r["item_id"]: r["reason"]
@@ -505,6 +430,12 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
         )
     }
     chunk_ids = sorted({e.chunk_id for t in tasks.values() for e in t.evidence[:1]})
+    passages = {
+        r["chunk_id"]: r["text"]
+        for r in ctx.lake.rows(
+            "SELECT chunk_id, text FROM chunks WHERE list_contains(?, chunk_id)", [chunk_ids]
+        )
+    }
     neighbours: dict[str, list[Neighbour]] = {}
     for row in ctx.lake.rows(_NEIGHBOURS_SQL, [chunk_ids, ctx.config.repair.neighbours]):
         near = Neighbour(Chunk.from_row(row), row["source_path"] or "")
@@ -515,6 +446,7 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
             bands.get(task_id, ""),
             Material(
                 title=next((titles.get(s.source_id, "") for s in task.source[:1]), ""),
+                passage=next((passages.get(e.chunk_id, "") for e in task.evidence[:1]), ""),
                 neighbours=[n for e in task.evidence[:1] for n in neighbours.get(e.chunk_id, [])],
             ),
         )
@@ -522,43 +454,18 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
     }
 
 
-LADDERS = {
-    doc_qa.GENERATOR: doc_qa.LADDER,
-    function_rebuild.GENERATOR: function_rebuild.LADDER,
-    world_tasks.GENERATOR: world_tasks.LADDER,
-}
-
-
 async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
     task, band, material = loaded
-    ladder = LADDERS.get(task.lineage.generator)
-    if ladder is None:
-        return Outcome(ctx.status("repair", task_id, "done", "no_ladder", task.lineage.generator))
-    move = next_move(band, task.lineage.knobs, ladder, ctx.config.repair.max_steps)
+    family = family_of(task.kind)
+    if family.ladder is None:
+        return Outcome(ctx.status("repair", task_id, "done", "no_ladder", task.kind))
+    move = next_move(band, task.lineage.knobs, family.ladder, ctx.config.repair.max_steps)
     if isinstance(move, Stop):
         return Outcome(ctx.status("repair", task_id, "done", move.reason, move.detail))
     failures: list[str] = []
     for level in move.levels:
         try:
-            if task.world is not None:
-                variant = await world_tasks.make_variant(
-                    task, level, move.direction, client, ctx.config.worlds
-                )
-            elif task.is_code:
-                repo = code_repo(ctx, task)
-                variant = await asyncio.to_thread(
-                    function_rebuild.make_variant,
-                    task,
-                    level,
-                    move.direction,
-                    repo,
-                    ctx.limits,
-                    ctx.config.code.max_prompt_chars,
-                )
-            else:
-                variant = await make_variant(
-                    task, level, move.direction, material, client, ctx.config.generate
-                )
+            variant = await family.variant(task, level, move.direction, material, client, ctx)
         except CheckFailure as failure:
             failures.append(f"{level.name}: {failure.reason}")
             continue

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from data.config import CalibrateConfig
-from harnesses.closed_book import ClosedBook
+from harnesses.single_turn import CLOSED_BOOK, SingleTurn
 from judges import calibration
 from judges.adaptive import (
     LABELS,
@@ -89,7 +89,7 @@ def test_calibration_samples_in_rounds_until_the_policy_stops():
     solver = ScriptedLLM(lambda role, messages, params: "something else")
     how = calibration.plan(CalibrateConfig(round_size=2), history=[])
     attempts, difficulty = asyncio.run(
-        calibration.calibrate(task, solver, CalibrateConfig(), how, ClosedBook())
+        calibration.calibrate(task, solver, CalibrateConfig(), how, SingleTurn(CLOSED_BOOK))
     )
     expected, _ = walk(how.policy, [0] * 32)
     assert difficulty.n == len(attempts) == expected

@@ -17,8 +17,10 @@ from data.projections import project
 from data.records import Task, Workspace
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
+from families import reviewed_kinds
+from families.code import repo_of
 from flows.cli import main
-from flows.code_stages import code_repo, rebuild_functions, replay_commits
+from flows.code_stages import rebuild_functions, replay_commits
 from generators.checks import CheckFailure, added_lines, check_no_leak
 from generators.code_tasks import show_files
 from generators.function_rebuild import (
@@ -55,7 +57,7 @@ def code_run(tmp_path_factory):
     rebuild_functions(ctx)
     with FakeOpenAIServer(Oracle(code=head)) as server:
         run_llm_stages(ctx, endpoints_for(server))
-    export = export_taskset(ctx.lake, "code", root / "tasksets")
+    export = export_taskset(ctx.lake, "code", root / "tasksets", reviewed=reviewed_kinds())
     rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
     return ctx, repo, rows
 
@@ -226,7 +228,7 @@ def test_run_with_a_repository_through_the_cli(tmp_path, monkeypatch, capsys):
 def test_the_function_rebuild_ladder_in_the_sandbox(code_run):
     ctx, _, _ = code_run
     any_task = next(t for t in ctx.lake.records("tasks") if t.kind == "function_rebuild")
-    repo = code_repo(ctx, any_task)
+    repo = repo_of(ctx.lake, any_task)
     every = [t for t in rebuild_tasks(repo, ctx.limits, 30, 24_000) if isinstance(t, Task)]
     task = next(t for t in every if t.lineage.knobs["function"].endswith("::parse_line"))
     assert task.lineage.knobs["level"] == "base" and "These tests" not in task.question
@@ -271,7 +273,8 @@ def test_a_too_hard_function_moves_one_level_easier(tmp_path):
     assert verify[variant.task_id]["reason"] == "gold_self_check_passed"
     assert calibrate[variant.task_id]["reason"] == "too_hard"
     rows = pq.read_table(
-        export_taskset(ctx.lake, "code", tmp_path / "out").path / "part-00000.parquet"
+        export_taskset(ctx.lake, "code", tmp_path / "out", reviewed=reviewed_kinds()).path
+        / "part-00000.parquet"
     ).to_pylist()
     assert [r["task_id"] for r in rows] == [variant.task_id]  # one task per family
 
@@ -329,7 +332,7 @@ def test_the_trainer_reward_runs_a_code_tasks_tests_in_the_sandbox(code_run):
 
 def test_code_rollouts_that_passed_become_sft_transcripts(code_run, tmp_path):
     ctx, _, rows = code_run
-    version = export_taskset(ctx.lake, "code", tmp_path).path
+    version = export_taskset(ctx.lake, "code", tmp_path, reviewed=reviewed_kinds()).path
     sft = project(version, "sft", ctx.lake)
     examples = pq.read_table(sft.path / "part-00000.parquet").to_pylist()
     passed = ctx.lake.rows(

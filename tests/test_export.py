@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from data import export
 from data.export import export_taskset
 from data.lake import Lake
+from families import reviewed_kinds
 from tests.fakes.synthetic_lake import write_calibrated_tasks
 
 
@@ -19,7 +20,9 @@ def test_rows_stream_into_parts_in_order_and_a_same_export_writes_nothing(tmp_pa
     ids = write_calibrated_tasks(lake, 0, 1_300) + write_calibrated_tasks(lake, 1_300, 2_500)
     monkeypatch.setattr(export, "ROWS_PER_BATCH", 700)  # batches that straddle the parts
 
-    first = export_taskset(lake, "synthetic", tmp_path / "out", rows_per_part=1_000)
+    first = export_taskset(
+        lake, "synthetic", tmp_path / "out", rows_per_part=1_000, reviewed=reviewed_kinds()
+    )
 
     manifest = json.loads((first.path / "manifest.json").read_text())
     parts = [pq.read_table(first.path / name) for name in manifest["files"]]
@@ -29,7 +32,9 @@ def test_rows_stream_into_parts_in_order_and_a_same_export_writes_nothing(tmp_pa
     assert manifest["by_band"] == {"too_easy": 834, "in_band": 833, "too_hard": 833}
     assert manifest["models"]["solver"] == ["solver"]
 
-    again = export_taskset(lake, "synthetic", tmp_path / "out", rows_per_part=1_000)
+    again = export_taskset(
+        lake, "synthetic", tmp_path / "out", rows_per_part=1_000, reviewed=reviewed_kinds()
+    )
     assert not again.written and again.path == first.path
     assert sorted(p.name for p in (tmp_path / "out" / "synthetic").iterdir()) == [
         "latest",
@@ -44,7 +49,7 @@ def test_export_memory_does_not_grow_with_the_taskset(tmp_path, monkeypatch):
     monkeypatch.setattr(export, "ROWS_PER_BATCH", 1_000)
 
     tracemalloc.start()
-    result = export_taskset(lake, "synthetic", tmp_path / "out")
+    result = export_taskset(lake, "synthetic", tmp_path / "out", reviewed=reviewed_kinds())
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
 
@@ -54,7 +59,9 @@ def test_export_memory_does_not_grow_with_the_taskset(tmp_path, monkeypatch):
 
 
 def test_an_empty_taskset_has_one_empty_part(tmp_path):
-    result = export_taskset(Lake(tmp_path / "home"), "empty", tmp_path / "out")
+    result = export_taskset(
+        Lake(tmp_path / "home"), "empty", tmp_path / "out", reviewed=reviewed_kinds()
+    )
     manifest = json.loads((result.path / "manifest.json").read_text())
     assert result.n_tasks == 0 and manifest["files"] == ["part-00000.parquet"]
     assert pq.read_table(result.path / "part-00000.parquet").num_rows == 0

@@ -1,7 +1,10 @@
-"""The closed-book harness: the solver sees exactly the task's prompt, with no tools.
+"""The single-turn harness: the solver sees exactly the task's prompt, with no tools, and its
+one reply is the attempt.
 
-A harness knows how a solver attempts a task; it never scores (the judges do) and the task
-never knows which harness attempts it.
+It runs under the name of the environment it stands for: `closed_book` (a document question
+alone), `open_book` (the passages are in the prompt), `code_single_turn` (the prompt shows the
+files; the reply holds the edits), and trace tasks' `closed_book` (the conversation is in the
+prompt). A harness knows how a solver attempts a task; it never scores (the judges do).
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from dataclasses import dataclass
 from data.llm import LLMClient, Reply
 from data.records import Task
 
-NAME = "closed_book"
+CLOSED_BOOK = "closed_book"
+OPEN_BOOK = "open_book"
 
 
 @dataclass(frozen=True)
-class ClosedBook:
-    name: str = NAME
+class SingleTurn:
+    name: str
 
     async def attempt(
         self,

@@ -1,0 +1,63 @@
+"""The task families, one module each; a new family is a module and a line in `REGISTERED`.
+
+`family_of(kind)` is how the stages, calibration, repair, review and export learn what a task
+of that kind needs, instead of branching on its kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from families import (
+    commit_replay,
+    commit_sequence,
+    doc_qa,
+    function_rebuild,
+    tool_replay,
+    trace_answer,
+    world_tool_use,
+)
+from families.base import Family
+
+REGISTERED: list[Family] = [
+    doc_qa.FAMILY,
+    commit_replay.FAMILY,
+    function_rebuild.FAMILY,
+    commit_sequence.FAMILY,
+    trace_answer.FAMILY,
+    tool_replay.FAMILY,
+    world_tool_use.FAMILY,
+]
+
+
+def family_of(kind: str) -> Family:
+    """The family that makes tasks of `kind`."""
+    for family in REGISTERED:
+        if kind in family.kinds:
+            return family
+    raise LookupError(f"no task family makes {kind!r} tasks")
+
+
+def kinds() -> list[str]:
+    """Every registered family's task kinds."""
+    return [kind for family in REGISTERED for kind in family.kinds]
+
+
+def reviewed_kinds() -> list[str]:
+    """The kinds whose calibrated attempts are reviewed for rubrics and reward hacks."""
+    return [kind for family in REGISTERED if family.reviewed for kind in family.kinds]
+
+
+@contextmanager
+def registered(family: Family) -> Iterator[Family]:
+    """`family` registered for the duration (a family that lives outside this package, e.g. in
+    a test module)."""
+    taken = set(kinds()) & set(family.kinds)
+    if taken:
+        raise ValueError(f"kinds already registered: {sorted(taken)}")
+    REGISTERED.append(family)
+    try:
+        yield family
+    finally:
+        REGISTERED.remove(family)

@@ -1,0 +1,94 @@
+"""What a task family declares: how its candidates are checked, the environment its attempts run
+in, how they are scored, its difficulty ladder and whether its attempts are reviewed.
+
+The stages ask a task's family (`families.family_of`) instead of branching on its kind, so a
+family is one module plus its registration line.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from data.config import CalibrateConfig, FoundryConfig
+from data.lake import Lake
+from data.llm import LLMClient
+from data.records import Consensus, ItemStatus, Task, Verdict
+from generators.doc_qa_variants import Material
+from generators.knobs import Direction, Ladder, Level
+from harnesses.base import Harness
+from harnesses.sandbox import Limits
+from judges.score import Score
+from judges.unit_tests import UnitTests
+
+Grader = Callable[[Task, str], Awaitable[Score]]
+
+
+class Services(Protocol):
+    """What a family's hooks may use from the running stage (the flows' `StageContext`)."""
+
+    lake: Lake
+    config: FoundryConfig
+    harnesses: dict[str, Harness]  # built once per process, by name
+
+    @property
+    def unit_tests(self) -> UnitTests: ...
+
+    @property
+    def limits(self) -> Limits: ...
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A family's verdict on one of its candidates: the verify stage's status, and the judge
+    records behind it."""
+
+    state: ItemStatus
+    reason: str
+    detail: str = ""
+    verdicts: list[Verdict] = field(default_factory=list)
+    consensus: list[Consensus] = field(default_factory=list)
+
+
+class Family(ABC):
+    """A task family. Subclasses set `kinds` (and `ladder`, `reviewed` where they apply),
+    implement the abstract hooks and override the defaults that differ."""
+
+    kinds: tuple[str, ...] = ()
+    ladder: Ladder | None = None  # difficulty levels the repair loop moves tasks along
+    reviewed: bool = False  # calibrated attempts go through rubric and reward-hack review
+
+    @abstractmethod
+    def environment(self, task: Task, config: FoundryConfig) -> str:
+        """The name of the harness an attempt at `task` runs in: the environment its pass rate
+        is measured in and its export names for trainers."""
+
+    @abstractmethod
+    def harness(self, name: str, services: Services) -> Harness:
+        """A new harness called `name` (one this family's `environment` returns)."""
+
+    def attempt_config(self, config: FoundryConfig) -> CalibrateConfig:
+        """The calibration settings for this family's attempts (reply limits differ)."""
+        return config.calibrate
+
+    def grader(self, services: Services) -> Grader | None:
+        """How an attempt is scored; None: by its answer verifier (`judges.equivalence`)."""
+        return None
+
+    @abstractmethod
+    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
+        """Check a candidate: its verifier holds up and it asks what it should."""
+
+    async def variant(
+        self,
+        task: Task,
+        level: Level,
+        direction: Direction,
+        material: Material,
+        llm: LLMClient,
+        services: Services,
+    ) -> Task:
+        """`task` made at `level` of the ladder (raises `CheckFailure` where it cannot be)."""
+        raise NotImplementedError(f"{type(self).__name__} has no difficulty ladder")

@@ -1,0 +1,60 @@
+"""What the code families share: a workspace in the task's repository, the unit-test verifier.
+
+Environment: `code_single_turn`, one reply whose edits are applied to the workspace; the task's
+tests then run in the sandbox. Verify: the gold patch must pass the tests the task names (the
+gold self-check; the tests stand in for the judge panel). Not reviewed: scored by their tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from data.config import CalibrateConfig, FoundryConfig
+from data.lake import Lake
+from data.languages import language_named
+from data.llm import LLMClient
+from data.records import Task
+from families.base import Checked, Family, Grader, Services
+from generators.function_rebuild import RepoAtHead
+from harnesses.base import Harness
+from harnesses.single_turn import SingleTurn
+
+CODE_SINGLE_TURN = "code_single_turn"
+
+
+class CodeFamily(Family):
+    def environment(self, task: Task, config: FoundryConfig) -> str:
+        return CODE_SINGLE_TURN
+
+    def harness(self, name: str, services: Services) -> Harness:
+        return SingleTurn(name)
+
+    def attempt_config(self, config: FoundryConfig) -> CalibrateConfig:
+        return config.calibrate.model_copy(update={"max_tokens": config.code.attempt_max_tokens})
+
+    def grader(self, services: Services) -> Grader | None:
+        return services.unit_tests.grade
+
+    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
+        failure = await services.unit_tests.self_check(task)
+        if failure is not None:
+            return Checked("rejected", "gold_self_check", failure)
+        return Checked("done", "gold_self_check_passed")
+
+
+def repo_of(lake: Lake, task: Task) -> RepoAtHead:
+    """The repository of a code task, at the revision the task is built on."""
+    workspace = task.workspace
+    rows = lake.rows(
+        "SELECT * FROM repos WHERE repo_id = ?", [workspace.repo_id if workspace else ""]
+    )
+    if workspace is None or not rows:
+        raise LookupError(f"task {task.task_id}: its repository is not in the lake")
+    return repo_at(rows[0], workspace.base)
+
+
+def repo_at(row: dict[str, Any], rev: str) -> RepoAtHead:
+    """A `repos` row's repository at `rev`."""
+    language = language_named(row["language"])
+    return RepoAtHead(row["repo_id"], row["origin"], Path(row["mirror"]), rev, language)

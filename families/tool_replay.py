@@ -1,0 +1,25 @@
+"""Tool replay: a production request answered with tools; the solver calls the recorded tools,
+whose recorded results come back (`tool_replay`), and must make the calls that mattered. See
+`families.traces`."""
+
+from __future__ import annotations
+
+from data.config import FoundryConfig
+from data.records import Task
+from families.base import Services
+from families.traces import TraceFamily
+from harnesses.base import Harness
+from harnesses.tool_replay import NAME, ToolReplay
+
+
+class ToolReplayFamily(TraceFamily):
+    kinds = ("tool_replay",)
+
+    def environment(self, task: Task, config: FoundryConfig) -> str:
+        return NAME
+
+    def harness(self, name: str, services: Services) -> Harness:
+        return ToolReplay()
+
+
+FAMILY = ToolReplayFamily()

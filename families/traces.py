@@ -1,0 +1,26 @@
+"""What the trace families share: a task made from a production conversation, whose trace the
+judge panel rated when it was made.
+
+Verify: the verifier's self-check (the gold passes, a perturbed answer fails). Attempts get the
+longer replies conversations need. Not reviewed yet.
+"""
+
+from __future__ import annotations
+
+from data.config import CalibrateConfig, FoundryConfig
+from data.llm import LLMClient
+from data.records import Task
+from families.base import Checked, Family, Services
+from judges.selfcheck import trace_self_check
+
+
+class TraceFamily(Family):
+    def attempt_config(self, config: FoundryConfig) -> CalibrateConfig:
+        update = {"max_tokens": config.traces.attempt_max_tokens}
+        return config.calibrate.model_copy(update=update)
+
+    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
+        failure = await trace_self_check(task, llm)
+        if failure is not None:
+            return Checked("rejected", "verifier_self_check", failure)
+        return Checked("done", "verifier_self_check_passed")

@@ -1,0 +1,76 @@
+"""World tool use: an instruction to carry out on a simulated world (DuckDB tables behind
+tools), worked backwards from the state the gold calls leave.
+
+Environment: `world_tools`, the solver calling the world's tools (native tool calls) on its own
+copy of the world. Verify: the verifier's self-check on the world (a replay, no model), then the
+judge panel on whether the instruction asks for what the gold calls do. Its ladder chains more
+goals, plants distractors and describes records instead of naming them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from data.config import CalibrateConfig, FoundryConfig
+from data.llm import LLMClient
+from data.records import Task
+from families.base import Checked, Family, Grader, Services
+from generators import world_tasks
+from generators.doc_qa_variants import Material
+from generators.knobs import Direction, Level
+from harnesses import world_agent
+from harnesses.base import Harness
+from judges import instruction, world_state
+from judges.score import Score
+
+OUTCOMES = {
+    "pass": ("done", "accepted"),
+    "fail": ("rejected", "instruction_not_faithful"),
+    "undecided": ("failed", "judge_error"),
+}
+
+
+class WorldToolUse(Family):
+    kinds = (world_tasks.KIND,)
+    ladder = world_tasks.LADDER
+
+    def environment(self, task: Task, config: FoundryConfig) -> str:
+        return world_agent.NAME
+
+    def harness(self, name: str, services: Services) -> Harness:
+        return world_agent.WorldTools()
+
+    def attempt_config(self, config: FoundryConfig) -> CalibrateConfig:
+        per_turn = {"max_tokens": config.worlds.attempt_max_tokens}
+        return config.calibrate.model_copy(update=per_turn)
+
+    def grader(self, services: Services) -> Grader | None:
+        return _replayed
+
+    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
+        failure = await asyncio.to_thread(world_state.task_self_check, task)
+        if failure is not None:
+            return Checked("rejected", "world_self_check", failure)
+        verdicts, consensus = await instruction.check(task, llm, services.config.verify)
+        problems = "; ".join(v.reason for v in verdicts if v.decision == "fail")
+        state, reason = OUTCOMES[consensus.decision]
+        return Checked(state, reason, problems, verdicts, [consensus])
+
+    async def variant(
+        self,
+        task: Task,
+        level: Level,
+        direction: Direction,
+        material: Material,
+        llm: LLMClient,
+        services: Services,
+    ) -> Task:
+        return await world_tasks.make_variant(task, level, direction, llm, services.config.worlds)
+
+
+async def _replayed(task: Task, completion: str) -> Score:
+    """A tool-use attempt replayed on its world (off the event loop: it runs DuckDB)."""
+    return await asyncio.to_thread(world_state.grade, task, completion)
+
+
+FAMILY = WorldToolUse()
