@@ -70,6 +70,9 @@ class GenerateConfig(Settings):
     max_chunks: int | None = Field(default=None, ge=1)
     candidates_per_chunk: int = Field(default=2, ge=1)
     question_style: Literal["auto", "question", "cloze"] = "auto"
+    # where a document task starts on its ladder (generators/doc_qa.py): the evidence sentence or
+    # its passage in the prompt (open book), or `base` (the solver searches the corpus)
+    level: Literal["evidence", "passage", "base"] = "base"
     verifier: Literal["exact_or_f1", "llm_equivalence"] = "exact_or_f1"
     max_answer_words: int = Field(default=8, ge=1)
     max_question_chars: int = Field(default=300, ge=20)
@@ -84,8 +87,9 @@ class VerifyConfig(Settings):
 
 
 class CalibrateConfig(Settings):
-    # closed_book: the task's prompt alone; doc_search: search/read tools over the corpus
-    harness: Literal["closed_book", "doc_search"] = "closed_book"
+    # where document tasks at the search levels are attempted: doc_search (search/read tools over
+    # the corpus), or closed_book (opt-in: the question alone, for closed-book training)
+    harness: Literal["closed_book", "doc_search"] = "doc_search"
     max_turns: int = Field(default=4, ge=1)  # doc_search: tool turns before the attempt ends
     # adaptive: attempts in rounds until the band is settled (judges/adaptive.py); fixed: k each
     method: Literal["adaptive", "fixed"] = "adaptive"

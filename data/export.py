@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ TASKSET_SCHEMA = pa.schema(
         ("pool", pa.string()),
         ("learnability", pa.float64()),
         ("solver_model", pa.string()),
+        ("harness", pa.string()),
         ("verdicts", pa.string()),
         ("consensus", pa.string()),
         ("rubric", pa.string()),
@@ -77,7 +79,8 @@ WITH latest_clustering AS (
 ), chosen AS (
     SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
            d.pass_rate, d.n AS pass_n, d.ci_low AS pass_ci_low, d.ci_high AS pass_ci_high,
-           d.band, d.pool, d.learnability, d.solver_model, coalesce(r.hackable, false) AS hackable,
+           d.band, d.pool, d.learnability, d.solver_model, d.harness,
+           coalesce(r.hackable, false) AS hackable,
            t.lineage, t.schema_version,
            json_extract_string(t.workspace, '$.origin') AS repo,
            json_extract_string(t.workspace, '$.base') AS base_revision, t.workspace,
@@ -93,7 +96,7 @@ WITH latest_clustering AS (
         AND i.trace_id = json_extract_string(t.source, '$[0].source_id')
     JOIN status s ON s.item_id = t.task_id AND s.stage = ? AND s.status = 'done' AND {measured}
     WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
-      AND (t.kind <> 'doc_qa'  -- code and trace tasks are not reviewed
+      AND (NOT list_contains(?, t.kind)  -- a reviewed family's task must have been reviewed
            OR t.task_id IN (SELECT item_id FROM status WHERE stage = 'review' AND status = 'done'))
       AND (t.kind NOT IN ({trace_kinds})  -- a trace task's trace must still be in the lake
            OR json_extract_string(t.source, '$[0].source_id') IN (SELECT trace_id FROM traces))
@@ -146,11 +149,14 @@ def export_taskset(
     band: tuple[float, float] | None = None,
     rows_per_part: int = 50_000,
     solver: str | None = None,
+    *,
+    reviewed: Sequence[str],
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
-    (exported as `<name>-<solver>`). Rows stream from the lake in batches into the parquet
-    parts, so memory stays flat however many tasks there are."""
+    (exported as `<name>-<solver>`); a task of a `reviewed` kind is exported once its review is
+    done. Rows stream from the lake in batches into the parquet parts, so memory stays flat
+    however many tasks there are."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
     kinds = ", ".join(f"'{kind}'" for kind in TRACE_KINDS)
@@ -167,7 +173,7 @@ def export_taskset(
     fingerprint = _Fingerprint()
     try:
         with _PartWriter(tmp, rows_per_part) as parts:
-            for batch in lake.batches(sql, [stage, low, high], ROWS_PER_BATCH):
+            for batch in lake.batches(sql, [stage, list(reviewed), low, high], ROWS_PER_BATCH):
                 rows = [_taskset_row(row, tally) for row in batch]
                 for row in rows:
                     fingerprint.add(row)
@@ -321,6 +327,7 @@ class _Tally:
     by_band: Counter[str] = field(default_factory=Counter)
     by_pool: Counter[str] = field(default_factory=Counter)
     by_level: Counter[str] = field(default_factory=Counter)
+    by_harness: Counter[str] = field(default_factory=Counter)  # where the pass rates were measured
     # tasks per pass-rate bin of width 1/HISTOGRAM_BINS, the last bin closed ([0.9, 1.0])
     histogram: list[int] = field(default_factory=lambda: [0] * HISTOGRAM_BINS)
     # per judge check: the panel decisions the taskset carries and the sum of their agreement
@@ -342,6 +349,7 @@ class _Tally:
         self.by_band[row["band"]] += 1
         self.by_pool[row["pool"]] += 1
         self.by_level[knobs.get("level", "base")] += 1
+        self.by_harness[row["harness"]] += 1
         self.histogram[min(int(row["pass_rate"] * HISTOGRAM_BINS), HISTOGRAM_BINS - 1)] += 1
         for decision in consensus:
             check = decision["check"]
@@ -375,6 +383,7 @@ class _Tally:
             },
             "hackable": self.hackable,
             "by_level": dict(sorted(self.by_level.items())),
+            "by_harness": dict(sorted(self.by_harness.items())),
             "repaired": self.repaired,
             "band_filter": list(band) if band else None,
             "models": {
@@ -419,6 +428,7 @@ def _dataset_card(manifest: dict[str, Any]) -> str:
     levels = ", ".join(f"{k}: {v}" for k, v in manifest["by_level"].items()) or "-"
     models = manifest["models"]
     kinds = ", ".join(f"{k}: {v}" for k, v in manifest["by_kind"].items()) or "-"
+    harnesses = ", ".join(f"{k}: {v}" for k, v in manifest["by_harness"].items()) or "-"
     agreement = (
         "\n".join(
             f"- {check}: {v['decisions']} panel decisions, mean agreement {v['mean_agreement']}"
@@ -439,6 +449,7 @@ whose outcome a judge panel rated, scrubbed of secrets and personal data before 
 - by kind: {kinds}
 - tasks: {manifest["n_tasks"]} ({bands}); flagged hackable: {manifest["hackable"]}
 - difficulty levels: {levels}; moved by the repair loop: {manifest["repaired"]}
+- environments the pass rates were measured in (`harness`): {harnesses}
 - band filter: {manifest["band_filter"] or "none (every verified task, labelled)"}
 - generator: {", ".join(models["generator"]) or "-"}; judges: {", ".join(models["judges"]) or "-"};
   solver: {", ".join(models["solver"]) or "-"}
@@ -458,21 +469,29 @@ The solver's pass rate per task (`pass_rate`), in bins of 0.1:
 
 ## Columns
 
-`task_id` (content hash), `kind`, `prompt` (chat messages; the source is withheld), `answer`
+`task_id` (content hash), `kind`, `prompt` (chat messages: a document question's system message
+holds the passages it may read at the open-book levels, none at the search levels), `answer`
 (gold), `verifier` (JSON spec: normalised exact match or token F1 >= threshold; type
 `llm_equivalence` asks a judge when that fails, and enforces its `rubric` items), `evidence` and
 `source` (JSON), `pass_rate`, `pass_n`, `pass_ci_low`/`pass_ci_high` (Wilson interval), `band`
 (`too_easy`/`in_band`/`too_hard`), `pool` (prime-rl: hard/normal/easy), `learnability` (4p(1-p)),
-`solver_model`, `verdicts` (each judge's decision and reason, JSON), `consensus` (the panel's
-decision per check with its rule, vote counts and agreement, JSON), `rubric` (checkable items
-distilled from failed solver attempts, each with the attempt it came from, JSON; grader-side
-only, never show it to the policy), `hackable` (a judge panel found a rewarded attempt that games
-the verifier and no tighter verifier closed it: filter these out or grade them with care),
-`lineage` (JSON; `knobs` hold the difficulty level: `hinted` < `pointed` < `base` < `paraphrased`
-< `two_hop`; a variant made by the repair loop names its parent `repair_of`, its original
-`repair_root` and the levels it went through `repair_path`; a task whose verifier was tightened
-after a reward hack names the remedy and its parent), `schema_version`. A taskset holds one task
-per original: the variant in the band if the repair loop found one.
+`solver_model`, `harness` (the environment the pass rate was measured in and the one to train
+in: `open_book`, one reply to the prompt as it is; `doc_search`, search and read tools over the
+corpus, the source withheld; `closed_book`, the question alone, only where a user opted in to
+closed-book training; `code_single_turn`, `tool_replay`, `world_tools`), `verdicts` (each
+judge's decision and reason, JSON), `consensus` (the panel's decision per check with its rule,
+vote counts and agreement, JSON), `rubric` (checkable items distilled from failed solver
+attempts, each with the attempt it came from, JSON; grader-side only, never show it to the
+policy), `hackable` (a judge panel found a rewarded attempt that games the verifier and no
+tighter verifier closed it: filter these out or grade them with care),
+`lineage` (JSON; `knobs` hold the difficulty level: for documents `evidence_hinted` <
+`evidence` < `passage` < `distractors` (open book: the evidence sentence, with the answer's
+shape, then alone; its passage; the passage among its nearest neighbours) < `hinted` <
+`pointed` < `base` < `paraphrased` < `two_hop` (search); a variant made by the repair loop
+names its parent `repair_of`, its original `repair_root` and the levels it went through
+`repair_path`; a task whose verifier was tightened after a reward hack names the remedy and its
+parent), `schema_version`. A taskset holds one task per original: the variant in the band if
+the repair loop found one.
 
 Code tasks: the `prompt` holds the statement and the files that matter, and asks for whole files
 or a unified diff; `answer` is the reference patch; `verifier` has type `unit_tests` with the
@@ -504,7 +523,7 @@ and the user's instruction; `tools` (JSON) the world's tools in the OpenAI tools
 table) and `max_turns`. `verifier` has type `world_state`: its `tool_calls` are the gold calls
 and `final_state` the state they leave. An attempt passes when its calls, replayed on the world
 from the initial state, leave exactly that state and, where the task asks a question, its final
-answer matches `answer` (`judges.answer_match` at threshold 1: normalised, numbers by value;
+answer matches `answer` (`data.answer_match` at threshold 1: normalised, numbers by value;
 `judges.world_state.grade`). Before a task is accepted the gold calls pass (twice, with the same
 outcome), doing nothing fails, and for a change a plausible wrong call sequence (another record)
 leaves another state; a judge panel checked that the instruction asks for what the gold calls

@@ -13,6 +13,15 @@ MEASURED_BY = """(s.detail = d.solver_model || '|' || d.harness OR (s.detail = '
     SELECT 1 FROM status o WHERE o.item_id = d.task_id AND o.stage LIKE 'calibrate%'
     AND o.detail = d.solver_model || '|' || d.harness)))"""
 
+# The solver's model calls behind each task's attempts in one environment, as the recording
+# proxy saw them (a multi-turn attempt makes several).
+_CALLS_PER_TASK = """
+WITH calls_per_rollout AS (SELECT rollout_id, count(*) AS n FROM proxy_calls GROUP BY 1),
+calls_per_task AS (
+    SELECT a.task_id, a.harness, a.solver_model AS solver, sum(coalesce(r.n, 0)) AS calls
+    FROM attempts a LEFT JOIN calls_per_rollout r USING (rollout_id) GROUP BY ALL
+)"""
+
 STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate", "review", "repair")
 
 # Variants the repair loop made (a remedy of a variant keeps its knobs but names `remedy_of`),
@@ -77,10 +86,13 @@ def funnel(lake: Lake) -> dict[str, Any]:
         f"SELECT s.stage, d.band, count(*) AS n {calibrated} GROUP BY ALL ORDER BY ALL"
     )
     attempts = lake.rows(
-        "SELECT s.stage, d.solver_model AS solver, d.harness,"
+        f"{_CALLS_PER_TASK} SELECT s.stage, t.kind, d.solver_model AS solver, d.harness,"
         " coalesce(d.method, 'fixed') AS method, coalesce(d.prior, '') AS prior,"
-        " count(*) AS tasks, avg(d.n) AS mean, min(d.n) AS min, max(d.n) AS max"
-        f"{calibrated} GROUP BY ALL ORDER BY ALL"
+        " count(*) AS tasks, avg(d.n) AS mean, min(d.n) AS min, max(d.n) AS max,"
+        " avg(coalesce(c.calls, 0)) AS calls"
+        f"{calibrated} JOIN tasks t ON t.task_id = d.task_id LEFT JOIN calls_per_task c"
+        " ON c.task_id = d.task_id AND c.harness = d.harness AND c.solver = d.solver_model"
+        " GROUP BY ALL ORDER BY ALL"
     )
     proxy = lake.rows(
         "SELECT count(*) AS calls, count(DISTINCT rollout_id) AS rollouts,"
@@ -177,8 +189,9 @@ def format_funnel(summary: dict[str, Any]) -> str:
     for a in summary["attempts"]:
         prior = f", prior {a['prior']}" if a["prior"] else ""
         lines.append(
-            f"attempts per task, {a['solver']} via {a['harness']} ({a['method']}{prior}):"
-            f" mean {a['mean']:.1f}, min {a['min']}, max {a['max']} over {a['tasks']} tasks"
+            f"attempts per task, {a['kind']}, {a['solver']} via {a['harness']}"
+            f" ({a['method']}{prior}): mean {a['mean']:.1f}, min {a['min']}, max {a['max']}"
+            f" over {a['tasks']} tasks; solver calls per task {a['calls']:.1f}"
         )
     r = summary["repair"]
     if r["outcomes"]:

@@ -9,13 +9,18 @@ from the chunk by construction):
    (`auto`); the style used is a recorded difficulty knob (a cloze overlaps the source more);
 3. deterministic checks (see `generators.checks`) reject anything that does not hold together.
 
-The source is withheld from the task's prompt: the solver must know or find the fact.
+What the solver is given besides the question is the level's `context` knob, and it decides the
+environment an attempt runs in: at the levels with context in the prompt (the evidence sentence,
+its passage, the passage among its nearest neighbours) the solver reads it (`open_book`); at the
+`search` levels the source is withheld and must be rediscovered with search tools over the corpus
+(`doc_search`). A candidate starts at `generate.level`.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -44,22 +49,61 @@ VERSION = "2"
 ANSWER_PROMPT = load_prompt(__file__, "doc_qa_answer")
 QUESTION_PROMPT = load_prompt(__file__, "doc_qa_question")
 SYSTEM_PROMPT = load_prompt(__file__, "doc_qa_system")
+PASSAGE_PROMPT = load_prompt(__file__, "doc_qa_passage")
 MIN_SENTENCE_CHARS = 25
 MAX_SENTENCE_CHARS = 300
 
-# Difficulty knobs, easiest level first (variants are made by `generators.doc_qa_variants`):
-# a hint naming the source document (and the answer's shape), the question as generated, the
-# question reworded to share fewer words with the evidence, a question that needs a second fact.
+# Difficulty knobs, easiest level first (variants are made by `generators.doc_qa_variants`).
+# `context` is what the prompt gives the solver: the evidence sentence, its passage, the passage
+# among its nearest neighbours by embedding, or nothing (`search`: the passage must be found).
+# `hint` appends the answer's shape and/or the source document's title; `overlap: paraphrase`
+# rewords the question to share fewer words with the evidence; `hops: 2` needs a second fact.
+SEARCH = "search"
+
+
+def _level(
+    name: str, context: str, hint: str = "none", overlap: str = "source", hops: int = 1
+) -> Level:
+    return Level(name, {"context": context, "hint": hint, "overlap": overlap, "hops": hops})
+
+
 LADDER = Ladder(
     levels=(
-        Level("hinted", {"hint": "source+shape", "overlap": "source", "hops": 1}),
-        Level("pointed", {"hint": "source", "overlap": "source", "hops": 1}),
-        Level("base", {"hint": "none", "overlap": "source", "hops": 1}),
-        Level("paraphrased", {"hint": "none", "overlap": "paraphrase", "hops": 1}),
-        Level("two_hop", {"hint": "none", "overlap": "paraphrase", "hops": 2}),
+        _level("evidence_hinted", "evidence", hint="shape"),
+        _level("evidence", "evidence"),
+        _level("passage", "passage"),
+        _level("distractors", "distractors"),
+        _level("hinted", SEARCH, hint="source+shape"),
+        _level("pointed", SEARCH, hint="source"),
+        _level("base", SEARCH),
+        _level("paraphrased", SEARCH, overlap="paraphrase"),
+        _level("two_hop", SEARCH, overlap="paraphrase", hops=2),
     ),
     base="base",
 )
+
+
+def level_of(task: Task) -> str:
+    """The ladder level `task` was made at."""
+    return str(task.lineage.knobs.get("level", LADDER.base))
+
+
+def context_of(task: Task) -> str:
+    """What `task`'s prompt gives the solver besides the question (`search`: nothing)."""
+    return str(task.lineage.knobs.get("context", SEARCH))
+
+
+def task_prompt(question: str, passages: Sequence[str]) -> list[Message]:
+    """The solver's prompt: the instructions followed by the passages to read (none at the
+    search levels), then the question alone as the user turn."""
+    blocks = [SYSTEM_PROMPT.template.strip()]
+    for number, text in enumerate(passages, start=1):
+        label = f" {number}" if len(passages) > 1 else ""
+        blocks.append(PASSAGE_PROMPT.render(label=label, text=text.strip()).strip())
+    return [
+        Message(role="system", content="\n\n".join(blocks)),
+        Message(role="user", content=question),
+    ]
 
 
 class QuestionDraft(BaseModel):
@@ -116,10 +160,9 @@ async def _candidate(
     except CheckFailure as failure:
         return Rejection(name, failure.reason, f"question={question!r} answer={answer!r}")
 
-    prompt = [
-        Message(role="system", content=SYSTEM_PROMPT.template.strip()),
-        Message(role="user", content=question),
-    ]
+    level = LADDER.level(config.level)
+    context = {"evidence": [evidence], "passage": [chunk.text], SEARCH: []}
+    prompt = task_prompt(question, context[str(level.knobs["context"])])
     verifier = VerifierSpec(
         type=config.verifier, context=_blank_context(question) if style == "cloze" else []
     )
@@ -140,8 +183,8 @@ async def _candidate(
             knobs={
                 "focus_sentence": focus,
                 "question_style": style,
-                "level": LADDER.base,
-                **LADDER.level(LADDER.base).knobs,
+                "level": level.name,
+                **level.knobs,
             },
         ),
     )

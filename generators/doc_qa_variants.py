@@ -2,9 +2,13 @@
 
 Each level of `doc_qa.LADDER` is made from the task's question (without any hint) and its first
 evidence quote:
+- the context levels put the evidence sentence (`evidence`, `evidence_hinted`), its passage
+  (`passage`) or the passage among its nearest neighbours in a seeded order (`distractors`)
+  in the prompt; the search levels put nothing there;
 - `pointed` / `hinted` append a hint: the source document's title, and for `hinted` also the
   answer's shape (a four-digit number's decade, a number's length and first digit, a name's
-  word count and first letter); a hint that states the answer is refused;
+  word count and first letter); `evidence_hinted` appends the shape alone; a hint that states
+  the answer is refused;
 - `paraphrased`: the generator model rewords the question; kept only if its lexical overlap with
   the evidence drops by at least MIN_OVERLAP_DROP;
 - `two_hop`: a bridge entity of the evidence that a neighbouring chunk (by embedding) also names
@@ -20,13 +24,14 @@ try the next level and record why this one failed.
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 
 from data.config import GenerateConfig
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
-from data.records import Chunk, Evidence, Message, SourceRef, Task, seed_for
+from data.records import Chunk, Evidence, SourceRef, Task, seed_for
 from data.spans import MONTHS, answer_candidates
 from generators.checks import (
     CheckFailure,
@@ -35,13 +40,22 @@ from generators.checks import (
     contains,
     lexical_overlap,
 )
-from generators.doc_qa import GENERATOR, LADDER, VERSION, draft_question, focus_sentences
+from generators.doc_qa import (
+    GENERATOR,
+    LADDER,
+    SEARCH,
+    VERSION,
+    draft_question,
+    focus_sentences,
+    task_prompt,
+)
 from generators.knobs import Direction, Level, repair_step
 
 PARAPHRASE_PROMPT = load_prompt(__file__, "doc_qa_paraphrase")
 TWO_HOP_PROMPT = load_prompt(__file__, "doc_qa_two_hop")
 HINT_MARK = "\n\nHint: "
 MIN_OVERLAP_DROP = 0.1
+DISTRACTORS = 2  # neighbouring passages beside the task's own at the `distractors` level
 # Knobs that describe one derivation step (a rewrite's measurements, the parent a remedy came
 # from): a variant records its own and leaves its parent's to the parent's lineage. `remedy`
 # stays: the variant keeps the remedied verifier.
@@ -56,10 +70,11 @@ class Neighbour:
 
 @dataclass(frozen=True)
 class Material:
-    """What variants draw on besides the task: its source document's title and the chunks
-    nearest its evidence chunk by embedding, nearest first."""
+    """What variants draw on besides the task: its source document's title, the text of its
+    evidence chunk, and the chunks nearest that chunk by embedding, nearest first."""
 
     title: str
+    passage: str
     neighbours: list[Neighbour]
 
 
@@ -68,10 +83,6 @@ class Bridge:
     entity: str  # named by the evidence and by `fact`
     fact: str  # a sentence of the neighbour's chunk
     neighbour: Neighbour
-
-
-def level_of(task: Task) -> str:
-    return str(task.lineage.knobs.get("level", LADDER.base))
 
 
 def bare_question(task: Task) -> str:
@@ -101,6 +112,10 @@ def hint_text(kind: str, title: str, answer: str) -> str:
     """The hint a level appends ("" for none); it must not state the answer."""
     if kind == "none":
         return ""
+    if kind == "shape":
+        hint = f"The answer {answer_shape(answer)}."
+        check_hint(hint, answer)
+        return hint
     if not title.strip():
         raise CheckFailure("no_source_title")
     parts = [f'The fact is from the document "{title}".']
@@ -171,7 +186,7 @@ async def make_variant(
     hint = hint_text(str(level.knobs["hint"]), material.title, task.answer)
     text = question + (HINT_MARK + hint if hint else "")
 
-    prompt = [*task.prompt[:-1], Message(role="user", content=text)]
+    prompt = task_prompt(text, _passages(task, level, material, seed))
     # a new question has no cloze context to strip from replies
     verifier = task.verifier.model_copy(update={"context": []}) if rewrite else task.verifier
     evidence, sources = list(task.evidence), list(task.source)
@@ -202,6 +217,25 @@ async def make_variant(
             "lineage": lineage,
         }
     )
+
+
+def _passages(task: Task, level: Level, material: Material, seed: int) -> list[str]:
+    """The passages the level's prompt gives the solver (none at the search levels)."""
+    context = level.knobs["context"]
+    if context == SEARCH:
+        return []
+    if context == "evidence":
+        return [task.evidence[0].quote]
+    if not material.passage:
+        raise CheckFailure("no_passage")
+    if context == "passage":
+        return [material.passage]
+    others = [n.chunk.text for n in material.neighbours[:DISTRACTORS]]
+    if not others:
+        raise CheckFailure("no_neighbours")
+    passages = [material.passage, *others]
+    random.Random(seed).shuffle(passages)
+    return passages
 
 
 async def _rewrite(

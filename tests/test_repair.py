@@ -7,14 +7,16 @@ import json
 
 import pytest
 
-from data.config import GenerateConfig
+from data.config import FoundryConfig, GenerateConfig
 from data.export import export_taskset
 from data.funnel import funnel
 from data.records import Chunk, Evidence, Lineage, Message, SourceRef, Task, VerifierSpec
+from families import reviewed_kinds
+from families.doc_qa import FAMILY as DOC_QA
 from flows.repair import Move, Stop, next_move
 from flows.stages import ingest_docs
 from generators.checks import CheckFailure, lexical_overlap
-from generators.doc_qa import LADDER
+from generators.doc_qa import LADDER, SYSTEM_PROMPT
 from generators.doc_qa_variants import (
     HINT_MARK,
     Material,
@@ -77,7 +79,8 @@ def neighbour(text: str = NEIGHBOUR_TEXT) -> Neighbour:
     return Neighbour(chunk, "docs/river.md")
 
 
-MATERIAL = Material(title="The Orvanne Bridge", neighbours=[neighbour()])
+PASSAGE = f"Tessaly Port is a harbour town. {EVIDENCE} Its ferry runs twice a day."
+MATERIAL = Material(title="The Orvanne Bridge", passage=PASSAGE, neighbours=[neighbour()])
 
 
 def vary(task, level, llm=None, material=MATERIAL, direction=None):
@@ -100,18 +103,59 @@ def test_a_task_moves_one_level_toward_the_band_and_never_back():
     assert isinstance(harder, Move) and harder.direction == "harder"
     assert [lv.name for lv in harder.levels] == ["paraphrased", "two_hop"]
     easier = next_move("too_hard", {}, LADDER, max_steps=2)  # no level knob: a base task
-    assert [lv.name for lv in easier.levels] == ["pointed", "hinted"]
+    assert [lv.name for lv in easier.levels][:3] == ["pointed", "hinted", "distractors"]
 
     assert next_move("in_band", {}, LADDER, 2) == Stop("in_band")
     step_one = {"level": "pointed", "repair_step": 1, "repair_direction": "easier"}
     assert next_move("too_easy", step_one, LADDER, 2) == Stop("straddles_band")
     assert next_move("too_hard", step_one, LADDER, 1) == Stop("step_limit", "1")
     assert next_move("", {}, LADDER, 2) == Stop("no_band")
-    assert next_move("too_hard", {"level": "hinted"}, LADDER, 2) == Stop("no_easier_level")
+    below = next_move("too_hard", {"level": "hinted"}, LADDER, 2)  # down to the open book
+    assert [lv.name for lv in below.levels][:2] == ["distractors", "passage"]
+    assert next_move("too_hard", {"level": "evidence_hinted"}, LADDER, 2) == Stop("no_easier_level")
     assert next_move("too_easy", {"level": "two_hop"}, LADDER, 2) == Stop("no_harder_level")
 
 
 # --- variants -----------------------------------------------------------------------------
+
+
+def test_open_book_levels_put_the_reading_in_the_system_message_and_change_the_environment():
+    task = original()
+    config = FoundryConfig()
+    assert DOC_QA.environment(task, config) == "doc_search"  # the search levels: find it
+    closed = config.model_copy(
+        update={"calibrate": config.calibrate.model_copy(update={"harness": "closed_book"})}
+    )
+    assert DOC_QA.environment(task, closed) == "closed_book"  # the opt-in
+
+    passage = vary(task, "passage")
+    system, user = passage.prompt
+    assert system.role == "system" and system.content.endswith("Passage:\n" + PASSAGE)
+    assert user.content == task.question  # the question is unchanged: the leak gate sees it
+    assert passage.lineage.knobs["context"] == "passage"
+    assert DOC_QA.environment(passage, closed) == "open_book"
+
+    evidence = vary(passage, "evidence")
+    assert evidence.prompt[0].content.endswith("Passage:\n" + EVIDENCE)
+    hinted = vary(evidence, "evidence_hinted")
+    assert hinted.question == task.question + HINT_MARK + (
+        'The answer has 2 words and starts with "T".'
+    )
+    assert hinted.lineage.knobs["repair_path"] == "base>passage>evidence>evidence_hinted"
+
+    distractors = vary(task, "distractors").prompt[0].content
+    assert "Passage 1:" in distractors and "Passage 2:" in distractors
+    assert PASSAGE in distractors and NEIGHBOUR_TEXT in distractors
+    assert vary(task, "distractors").task_id == vary(task, "distractors").task_id  # seeded
+
+    with pytest.raises(CheckFailure, match="no_neighbours"):
+        vary(task, "distractors", material=Material("T", PASSAGE, []))
+    with pytest.raises(CheckFailure, match="no_passage"):
+        vary(task, "passage", material=Material("T", "", []))
+
+    searched = vary(passage, "base", direction="harder")
+    assert searched.prompt[0].content == SYSTEM_PROMPT.template.strip()
+    assert DOC_QA.environment(searched, config) == "doc_search"
 
 
 def test_hints_make_easier_variants_that_record_their_path():
@@ -145,11 +189,11 @@ def test_a_question_takes_a_hint_too():
 
 
 def test_hints_that_state_the_answer_or_name_nothing_are_refused():
-    leaky = Material(title="Tessaly Port guide", neighbours=[])
+    leaky = Material(title="Tessaly Port guide", passage=PASSAGE, neighbours=[])
     with pytest.raises(CheckFailure, match="hint_contains_answer"):
         vary(original(), "pointed", material=leaky)
     with pytest.raises(CheckFailure, match="no_source_title"):
-        vary(original(), "pointed", material=Material(title=" ", neighbours=[]))
+        vary(original(), "pointed", material=Material(title=" ", passage=PASSAGE, neighbours=[]))
     with pytest.raises(CheckFailure, match="no_evidence"):
         vary(original().model_copy(update={"evidence": []}), "pointed")
 
@@ -203,12 +247,14 @@ def test_two_hop_reaches_the_answer_through_a_neighbouring_fact():
         with pytest.raises(CheckFailure, match="question_names_bridge"):
             vary(task, "two_hop", replying(f"Where does the bridge over {naming} stand?"))
     unrelated = Material(
-        title="x", neighbours=[neighbour("The Dunmere Hills are grazed by sheep.")]
+        title="x", passage=PASSAGE, neighbours=[neighbour("The Dunmere Hills are grazed by sheep.")]
     )
     with pytest.raises(CheckFailure, match="no_bridge_in_neighbours"):
         vary(task, "two_hop", replying(question), material=unrelated)
     holds_answer = Material(
-        title="x", neighbours=[neighbour("The River Kelm meets the sea at Tessaly Port each day.")]
+        title="x",
+        passage=PASSAGE,
+        neighbours=[neighbour("The River Kelm meets the sea at Tessaly Port each day.")],
     )
     with pytest.raises(CheckFailure, match="no_bridge_in_neighbours"):  # would be a shortcut
         vary(task, "two_hop", replying(question), material=holds_answer)
@@ -260,7 +306,7 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
     assert len(oracle_server.requests) == requests
     assert len(ctx.lake.rows("SELECT task_id FROM tasks")) == len(tasks)
 
-    result = export_taskset(ctx.lake, "docqa", home / "tasksets")
+    result = export_taskset(ctx.lake, "docqa", home / "tasksets", reviewed=reviewed_kinds())
     exported = exported_rows(ctx, result)
     families = [lineage_of(r).get("repair_root", r["task_id"]) for r in exported]
     assert len(families) == len(set(families))  # one task per original
@@ -269,7 +315,10 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
     assert not {variants[t]["repair_root"] for t in rescued} & exported_ids
 
     # asked for the hard ones only, a family is represented by its member in that range
-    hard = exported_rows(ctx, export_taskset(ctx.lake, "hard", home / "tasksets", (0.0, 0.1)))
+    hard = exported_rows(
+        ctx,
+        export_taskset(ctx.lake, "hard", home / "tasksets", (0.0, 0.1), reviewed=reviewed_kinds()),
+    )
     roots = {variants[t]["repair_root"] for t in rescued}
     hard_roots = {
         r["item_id"]

@@ -75,7 +75,7 @@ class Oracle:
         ):
             return self._world_turn(messages, params)
         if messages[0]["role"] == "system" and "collection of documents" in messages[0]["content"]:
-            return self._search_turn(messages)
+            return self._search_turn(messages, params)
         if messages[0]["role"] == "system" and "Python repository" in messages[0]["content"]:
             return self._code_attempt(messages[-1]["content"], params)
         if messages[0]["role"] == "system" and "assistant with tools" in messages[0]["content"]:
@@ -149,12 +149,16 @@ class Oracle:
             return json.dumps({"equivalent": same, "reason": "compared"})
         if "If you do not know" in prompt:
             return "unknown"
-        question = messages[-1]["content"]
+        return self._solve(messages[-1]["content"], params)
+
+    def _solve(self, question: str, params: dict[str, Any]) -> str:
+        """The solver's answer: right on a share of seeds that depends on the question (more
+        often with a hint); the seed's turn stride aside, as an episode's turns stride it."""
         answer = self.answers.get(question.split(HINT)[0], "unknown")
         skill = int(hashlib.sha256(question.encode()).hexdigest(), 16) % 3  # 0, 1 or 2 of 2
         skill += HINT in question
         seed = params.get("seed", 0) + params.get("_choice", 0)
-        if seed % 2 < skill:
+        if (seed % 1_000_003) % 2 < skill:
             return answer
         return f"{answer}, something" if self.hedge else "something else"
 
@@ -218,17 +222,19 @@ class Oracle:
         self.answers[question] = answer
         return json.dumps({"question": question})
 
-    def _search_turn(self, messages: list[dict[str, str]]) -> str:
+    def _search_turn(self, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
         """The doc-search harness's solver: search the question's words, read the first hit,
-        then answer what it remembers only if the passage it read holds it."""
+        then, if the passage it read holds the answer it remembers, answer as a closed-book
+        solver would (right on a share of seeds), else "unknown"."""
         question = next(m["content"] for m in messages if m["role"] == "user")
         last = messages[-1]["content"]
         if last.startswith("Results:"):
             first = re.search(r"^\[(\w+)\]", last.splitlines()[1]).group(1)
             return json.dumps({"tool": "read", "argument": first})
         if last.startswith("Passage "):
-            answer = self.answers.get(question, "")
+            answer = self.answers.get(question.split(HINT)[0], "")
             found = answer and answer in last
-            return json.dumps({"tool": "answer", "argument": answer if found else "unknown"})
-        words = re.sub(r"Fill the blank:|_+|\?", " ", question)
+            reply = self._solve(question, params) if found else "unknown"
+            return json.dumps({"tool": "answer", "argument": reply})
+        words = re.sub(r"Fill the blank:|_+|\?", " ", question.split(HINT)[0])
         return json.dumps({"tool": "search", "argument": " ".join(words.split())[:300]})
