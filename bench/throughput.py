@@ -34,10 +34,10 @@ from data.endpoints import Endpoint  # noqa: E402
 from data.funnel import run_usage  # noqa: E402
 from data.lake import Lake  # noqa: E402
 from data.llm import LLMClient, LLMError  # noqa: E402
-from flows.context import LLMStage, StageContext, batches  # noqa: E402
+from families.stage import LLMStage, StageContext, batches  # noqa: E402
 from flows.stages import (  # noqa: E402
-    LLM_STAGES,
     ingest_docs,
+    llm_stages,
     run_llm_batch,
     solver_through_proxy,
 )
@@ -130,7 +130,7 @@ def run_pipeline(
     first = len(server.requests)
     started, cpu = time.monotonic(), time.process_time()
     with solver_through_proxy(ctx, endpoints) as proxied:
-        for stage in LLM_STAGES:
+        for stage in llm_stages():
             stages.append(run_stage(stage, ctx, proxied, server, outcomes))
     requests = len(server.requests) - first
     detail = "LLM stages, plain functions"

@@ -1,7 +1,8 @@
 """The task families, one module each; a new family is a module and a line in `REGISTERED`.
 
 `family_of(kind)` is how the stages, calibration, repair, review and export learn what a task
-of that kind needs, instead of branching on its kind.
+of that kind needs, instead of branching on its kind; `generation_stages()` is what the
+pipeline runs to make the candidates, before it verifies and calibrates them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from families import (
     world_tool_use,
 )
 from families.base import Family
+from families.stage import LLMStage
 
 REGISTERED: list[Family] = [
     doc_qa.FAMILY,
@@ -42,6 +44,18 @@ def family_of(kind: str) -> Family:
 def kinds() -> list[str]:
     """Every registered family's task kinds."""
     return [kind for family in REGISTERED for kind in family.kinds]
+
+
+def generation_stages() -> list[LLMStage]:
+    """The registered families' generation stages in registry order, each once: a stage that
+    feeds several families (`intents` for the trace families, `describe` for commit replay and
+    commit sequence) runs once, where its first family puts it."""
+    stages: dict[str, LLMStage] = {}
+    for family in REGISTERED:
+        for stage in family.stages:
+            if stages.setdefault(stage.name, stage) is not stage:
+                raise ValueError(f"two different stages are named {stage.name!r}")
+    return list(stages.values())
 
 
 def reviewed_kinds() -> list[str]:

@@ -1,8 +1,10 @@
-"""What a task family declares: how its candidates are checked, the environment its attempts run
-in, how they are scored, its difficulty ladder and whether its attempts are reviewed.
+"""What a task family declares: the stages that make its candidates, how they are checked, the
+environment its attempts run in, how they are scored, its difficulty ladder and whether its
+attempts are reviewed.
 
-The stages ask a task's family (`families.family_of`) instead of branching on its kind, so a
-family is one module plus its registration line.
+The pipeline runs the registered families' stages (`families.generation_stages`), and the
+stages after them ask a task's family (`families.family_of`) instead of branching on its kind,
+so a family is one module plus its registration line.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from data.config import CalibrateConfig, FoundryConfig
 from data.lake import Lake
 from data.llm import LLMClient
 from data.records import Consensus, ItemStatus, Task, Verdict
+from families.stage import LLMStage
 from generators.doc_qa_variants import Material
 from generators.knobs import Direction, Ladder, Level
 from harnesses.base import Harness
@@ -27,7 +30,7 @@ Grader = Callable[[Task, str], Awaitable[Score]]
 
 
 class Services(Protocol):
-    """What a family's hooks may use from the running stage (the flows' `StageContext`)."""
+    """What a family's hooks may use from the running stage (`families.stage.StageContext`)."""
 
     lake: Lake
     config: FoundryConfig
@@ -53,10 +56,13 @@ class Checked:
 
 
 class Family(ABC):
-    """A task family. Subclasses set `kinds` (and `ladder`, `reviewed` where they apply),
-    implement the abstract hooks and override the defaults that differ."""
+    """A task family. Subclasses set `kinds` and `stages` (and `ladder`, `reviewed` where they
+    apply), implement the abstract hooks and override the defaults that differ."""
 
     kinds: tuple[str, ...] = ()
+    # the LLM stages that make its candidates, in the order they run (a stage shared with
+    # another family, the same object in both, runs once)
+    stages: tuple[LLMStage, ...] = ()
     ladder: Ladder | None = None  # difficulty levels the repair loop moves tasks along
     reviewed: bool = False  # calibrated attempts go through rubric and reward-hack review
 

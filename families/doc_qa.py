@@ -6,14 +6,18 @@ corpus (`doc_search`), or, where a user opts in with `calibrate.harness = "close
 the question alone. Verify: the verifier's self-check, then the judge panel with the passage
 (it must answer) and without it (it must not: the leak gate). Reviewed for rubrics and reward
 hacks; the ladder runs from the evidence sentence in the prompt to a two-hop search.
+Generation: the `generate` stage, chunk -> candidate tasks (`generators.doc_qa`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from data.config import FoundryConfig
 from data.llm import LLMClient
-from data.records import Task
+from data.records import Chunk, Task
 from families.base import Checked, Family, Services
+from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import doc_qa
 from generators.doc_qa_variants import Material, make_variant
 from generators.knobs import Direction, Level
@@ -24,9 +28,46 @@ from harnesses.single_turn import OPEN_BOOK, SingleTurn
 from judges import answerability
 from judges.selfcheck import self_check
 
+KIND = "doc_qa"
+
+
+# generate: chunk -> candidate task
+
+
+def pending_generate(ctx: StageContext) -> list[str]:
+    """Chunks not yet through `generate`, in a stable order, within `generate.max_chunks`
+    (none when document tasks are out of scope)."""
+    if not ctx.config.scope.makes(KIND):
+        return []
+    limit = ctx.config.generate.max_chunks
+    clause = f" LIMIT {int(limit)}" if limit is not None else ""
+    return pending_items(
+        ctx, "generate", f"SELECT chunk_id AS id FROM chunks ORDER BY chunk_id{clause}"
+    )
+
+
+def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Any]:
+    """Each chunk with the path of its source."""
+    rows = ctx.lake.rows(
+        "SELECT c.*, s.path AS source_path FROM chunks c LEFT JOIN sources s USING (source_id)"
+        " WHERE list_contains(?, chunk_id)",
+        [chunk_ids],
+    )
+    return {r["chunk_id"]: (Chunk.from_row(r), r["source_path"] or "") for r in rows}
+
+
+async def generate_one(ctx: StageContext, chunk_id: str, loaded: Any, client: LLMClient) -> Outcome:
+    chunk, path = loaded
+    results = await doc_qa.generate(chunk, path, client, ctx.config.generate)
+    return candidates_outcome(ctx, "generate", chunk_id, "candidate", results)
+
+
+GENERATE = LLMStage("generate", pending_generate, load_chunks, generate_one)
+
 
 class DocQA(Family):
-    kinds = ("doc_qa",)
+    kinds = (KIND,)
+    stages = (GENERATE,)
     ladder = doc_qa.LADDER
     reviewed = True
 

@@ -1,8 +1,10 @@
 """What the trace families share: a task made from a production conversation, whose trace the
 judge panel rated when it was made.
 
-Verify: the verifier's self-check (the gold passes, a perturbed answer fails). Attempts get the
-longer replies conversations need. Not reviewed yet.
+Generation: the `intents` stage names the clusters of the traces' requests, then the
+`trace_tasks` stage rates each trace and makes its reference, near-miss and tool-replay tasks
+(`families.trace_stages`). Verify: the verifier's self-check (the gold passes, a perturbed
+answer fails). Attempts get the longer replies conversations need. Not reviewed yet.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from data.config import CalibrateConfig, FoundryConfig
 from data.llm import LLMClient
 from data.records import Task
 from families.base import Checked, Family, Services
+from families.trace_stages import INTENTS, TRACE_TASKS
 from judges.selfcheck import trace_self_check
 
 
 class TraceFamily(Family):
+    stages = (INTENTS, TRACE_TASKS)
+
     def attempt_config(self, config: FoundryConfig) -> CalibrateConfig:
         update = {"max_tokens": config.traces.attempt_max_tokens}
         return config.calibrate.model_copy(update=update)

@@ -4,7 +4,9 @@ tools), worked backwards from the state the gold calls leave.
 Environment: `world_tools`, the solver calling the world's tools (native tool calls) on its own
 copy of the world. Verify: the verifier's self-check on the world (a replay, no model), then the
 judge panel on whether the instruction asks for what the gold calls do. Its ladder chains more
-goals, plants distractors and describes records instead of naming them.
+goals, plants distractors and describes records instead of naming them. Generation: the
+`trace_worlds` stage builds worlds from the traces' tool calls (beside those ingested from
+specs), then the `world_tasks` stage plants tasks on each (`families.world_stages`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from data.config import CalibrateConfig, FoundryConfig
 from data.llm import LLMClient
 from data.records import Task
 from families.base import Checked, Family, Grader, Services
+from families.world_stages import TRACE_WORLDS, WORLD_TASKS
 from generators import world_tasks
 from generators.doc_qa_variants import Material
 from generators.knobs import Direction, Level
@@ -32,6 +35,7 @@ OUTCOMES = {
 
 class WorldToolUse(Family):
     kinds = (world_tasks.KIND,)
+    stages = (TRACE_WORLDS, WORLD_TASKS)
     ladder = world_tasks.LADDER
 
     def environment(self, task: Task, config: FoundryConfig) -> str:

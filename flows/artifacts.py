@@ -15,7 +15,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from data.export import histogram_lines
 from data.funnel import usage_by_role
-from flows.context import StageContext
+from families.stage import StageContext
 
 KEYS = ("foundry-funnel", "foundry-difficulty", "foundry-judges", "foundry-llm", "foundry-taskset")
 

@@ -32,19 +32,21 @@ from data.model_servers import resolve_endpoints
 from data.projections import Projection, project
 from data.sample_repo import build_sample_repo
 from families import reviewed_kinds
-from flows.artifacts import publish_run_artifacts
-from flows.code_stages import (
+from families.code_stages import (
     ingest_repository,
     pending_rebuilds,
     pending_replays,
     rebuild_functions,
     replay_commits,
 )
-from flows.context import LLMStage, StageContext
+from families.stage import LLMStage, StageContext
+from families.trace_stages import ingest_trace_files
+from families.world_stages import ingest_world_files
+from flows.artifacts import publish_run_artifacts
 from flows.runners import task_runner
 from flows.stages import (
-    LLM_STAGES,
     ingest_docs,
+    llm_stages,
     measure_variance,
     run_llm_batch,
     run_stages,
@@ -52,8 +54,6 @@ from flows.stages import (
     stage_named,
     variance_sample,
 )
-from flows.trace_stages import ingest_trace_files
-from flows.world_stages import ingest_world_files
 from judges.agreement import seed_variance
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
@@ -449,7 +449,7 @@ def run_pipeline(
             summary["replay"] = replay_task(ctx)
         if pending_rebuilds(ctx):
             summary["rebuild"] = rebuild_task(ctx)
-        summary.update(_run_llm_stages([s.name for s in LLM_STAGES], ctx, resolved))
+        summary.update(_run_llm_stages([s.name for s in llm_stages()], ctx, resolved))
         summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
         summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)

@@ -1,5 +1,9 @@
 """Stage logic as plain functions over the lake (no Prefect here, so tests need no server).
 
+The LLM stages run in order: the registered families' generation stages (each family declares
+its own, `Family.stages`), then verify, calibrate, review and repair, here, which ask each
+task's family what it needs.
+
 Each stage finds the items not finished yet, processes them in batches, and writes every batch
 as shards: outputs first, then the items' status, then LLM usage. An item is finished once its
 latest status is `done` or `rejected`; `failed` items (errors that may be transient) are taken
@@ -26,22 +30,17 @@ from data.ingest import ingest_documents
 from data.interrupt import Interrupted
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
-from families import family_of, reviewed_kinds
+from families import family_of, generation_stages, reviewed_kinds
 from families.base import Checked
-from flows.code_stages import DESCRIBE, SEQUENCE
-from flows.context import (
+from families.stage import (
     LLMStage,
     Outcome,
     StageContext,
     batches,
-    candidates_outcome,
     kinds_in_scope,
     pending_items,
 )
 from flows.repair import Stop, next_move
-from flows.trace_stages import INTENTS, TRACE_TASKS
-from flows.world_stages import TRACE_WORLDS, WORLD_TASKS
-from generators import doc_qa
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, Neighbour
 from harnesses.base import Harness
@@ -161,36 +160,6 @@ async def _until_done_or_stopped(tasks: list[asyncio.Task]) -> None:
             return
 
 
-# generate: chunk -> candidate task
-
-
-def pending_generate(ctx: StageContext) -> list[str]:
-    """Chunks not yet through `generate`, in a stable order, within `generate.max_chunks`
-    (none when document tasks are out of scope)."""
-    if not ctx.config.scope.makes("doc_qa"):
-        return []
-    limit = ctx.config.generate.max_chunks
-    clause = f" LIMIT {int(limit)}" if limit is not None else ""
-    return pending_items(
-        ctx, "generate", f"SELECT chunk_id AS id FROM chunks ORDER BY chunk_id{clause}"
-    )
-
-
-def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Any]:
-    rows = ctx.lake.rows(
-        "SELECT c.*, s.path AS source_path FROM chunks c LEFT JOIN sources s USING (source_id)"
-        " WHERE list_contains(?, chunk_id)",
-        [chunk_ids],
-    )
-    return {r["chunk_id"]: (Chunk.from_row(r), r["source_path"] or "") for r in rows}
-
-
-async def generate_one(ctx: StageContext, chunk_id: str, loaded: Any, client: LLMClient) -> Outcome:
-    chunk, path = loaded
-    results = await doc_qa.generate(chunk, path, client, ctx.config.generate)
-    return candidates_outcome(ctx, "generate", chunk_id, "candidate", results)
-
-
 # verify: candidate -> accepted / rejected by the judge panel
 
 
@@ -306,7 +275,7 @@ def recalibration(solver: str) -> LLMStage:
 
 def stage_named(name: str) -> LLMStage:
     """A pipeline stage, or the re-calibration stage of `calibrate:<solver>`."""
-    for stage in LLM_STAGES:
+    for stage in llm_stages():
         if stage.name == name:
             return stage
     if name.startswith("calibrate:"):
@@ -476,19 +445,20 @@ async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     return Outcome(ctx.status("repair", task_id, "done", reason, "; ".join(failures)))
 
 
-LLM_STAGES = [
-    LLMStage("generate", pending_generate, load_chunks, generate_one),
-    DESCRIBE,
-    SEQUENCE,
-    INTENTS,
-    TRACE_TASKS,
-    TRACE_WORLDS,
-    WORLD_TASKS,
+CHECK_STAGES = (
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),
     LLMStage("repair", pending_repair, load_repair_material, repair_one),
-]
+)
+
+
+def llm_stages() -> list[LLMStage]:
+    """The pipeline's LLM stages in the order they run: the registered families' generation
+    stages (`families.generation_stages`), then verify, calibrate, review and repair, which
+    ask each task's family what it needs."""
+    return [*generation_stages(), *CHECK_STAGES]
+
 
 BatchRunner = Callable[[LLMStage, list[list[str]]], Iterable[Counter]]
 """Runs a stage's batches (some at once, in any order) and yields each one's counts as it

@@ -19,7 +19,7 @@ from data.lake import Lake
 from data.model_servers import resolve_endpoints
 from data.policy import EMBEDDED, policy_path
 from data.projections import project
-from flows.context import StageContext
+from families.stage import StageContext
 from harnesses.trainer import (
     RewardFunction,
     TrainSettings,

@@ -14,10 +14,10 @@ from data.export import export_taskset
 from data.lake import Lake
 from data.projections import FORMATS, project
 from families import reviewed_kinds
-from flows.context import StageContext
+from families.stage import StageContext
 from flows.stages import (
-    LLM_STAGES,
     ingest_docs,
+    llm_stages,
     one_at_a_time,
     run_llm_batch,
     run_stages,
@@ -83,7 +83,7 @@ def run_llm_stages(ctx: StageContext, endpoints) -> Counter:
     """Every LLM stage over whatever is pending, batch by batch (what the flows do)."""
     with solver_through_proxy(ctx, endpoints) as proxied:
         run_batch = lambda stage, _, group: run_llm_batch(stage, group, ctx, proxied)  # noqa: E731
-        summary = run_stages(LLM_STAGES, ctx, one_at_a_time(ctx, run_batch))
+        summary = run_stages(llm_stages(), ctx, one_at_a_time(ctx, run_batch))
     return sum(summary.values(), Counter())
 
 

@@ -19,8 +19,8 @@ from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
 from families import reviewed_kinds
 from families.code import repo_of
+from families.code_stages import rebuild_functions, replay_commits
 from flows.cli import main
-from flows.code_stages import rebuild_functions, replay_commits
 from generators.checks import CheckFailure, added_lines, check_no_leak
 from generators.code_tasks import show_files
 from generators.function_rebuild import (

@@ -13,7 +13,7 @@ from data.lake import Lake
 from data.records import CommitReplay
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
-from flows.code_stages import pending_replays, rebuild_functions, replay_commits
+from families.code_stages import pending_replays, rebuild_functions, replay_commits
 from generators.commit_replay import Unusable, analyse
 from harnesses.pytest_runner import read_report
 from harnesses.python_env import requirements_of

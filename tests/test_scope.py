@@ -13,14 +13,15 @@ from data.lake import Lake
 from data.records import Status
 from data.sample_repo import build_sample_repo
 from data.trace_formats import Conversation, moment, read_file
-from flows.code_stages import (
+from families.code_stages import (
     ingest_repository,
     pending_describe,
     pending_rebuilds,
     pending_replays,
 )
-from flows.stages import ingest_docs, pending_calibrate, pending_generate, pending_verify
-from flows.trace_stages import ingest_trace_files, pending_intents, pending_trace_tasks
+from families.doc_qa import pending_generate
+from families.trace_stages import ingest_trace_files, pending_intents, pending_trace_tasks
+from flows.stages import ingest_docs, pending_calibrate, pending_verify
 from tests.conftest import SAMPLE_DOCS, make_context
 from tests.test_lake import make_task
 from tests.test_traces import SAMPLE_TRACES

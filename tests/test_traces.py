@@ -17,7 +17,7 @@ from data.records import ProxyCall
 from data.scrub import Scrubber, luhn_valid
 from data.trace_formats import Conversation, Malformed, read_file
 from data.trace_ingest import ingest_traces
-from flows.trace_stages import INTENTS
+from families.trace_stages import INTENTS
 from generators.intents import cluster_requests, keyword_label
 from tests.conftest import make_context
 from tests.fakes.scripted_llm import ScriptedLLM

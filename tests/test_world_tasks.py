@@ -16,7 +16,7 @@ from data.config import WorldsConfig
 from data.export import export_taskset
 from data.trace_ingest import ingest_traces
 from families import reviewed_kinds
-from flows.world_stages import ingest_world_files
+from families.world_stages import ingest_world_files
 from generators import world_tasks
 from generators.checks import CheckFailure
 from generators.world_plant import description, named_records, plant_distractors

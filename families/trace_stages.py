@@ -1,5 +1,5 @@
 """Trace stages: ingest production traces, cluster their requests into named intents, and
-turn rated traces into tasks."""
+turn rated traces into tasks (the LLM stages of the trace families, `families.traces`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from data.embeddings import as_matrix, embed, near_duplicates
 from data.llm import LLMClient, LLMError
 from data.records import TRACE_KINDS, Intent, Record, Task, Trace, content_id
 from data.trace_ingest import ingest_traces
-from flows.context import LLMStage, Outcome, StageContext, pending_in_window
+from families.stage import LLMStage, Outcome, StageContext, pending_in_window
 from generators.checks import CheckFailure
 from generators.intents import EXAMPLE_CHARS, EXAMPLES, cluster_requests, label_cluster
 from generators.trace_tasks import answer_task, near_miss_task, replay_task

@@ -1,5 +1,6 @@
 """Stages over ingested repositories: replay commits, rebuild functions (both in the sandbox,
-no LLM) and describe replayed commits (the generator writes each task's statement).
+no LLM; the pipeline runs them before the LLM stages) and describe replayed commits and chain
+them into sequences (the LLM stages of `families.commit_replay` and `families.commit_sequence`).
 
 Their tasks then go through the same verify and calibrate stages as document tasks, where the
 unit-test verifier (`judges.unit_tests`) stands in for the judge panel.
@@ -16,7 +17,7 @@ from data.llm import LLMClient
 from data.records import Commit, CommitReplay, Record, Status, Task
 from data.repos import ingest_repo
 from families.code import repo_at
-from flows.context import (
+from families.stage import (
     LLMStage,
     Outcome,
     StageContext,

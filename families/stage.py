@@ -1,6 +1,8 @@
-"""What every stage shares: the run's context, an item's outcome, the shape of an LLM stage.
+"""The stage protocol: the run's context, an item's outcome, the shape of an LLM stage.
 
-No Prefect here: stages are plain functions over the lake, so tests need no server.
+It lives below `flows` so that a family can declare the stages that make its candidates
+(`Family.stages`); the flows run them. No Prefect here: stages are plain functions over the
+lake, so tests need no server.
 """
 
 from __future__ import annotations

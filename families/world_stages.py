@@ -1,5 +1,5 @@
 """World stages: ingest hand-written world specs, build worlds from traces' tool calls, and
-plant tool-use tasks on every world fit to use."""
+plant tool-use tasks on every world fit to use (the LLM stages of `families.world_tool_use`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from data.llm import LLMClient, LLMError
 from data.readers import Rejected, regular_file
 from data.records import Status, WorldSource, content_id, utcnow
-from flows.context import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
+from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import world_tasks
 from generators.checks import CheckFailure
 from generators.trace_worlds import draft_spec, observe, write_spec
