@@ -23,8 +23,6 @@ from pydantic import (
     model_validator,
 )
 
-from data.kinds import TaskKind
-
 DEFAULT_HOME = Path(".foundry")
 
 
@@ -224,9 +222,10 @@ class ScopeConfig(Settings):
     Documents have no date; an undated trace is outside any window. Verify, calibrate, review
     and repair take only tasks of the chosen kinds. The three trace kinds come from one rating
     of each trace, so naming one of them rates the traces in the window, and the tasks of
-    unnamed trace kinds this makes wait, unverified, for a run that names them."""
+    unnamed trace kinds this makes wait, unverified, for a run that names them. A kind is
+    checked against the registered families where a run starts (`flows.stages.check_kinds`)."""
 
-    kinds: list[TaskKind] | None = None
+    kinds: list[str] | None = None
     since: date | None = None
     until: date | None = None
 

@@ -24,8 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data.funnel import MEASURED_BY, funnel
+from data.kinds import TRACE_KINDS
 from data.lake import Lake
-from data.records import SCHEMA_VERSION, TRACE_KINDS, WorldSetup, utcnow
+from data.records import SCHEMA_VERSION, WorldSetup, utcnow
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 TASKSET_SCHEMA = pa.schema(

@@ -1,16 +1,9 @@
-"""The task kinds (a module of its own, so the configuration can name them cheaply)."""
+"""The task kinds that layers below `families` name (a module of its own, cheap to import).
 
-from typing import Literal
+A task's kind is any string a registered family makes (`families.kinds()`). The shipped families
+make `doc_qa`, `commit_replay`, `function_rebuild`, `commit_sequence`, `trace_answer`,
+`near_miss`, `tool_replay` and `world_tool_use`; the export and the trace stages name the kinds
+made from a production trace, whose rows carry that trace.
+"""
 
-TaskKind = Literal[
-    "doc_qa",
-    "commit_replay",
-    "function_rebuild",
-    "commit_sequence",
-    "trace_answer",
-    "near_miss",
-    "tool_replay",
-    "world_tool_use",
-]
-CODE_KINDS: tuple[str, ...] = ("commit_replay", "function_rebuild", "commit_sequence")
 TRACE_KINDS: tuple[str, ...] = ("trace_answer", "near_miss", "tool_replay")

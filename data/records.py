@@ -18,8 +18,6 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.kinds import CODE_KINDS, TRACE_KINDS, TaskKind
-
 SCHEMA_VERSION = "1"
 
 Band = Literal["too_easy", "in_band", "too_hard"]
@@ -491,11 +489,12 @@ class Intent(Record):
 class Task(Record):
     """A candidate or accepted task; `task_id` hashes its canonical form (not its lineage).
 
-    Code tasks (`CODE_KINDS`) carry a `workspace`; their `answer` is the reference patch.
+    `kind` is one a registered family makes (`families`). Code tasks carry a `workspace`; their
+    `answer` is the reference patch.
     """
 
     task_id: str
-    kind: TaskKind
+    kind: str
     prompt: list[Message]
     answer: str
     verifier: VerifierSpec
@@ -506,14 +505,6 @@ class Task(Record):
     workspace: Workspace | None = None
     environment: ToolEnvironment | None = None  # tool-replay tasks
     world: WorldSetup | None = None  # tool-use tasks on a simulated world
-
-    @property
-    def is_code(self) -> bool:
-        return self.kind in CODE_KINDS
-
-    @property
-    def from_trace(self) -> bool:
-        return self.kind in TRACE_KINDS
 
     @property
     def question(self) -> str:

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from data.embeddings import as_matrix, embed, near_duplicates
+from data.kinds import TRACE_KINDS
 from data.llm import LLMClient, LLMError
-from data.records import TRACE_KINDS, Intent, Record, Task, Trace, content_id
+from data.records import Intent, Record, Task, Trace, content_id
 from data.trace_ingest import ingest_traces
 from families.stage import LLMStage, Outcome, StageContext, pending_in_window
 from generators.checks import CheckFailure

@@ -20,7 +20,6 @@ from typing import get_args
 from data import interrupt
 from data.config import ConfigError, ExportFormat
 from data.embedded import EmbeddedModelError
-from data.kinds import TaskKind
 from data.records import utcnow
 
 EXIT_OK = 0
@@ -80,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--kind",
         action="append",
-        choices=get_args(TaskKind),
-        help="make only this task kind (repeatable; default: every kind)",
+        help="make only this task kind, one a registered family makes (repeatable; default:"
+        " every kind)",
     )
     run.add_argument(
         "--since", type=date.fromisoformat, help="only commits and traces from this day (UTC)"
@@ -303,7 +302,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _proxy(args)
     if args.command == "serve":
         return _serve(args)
-    _config(args)  # a configuration error is said before any flow starts
+    from flows.stages import check_kinds
+
+    config = _config(args)  # a configuration error is said before any flow starts
+    check_kinds((args.kind if args.command == "run" else None) or config.scope.kinds)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     from flows import pipeline  # Prefect is imported only for commands that run flows

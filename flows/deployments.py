@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from prefect import Flow, flow, serve
 from prefect.deployments.runner import RunnerDeployment
 
 from data.config import FoundryConfig
-from data.kinds import TaskKind
+from families import kinds as registered_kinds
 from flows.pipeline import pipeline_flow, run_pipeline
+
+RegisteredKind = Literal[tuple(registered_kinds())]  # the form offers each one to tick
 
 
 @flow(name="adhoc")
@@ -28,7 +30,7 @@ def adhoc_flow(
     repos: tuple[str, ...] = (),
     traces: tuple[str, ...] = (),
     worlds: tuple[str, ...] = (),
-    kinds: tuple[TaskKind, ...] = (),
+    kinds: tuple[RegisteredKind, ...] = (),
     since: date | None = None,
     until: date | None = None,
     max_chunks: int | None = None,

@@ -45,6 +45,7 @@ from families.world_stages import ingest_world_files
 from flows.artifacts import publish_run_artifacts
 from flows.runners import task_runner
 from flows.stages import (
+    check_kinds,
     ingest_docs,
     llm_stages,
     measure_variance,
@@ -72,11 +73,12 @@ def _progress(message: str) -> None:
 def stage_context(
     command: str, home: str | None, config: str | None, overrides: dict[str, Any] | None = None
 ) -> Iterator[StageContext]:
-    """Load the configuration (with `overrides` over it), open the lake and record the run
-    (failed if an error escapes)."""
+    """Load the configuration (with `overrides` over it; its task kinds must be registered),
+    open the lake and record the run (failed if an error escapes)."""
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
     if overrides:
         cfg = with_overrides(cfg, overrides)
+    check_kinds(cfg.scope.kinds)
     lake = Lake(cfg.home)
     run_id = lake.start_run(command)
     budget = Budget(cfg.budget.max_tokens, cfg.budget.max_cost_usd)

@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from data import interrupt
+from data.config import ConfigError
 from data.endpoints import Endpoint
 from data.ingest import ingest_documents
 from data.interrupt import Interrupted
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
 from families import family_of, generation_stages, reviewed_kinds
+from families import kinds as registered_kinds
 from families.base import Checked
 from families.stage import (
     LLMStage,
@@ -55,6 +57,16 @@ REMEDIED = "hackable_remedied"  # review reason: a tighter verifier made a new t
 REPAIRED = "repaired"  # repair reason: a variant one difficulty level away made a new task
 DERIVED = (f"rejected:{REMEDIED}", f"done:{REPAIRED}")
 REMEDY_ROUNDS = 2  # a remedied task can be remedied once more: the remedy ladder has two steps
+
+
+def check_kinds(kinds: Sequence[str] | None) -> None:
+    """Refuse (`ConfigError`, one line) a scope naming a kind no registered family makes."""
+    known = registered_kinds()
+    unknown = [kind for kind in kinds or () if kind not in known]
+    if unknown:
+        raise ConfigError(
+            f"scope.kinds: no task family makes {unknown[0]!r} (known kinds: {', '.join(known)})"
+        )
 
 
 # --- ingest ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from data.git import GitError, git
 from data.prompts import load_prompt
-from data.records import Checkpoint, Lineage, Message, Task, TaskKind, VerifierSpec, Workspace
+from data.records import Checkpoint, Lineage, Message, Task, VerifierSpec, Workspace
 from generators.checks import CheckFailure
 
 SYSTEM_PROMPT = load_prompt(__file__, "code_system")
@@ -83,7 +83,7 @@ def files_at(mirror: Path, rev: str, paths: list[str]) -> dict[str, str]:
 
 
 def code_task(
-    kind: TaskKind,
+    kind: str,
     statement: str,
     shown: dict[str, str],
     reference_patch: str,

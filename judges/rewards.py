@@ -17,7 +17,6 @@ from data.records import (
     Lineage,
     Message,
     Task,
-    TaskKind,
     VerifierSpec,
     Workspace,
     WorldSetup,
@@ -119,7 +118,7 @@ def trainer_task(
     prompt: Any,
     gold: str,
     spec: VerifierSpec,
-    kind: TaskKind = "doc_qa",
+    kind: str = "doc_qa",
     workspace: str | dict[str, Any] | None = None,
     world: str | dict[str, Any] | None = None,
 ) -> Task:

@@ -17,8 +17,8 @@ from data.projections import project
 from data.records import Task, Workspace
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
-from families import reviewed_kinds
-from families.code import repo_of
+from families import family_of, reviewed_kinds
+from families.code import CodeFamily, repo_of
 from families.code_stages import rebuild_functions, replay_commits
 from flows.cli import main
 from generators.checks import CheckFailure, added_lines, check_no_leak
@@ -110,7 +110,7 @@ def test_statements_never_copy_an_added_line_and_fall_back_to_the_message(code_r
 def test_every_code_task_passed_the_gold_self_check(code_run):
     ctx, _, rows = code_run
     verify = statuses(ctx, "verify")
-    code_tasks = [t for t in ctx.lake.records("tasks") if t.is_code]
+    code_tasks = [t for t in ctx.lake.records("tasks") if isinstance(family_of(t.kind), CodeFamily)]
     assert code_tasks and all(
         verify[t.task_id]["reason"] == "gold_self_check_passed" for t in code_tasks
     )

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 import pytest
 from pydantic import ValidationError
 
-from data.config import ScopeConfig
+from data.config import ConfigError, ScopeConfig
 from data.lake import Lake
 from data.records import Status
 from data.sample_repo import build_sample_repo
@@ -21,7 +21,7 @@ from families.code_stages import (
 )
 from families.doc_qa import pending_generate
 from families.trace_stages import ingest_trace_files, pending_intents, pending_trace_tasks
-from flows.stages import ingest_docs, pending_calibrate, pending_verify
+from flows.stages import check_kinds, ingest_docs, pending_calibrate, pending_verify
 from tests.conftest import SAMPLE_DOCS, make_context
 from tests.test_lake import make_task
 from tests.test_traces import SAMPLE_TRACES
@@ -42,8 +42,9 @@ def test_window_is_whole_days_inclusive_in_utc():
     assert not ScopeConfig(kinds=["doc_qa"]).makes("near_miss")
     with pytest.raises(ValidationError, match="after until"):
         ScopeConfig(since=date(2026, 11, 2), until=date(2026, 11, 1))
-    with pytest.raises(ValidationError):
-        ScopeConfig(kinds=["essay"])
+    assert ScopeConfig(kinds=["essay"]).makes("essay")  # kinds are open: a run checks them
+    with pytest.raises(ConfigError, match=r"no task family makes 'essay' \(known kinds: doc_qa, "):
+        check_kinds(["doc_qa", "essay"])
 
 
 def test_each_trace_format_gives_the_exchange_its_time(tmp_path):
