@@ -1,0 +1,177 @@
+"""A task family is one module and one registration: `word_count`, defined here and nowhere
+else, is registered for a test and goes through generate, verify, calibrate and export like a
+shipped family; a scope naming a kind no registered family makes is refused in one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from data.config import ConfigError, FoundryConfig
+from data.export import export_taskset
+from data.llm import LLMClient
+from data.records import Chunk, Evidence, Lineage, Message, SourceRef, Task, VerifierSpec
+from families import generation_stages, registered, reviewed_kinds
+from families.base import Checked, Family, Services
+from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
+from flows.cli import main
+from flows.pipeline import stage_context
+from flows.stages import check_kinds, ingest_docs, llm_stages, stage_named
+from generators.candidates import Candidate, Rejection
+from harnesses.base import Harness
+from harnesses.single_turn import SingleTurn
+from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
+
+KIND = "word_count"
+STAGE = "word_count_tasks"
+ENVIRONMENT = "word_count_closed"
+QUESTION = "How many words are in this passage?"
+MAX_WORDS = 40  # the passage: a chunk's first words
+MIN_WORDS = 5
+SHIPPED_STAGES = [
+    "generate",
+    "describe",
+    "sequence",
+    "intents",
+    "trace_tasks",
+    "trace_worlds",
+    "world_tasks",
+]
+
+
+# --- the family: its generation stage over chunks (no model asked), its check, its harness ----
+
+
+def pending_chunks(ctx: StageContext) -> list[str]:
+    """Chunks not through `word_count_tasks` yet (none when the kind is out of scope)."""
+    if not ctx.config.scope.makes(KIND):
+        return []
+    return pending_items(ctx, STAGE, "SELECT chunk_id AS id FROM chunks ORDER BY chunk_id")
+
+
+def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Any]:
+    chunks = ctx.lake.records("chunks", "list_contains(?, chunk_id)", [chunk_ids])
+    return {chunk.chunk_id: chunk for chunk in chunks}
+
+
+async def count_words(ctx: StageContext, chunk_id: str, chunk: Chunk, client: LLMClient) -> Outcome:
+    """One task per chunk: how many words its first words are."""
+    words = chunk.text.split()[:MAX_WORDS]
+    if len(words) < MIN_WORDS:
+        results: list[Candidate | Rejection] = [
+            Rejection("0", "passage_too_short", f"{len(words)} words")
+        ]
+    else:
+        results = [Candidate("0", word_count_task(chunk, " ".join(words)))]
+    return candidates_outcome(ctx, STAGE, chunk_id, "word_count_candidate", results)
+
+
+def word_count_task(chunk: Chunk, passage: str) -> Task:
+    prompt = [Message(role="user", content=f"{QUESTION}\n\n{passage}")]
+    answer = str(len(passage.split()))
+    verifier = VerifierSpec(type="exact_or_f1")
+    return Task(
+        task_id=Task.make_id(KIND, prompt, answer, verifier),
+        kind=KIND,
+        prompt=prompt,
+        answer=answer,
+        verifier=verifier,
+        evidence=[Evidence(chunk_id=chunk.chunk_id, quote=passage)],
+        source=[SourceRef(source_id=chunk.source_id, path="", chunk_id=chunk.chunk_id)],
+        lineage=Lineage(
+            generator="word_count", generator_version="1", prompt_hash="", model="", seed=""
+        ),
+    )
+
+
+class WordCount(Family):
+    kinds = (KIND,)
+    stages = (LLMStage(STAGE, pending_chunks, load_chunks, count_words),)
+
+    def environment(self, task: Task, config: FoundryConfig) -> str:
+        return ENVIRONMENT
+
+    def harness(self, name: str, services: Services) -> Harness:
+        return SingleTurn(name)
+
+    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
+        """The quote opens the chunk and the gold is its number of words."""
+        quote = task.evidence[0].quote
+        if not " ".join(passage.split()).startswith(quote):
+            return Checked("rejected", "quote_not_in_passage")
+        if task.answer != str(len(quote.split())):
+            return Checked("rejected", "count_wrong", task.answer)
+        return Checked("done", "count_checked")
+
+
+# --- tests ------------------------------------------------------------------------------------
+
+
+def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, oracle_server):
+    home = tmp_path / "home"
+    ctx = make_context(home, scope={"kinds": [KIND]}, calibrate={"k": 2, "method": "fixed"})
+    ingest_docs([str(p) for p in sorted(SAMPLE_DOCS.glob("*.md"))[:2]], ctx)
+    chunks = ctx.lake.rows("SELECT chunk_id FROM chunks")
+    with registered(WordCount()):
+        check_kinds(ctx.config.scope.kinds)
+        names = [stage.name for stage in llm_stages()]
+        assert names == [*SHIPPED_STAGES, STAGE, "verify", "calibrate", "review", "repair"]
+        assert stage_named(STAGE).work is count_words  # the runners find a batch's stage by name
+        run_llm_stages(ctx, endpoints_for(oracle_server))
+        result = export_taskset(ctx.lake, "words", tmp_path / "tasksets", reviewed=reviewed_kinds())
+    assert STAGE not in [stage.name for stage in llm_stages()]  # registered for the test only
+
+    tasks = {t.task_id: t for t in ctx.lake.records("tasks")}
+    assert chunks and len(tasks) == len(chunks)
+    assert {t.kind for t in tasks.values()} == {KIND}  # the shipped families made nothing
+    statuses = ctx.lake.rows("SELECT stage, item_id, status, reason, detail FROM status")
+    verified = {r["item_id"]: r["reason"] for r in statuses if r["stage"] == "verify"}
+    assert verified == {task_id: "count_checked" for task_id in tasks}
+    calibrated = [r for r in statuses if r["stage"] == "calibrate"]
+    assert sorted(r["item_id"] for r in calibrated) == sorted(tasks)
+    measured = {(r["status"], r["detail"]) for r in calibrated}
+    assert measured == {("done", f"fake-model|{ENVIRONMENT}")}
+    attempts = ctx.lake.rows("SELECT task_id, harness FROM attempts")
+    assert len(attempts) == 2 * len(tasks) and {a["harness"] for a in attempts} == {ENVIRONMENT}
+    difficulty = ctx.lake.rows("SELECT task_id, harness FROM difficulty")
+    assert sorted(d["task_id"] for d in difficulty) == sorted(tasks)
+    assert {d["harness"] for d in difficulty} == {ENVIRONMENT}
+
+    rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
+    assert result.n_tasks == len(tasks) and sorted(r["task_id"] for r in rows) == sorted(tasks)
+    assert all(r["kind"] == KIND and r["harness"] == ENVIRONMENT for r in rows)
+    assert all(r["answer"] == str(len(tasks[r["task_id"]].evidence[0].quote.split())) for r in rows)
+
+
+def test_a_stage_two_families_declare_runs_once_and_a_namesake_is_refused():
+    assert [stage.name for stage in generation_stages()] == SHIPPED_STAGES  # intents: once
+    with registered(WordCount()):
+        assert [stage.name for stage in generation_stages()] == [*SHIPPED_STAGES, STAGE]
+
+    class Namesake(WordCount):
+        kinds = ("word_count_namesake",)
+        stages = (LLMStage("generate", pending_chunks, load_chunks, count_words),)
+
+    with registered(Namesake()), pytest.raises(ValueError, match="'generate'"):
+        generation_stages()
+
+
+def test_a_scope_naming_an_unknown_kind_is_refused_in_one_line(tmp_path, capsys):
+    home = str(tmp_path / "home")
+    assert main(["run", "--home", home, "--kind", "doc_qa", "--kind", "essay"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("foundry: scope.kinds: no task family makes 'essay' (known kinds: doc_qa")
+    assert "\n" not in err and "world_tool_use" in err
+    config = tmp_path / "foundry.toml"
+    config.write_text('[scope]\nkinds = ["word_count"]\n')
+    assert main(["verify", "--home", home, "--config", str(config)]) == 2
+    assert "no task family makes 'word_count'" in capsys.readouterr().err
+    with registered(WordCount()):
+        check_kinds(["word_count", "doc_qa"])  # registered: known
+    with pytest.raises(ConfigError, match="no task family makes 'word_count'"):
+        check_kinds(["word_count"])
+    overrides = {"scope": {"kinds": ["essay"]}}  # a deployment's form, say
+    with pytest.raises(ConfigError, match="'essay'"), stage_context("run", home, None, overrides):
+        pass
