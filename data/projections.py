@@ -45,6 +45,7 @@ TRL_SCHEMA = pa.schema(
         ("pass_rate", pa.float64()),
         ("band", pa.string()),
         ("pool", pa.string()),
+        ("harness", pa.string()),
     ]
 )
 VERIFIERS_SCHEMA = pa.schema(
@@ -130,6 +131,7 @@ def trl_row(task: dict[str, Any]) -> dict[str, Any]:
         "pass_rate": task["pass_rate"],
         "band": task["band"],
         "pool": task["pool"],
+        "harness": task["harness"],  # the environment its pass rate was measured in
     }
 
 
