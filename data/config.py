@@ -43,6 +43,7 @@ class EndpointConfig(Settings):
     # false sends {"type": "json_object", "schema": ...} (llama.cpp's server) instead.
     json_schema: bool | None = None
     supports_n: bool | None = None
+    tool_calls: bool | None = None  # whether it returns native tool calls (OpenAI tools API)
     # Sampling for requests whose stage sets none (the judges): a panel can be one model asked
     # with different seeds at a temperature above 0.
     temperature: float = Field(default=0.0, ge=0)

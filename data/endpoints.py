@@ -36,6 +36,7 @@ class Endpoint:
     max_retries: int
     structured_output: StructuredMode
     supports_n: bool
+    tool_calls: bool = True  # returns native tool calls (OpenAI tools API) for `tools`
     temperature: float = 0.0  # for requests that set none
     seed: int | None = None  # for requests that set none
     price_input_per_mtok: float = 0.0

@@ -48,9 +48,11 @@ T_co = TypeVar("T_co")
 Messages = list[dict[str, Any]]
 TRANSIENT_STATUSES = frozenset({408, 409, 429})  # and every 5xx that is not a refusal
 # A 5xx whose message says the request itself was refused (llama.cpp's server answers 500 with
-# pydantic's "Input should be 'text' or 'json_object'"): the same request fails again.
+# pydantic's "Input should be 'text' or 'json_object'", its C++ server answers `tools` with
+# "tools param requires --jinja flag"): the same request fails again.
 REFUSAL_MESSAGE = re.compile(
-    r"input should be|validation error|not supported|unsupported|extra inputs are not permitted",
+    r"input should be|validation error|not supported|unsupported|extra inputs are not permitted"
+    r"|requires --\w",
     re.IGNORECASE,
 )
 # A refusal that names the response format: the server takes another one down the ladder.

@@ -6,7 +6,8 @@ that role's retries:
   one line naming the setting to change;
 - which structured-output mode it accepts (`json_schema` → `json_object` + schema →
   `json_object` → schema in the prompt), unless `json_schema` is configured;
-- whether it honours `n` (one request for several samples), unless `supports_n` is configured.
+- whether it honours `n` (one request for several samples), unless `supports_n` is configured;
+- whether it returns native tool calls (OpenAI tools API), unless `tool_calls` is configured.
 Each server's modes are said once on stderr.
 """
 
@@ -40,6 +41,23 @@ PROBE_TRIES = 3  # and asks again this often when the reply is empty or unreadab
 CONTENT_FAULTS = frozenset({"empty_response", "bad_response"})
 T = TypeVar("T")
 PROBE_MESSAGES = [{"role": "user", "content": 'Reply with the JSON object {"ok": true}.'}]
+PROBE_TOOL_NAME = "report_ready"
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": PROBE_TOOL_NAME,
+        "description": "Report that you are ready.",
+        "parameters": {
+            "type": "object",
+            "properties": {"ready": {"type": "boolean"}},
+            "required": ["ready"],
+        },
+    },
+}
+PROBE_TOOL_MESSAGES = [
+    {"role": "user", "content": f"Call the tool {PROBE_TOOL_NAME} with ready set to true."}
+]
+PROBE_TOOL_MAX_TOKENS = 256  # room for a model that thinks before it calls
 MODE_NAMES: dict[StructuredMode, str] = {
     "json_schema": "json_schema",
     "json_object_schema": "json_object + schema",
@@ -83,7 +101,7 @@ def resolve_endpoints(
             )
             say(
                 f"embedded model {EMBEDDED_MODEL_ALIAS} at {embedded_url}: structured output"
-                f" {MODE_NAMES['json_object_schema']}, n: no"
+                f" {MODE_NAMES['json_object_schema']}, n: no, tool calls: no"
             )
         bound = {
             role: _bind(role, cfg, _embedded(embedded_url))
@@ -105,13 +123,22 @@ class _Server(NamedTuple):
     model: str
     structured_output: StructuredMode
     supports_n: bool
+    tool_calls: bool
     max_concurrency: int | None = None  # a limit of the server's own, over the roles'
 
 
 def _embedded(url: str | None) -> _Server:
-    """The embedded model: llama.cpp's server takes json_object with a schema, ignores `n` and
-    serves one request at a time."""
-    return _Server(url or "", "embedded", EMBEDDED_MODEL_ALIAS, "json_object_schema", False, 1)
+    """The embedded model: llama.cpp's server takes json_object with a schema, ignores `n`,
+    returns no tool calls (unless `tool_choice` forces one) and serves one request at a time."""
+    return _Server(
+        base_url=url or "",
+        api_key="embedded",
+        model=EMBEDDED_MODEL_ALIAS,
+        structured_output="json_object_schema",
+        supports_n=False,
+        tool_calls=False,
+        max_concurrency=1,
+    )
 
 
 def _bind(role: str, cfg: EndpointConfig, server: _Server) -> Endpoint:
@@ -126,6 +153,7 @@ def _bind(role: str, cfg: EndpointConfig, server: _Server) -> Endpoint:
         max_retries=cfg.max_retries,
         structured_output=server.structured_output,
         supports_n=server.supports_n,
+        tool_calls=server.tool_calls,
         temperature=cfg.temperature,
         seed=cfg.seed,
         price_input_per_mtok=cfg.price_input_per_mtok,
@@ -139,7 +167,14 @@ async def _probe_all(
     """Probe each distinct server and model once (concurrently) and bind every role to it."""
     distinct: dict[tuple, list[str]] = {}
     for role, cfg in roles.items():
-        key = (cfg.base_url, cfg.api_key, cfg.model, cfg.json_schema, cfg.supports_n)
+        key = (
+            cfg.base_url,
+            cfg.api_key,
+            cfg.model,
+            cfg.json_schema,
+            cfg.supports_n,
+            cfg.tool_calls,
+        )
         distinct.setdefault(key, []).append(role)
     probed = await asyncio.gather(
         *(_probe(names[0], roles[names[0]]) for names in distinct.values())
@@ -149,7 +184,7 @@ async def _probe_all(
         say(
             f"model server {server.base_url} ({', '.join(names)}): model {server.model},"
             f" structured output {MODE_NAMES[server.structured_output]},"
-            f" n: {'yes' if server.supports_n else 'no'}"
+            f" n: {_yes(server.supports_n)}, tool calls: {_yes(server.tool_calls)}"
         )
         bound |= {role: _bind(role, roles[role], server) for role in names}
     return bound
@@ -165,6 +200,7 @@ async def _probe(role: str, cfg: EndpointConfig) -> _Server:
         model=cfg.model or "",
         structured_output="json_object_schema" if cfg.json_schema is False else "json_schema",
         supports_n=bool(cfg.supports_n),
+        tool_calls=bool(cfg.tool_calls),
     )
     first_contact = _bind(PROBE_ROLE, cfg, asked)  # the role's retries: a closed port is quick
     lister = LLMClient({PROBE_ROLE: first_contact}, cache=None)
@@ -191,6 +227,8 @@ async def _probe(role: str, cfg: EndpointConfig) -> _Server:
         await client.aclose()
     if cfg.supports_n is None:
         server = server._replace(supports_n=await _honours_n(patient, where))
+    if cfg.tool_calls is None:
+        server = server._replace(tool_calls=await _returns_tool_calls(patient, where))
     return server
 
 
@@ -236,6 +274,37 @@ async def _honours_n(endpoint: Endpoint, where: _Settings) -> bool:
         await client.aclose()
 
 
+async def _returns_tool_calls(endpoint: Endpoint, where: _Settings) -> bool:
+    """Whether a request offering one trivial tool, and asking for it, gets a call of that tool
+    back (a refusal of `tools`, or a reply without the call: no, and world tasks are attempted
+    with JSON actions). The choice is left to the model, as the world solver leaves it: llama.cpp's
+    server makes a call when `tool_choice` names a tool, and never otherwise."""
+    client = LLMClient({PROBE_ROLE: endpoint}, cache=None)
+
+    async def called() -> bool:
+        try:
+            reply = await client.chat(
+                PROBE_ROLE,
+                PROBE_TOOL_MESSAGES,
+                temperature=0.0,
+                max_tokens=PROBE_TOOL_MAX_TOKENS,
+                seed=0,
+                tools=[PROBE_TOOL],
+            )
+        except RefusedError:
+            return False
+        except LLMError as exc:
+            if exc.reason == "empty_response":  # neither text nor a call: no call
+                return False
+            raise
+        return any(call.name == PROBE_TOOL_NAME for call in reply.tool_calls)
+
+    try:
+        return await _asked(where, called, endpoint.model)
+    finally:
+        await client.aclose()
+
+
 class _Settings:
     """Names the settings behind one role's endpoint, for messages that say what to change."""
 
@@ -276,6 +345,10 @@ class _Settings:
 
 def _about_model(exc: RefusedError) -> bool:
     return exc.status == 404 or "model" in exc.detail.lower()
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
 def _first_line(text: str) -> str:

@@ -1,6 +1,6 @@
 """`resolve_endpoints` checks every server before a stage runs: a server that cannot be used is
 one line naming the cause and the setting to change; what a server accepts (structured-output
-mode, `n`) is found by asking it, not by hand-set flags."""
+mode, `n`, native tool calls) is found by asking it, not by hand-set flags."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_a_llama_cpp_server_is_asked_as_json_object_with_its_schema(monkeypatch)
     assert refused == 1  # one probe, shared by every role on the server; never retried
     (line,) = said
     assert "(generator, solver, judge:0)" in line
-    assert "structured output json_object + schema, n: no" in line
+    assert "structured output json_object + schema, n: no, tool calls: no" in line
 
 
 def test_an_openai_style_server_keeps_json_schema_and_n(monkeypatch):
@@ -89,6 +89,65 @@ def test_configured_capabilities_are_not_probed_away(monkeypatch):
     solver = endpoints["solver"]  # the role's own settings are kept
     assert (solver.price_input_per_mtok, solver.temperature, solver.seed) == (0.2, 0.7, 3)
     assert solver.max_retries == 1
+
+
+def calls_the_offered_tool(body: dict) -> str | dict:
+    """A model that calls the first tool it is offered, and else replies `{"ok": true}`."""
+    if not body.get("tools"):
+        return '{"ok": true}'
+    name = body["tools"][0]["function"]["name"]
+    return {"tool_calls": [{"id": "call-1", "name": name, "arguments": '{"ready": true}'}]}
+
+
+def probes_with_tools(server: FakeOpenAIServer) -> list[dict]:
+    return [body for body in server.requests if body.get("tools")]
+
+
+def test_a_server_that_returns_tool_calls_is_probed_yes(monkeypatch):
+    with FakeOpenAIServer(calls_the_offered_tool) as server:
+        endpoints, said = resolved(env_config(monkeypatch, server.base_url))
+        (probe,) = probes_with_tools(server)
+
+    assert {e.tool_calls for e in endpoints.values()} == {True}
+    assert said[0].endswith("n: yes, tool calls: yes")
+    assert [t["function"]["name"] for t in probe["tools"]] == [model_servers.PROBE_TOOL_NAME]
+    assert "tool_choice" not in probe  # left to the model, as the world solver leaves it
+
+
+def test_a_server_that_never_returns_tool_calls_is_probed_no(monkeypatch):
+    """llama.cpp's server: the tools are not shown to the model unless `tool_choice` names one,
+    so the same model answers in text."""
+    with FakeOpenAIServer(calls_the_offered_tool, tool_calls="never") as server:
+        endpoints, said = resolved(env_config(monkeypatch, server.base_url))
+        probes = probes_with_tools(server)
+
+    assert {e.tool_calls for e in endpoints.values()} == {False}
+    assert said[0].endswith("tool calls: no") and len(probes) == 1
+
+
+def test_a_server_that_refuses_tools_is_probed_no_without_retrying(monkeypatch):
+    """llama.cpp's C++ server without `--jinja` answers `tools` with HTTP 500 "tools param
+    requires --jinja flag": a refusal, not a transient fault."""
+    with FakeOpenAIServer(calls_the_offered_tool, tool_calls="refused") as server:
+        endpoints, said = resolved(env_config(monkeypatch, server.base_url))
+        refused = server.served.count("refused")
+
+    assert {e.tool_calls for e in endpoints.values()} == {False}
+    assert said[0].endswith("tool calls: no")
+    assert refused == 1  # asked once, never retried
+
+
+def test_a_configured_tool_call_flag_is_not_probed(monkeypatch):
+    with FakeOpenAIServer(calls_the_offered_tool, tool_calls="never") as server:
+        config = env_config(monkeypatch, server.base_url)
+        solver = config.roles.solver.model_copy(update={"tool_calls": True})
+        roles = config.roles.model_copy(update={"solver": solver})
+        endpoints, said = resolved(config.model_copy(update={"roles": roles}))
+        probes = probes_with_tools(server)
+
+    assert endpoints["solver"].tool_calls is True  # as configured
+    assert endpoints["generator"].tool_calls is False  # probed
+    assert len(probes) == 1 and len(said) == 2  # the generator's probe only
 
 
 def test_a_closed_port_names_the_url_and_its_setting(monkeypatch):

@@ -23,7 +23,12 @@ Server kinds (what a real server accepts): `llama_cpp=True` answers a `json_sche
 response_format with llama.cpp's HTTP 500 ("Input should be 'text' or 'json_object'") and
 ignores `n`; `formats` names the response_format types taken (the others answered the same
 way); `api_key` refuses other keys with a 401; `strict_model=True` answers requests for a
-model other than `model` with a 404.
+model other than `model` with a 404. `tool_calls` says what becomes of a request's `tools`:
+`"model"` shows them to the responder, whose dict answer is tool calls (the default, as
+OpenAI or vLLM with a tool parser); `"never"` hides them from it, so no reply carries a call
+(llama.cpp's server without a `tool_choice` naming a tool; the default with `llama_cpp`);
+`"refused"` answers a request with `tools` with llama.cpp's HTTP 500 ("tools param requires
+--jinja flag").
 """
 
 from __future__ import annotations
@@ -41,10 +46,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 Responder = Callable[[dict[str, Any]], str | dict[str, Any]]  # a dict: tool calls
+ToolCallMode = Literal["model", "never", "refused"]
+TOOLS_REFUSAL = "tools param requires --jinja flag"
 
 FAULT_KINDS = frozenset(
     {"429", "500", "503", "reset", "hang", "malformed", "truncated_json", "empty", "garbage_body"}
@@ -135,6 +142,7 @@ class FakeOpenAIServer:
         formats: Sequence[str] | None = None,
         api_key: str | None = None,
         strict_model: bool = False,
+        tool_calls: ToolCallMode | None = None,
     ) -> None:
         unknown = sorted({*(faults or ()), *fault_kinds} - FAULT_KINDS)
         if unknown:
@@ -155,6 +163,7 @@ class FakeOpenAIServer:
             self.formats = ("text", "json_object")
         self.api_key = api_key
         self.strict_model = strict_model
+        self.tool_calls: ToolCallMode = tool_calls or ("never" if llama_cpp else "model")
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
         self.served: list[str | None] = []
@@ -250,14 +259,17 @@ class FakeOpenAIServer:
     def _completion(self, body: dict[str, Any], fault: str | None) -> dict[str, Any]:
         """A chat.completion object for `body`; content comes from the responder or the fault."""
         n = 1 if self.llama_cpp else int(body.get("n") or 1)
+        shown = body
+        if self.tool_calls == "never":  # the model never sees the tools
+            shown = {k: v for k, v in body.items() if k not in ("tools", "tool_choice")}
         if fault == "malformed":
             contents = [MALFORMED_CONTENT] * n
         elif fault == "empty":
             contents = [""] * n
         elif n == 1:
-            contents = [self.responder(body)]
+            contents = [self.responder(shown)]
         else:
-            contents = [self.responder({**body, "_choice": i}) for i in range(n)]
+            contents = [self.responder({**shown, "_choice": i}) for i in range(n)]
         if fault == "truncated_json":
             contents = [c[: len(c) // 2] if isinstance(c, str) else c for c in contents]
         prompt_tokens = sum(_words(m.get("content")) for m in body.get("messages") or [])
@@ -338,6 +350,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fake.strict_model and body.get("model") != fake.model:
             message = f"The model `{body.get('model')}` does not exist"
             self._send_json(404, _error_body(message, "invalid_request_error", "model_not_found"))
+            return True
+        if fake.tool_calls == "refused" and body.get("tools"):
+            self._send_json(500, _error_body(TOOLS_REFUSAL, "server_error"))
             return True
         kind = (body.get("response_format") or {}).get("type")
         if kind is not None and fake.formats is not None and kind not in fake.formats:
