@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 DEFAULT_HOME = Path(".foundry")
+WorldProtocol = Literal["auto", "tools", "actions"]
 
 
 class Settings(BaseModel):
@@ -175,6 +176,9 @@ class WorldsConfig(Settings):
     tasks_per_world: int = Field(default=6, ge=1)  # planted tasks per world, at the base level
     max_turns: int = Field(default=8, ge=1)  # a solver's model calls per attempt
     attempt_max_tokens: int = Field(default=256, ge=16)  # per turn of a solver's attempt
+    # how the solver calls the world's tools (harnesses/world_agent.py): native tool calls, one
+    # JSON action per turn, or `auto`: native where the solver's server returns tool calls
+    protocol: WorldProtocol = "auto"
     # worlds built from traces: a world is kept when replaying the traces' calls on it gives
     # results of the recorded shapes at least this often (judges/world_fidelity.py)
     min_fidelity: float = Field(default=0.7, ge=0, le=1)

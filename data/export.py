@@ -479,8 +479,9 @@ holds the passages it may read at the open-book levels, none at the search level
 `solver_model`, `harness` (the environment the pass rate was measured in and the one to train
 in: `open_book`, one reply to the prompt as it is; `doc_search`, search and read tools over the
 corpus, the source withheld; `closed_book`, the question alone, only where a user opted in to
-closed-book training; `code_single_turn`, `tool_replay`, `world_tools`), `verdicts` (each
-judge's decision and reason, JSON), `consensus` (the panel's decision per check with its rule,
+closed-book training; `code_single_turn`, `tool_replay`, `world_tools` or `world_actions`, a
+world's tools through native tool calls or JSON actions), `verdicts` (each judge's decision and
+reason, JSON), `consensus` (the panel's decision per check with its rule,
 vote counts and agreement, JSON), `rubric` (checkable items distilled from failed solver
 attempts, each with the attempt it came from, JSON; grader-side only, never show it to the
 policy), `hackable` (a judge panel found a rewarded attempt that games the verifier and no

@@ -22,8 +22,9 @@ answers at once on odd ones.
 For tool worlds it writes an instruction that states the values it is told to (and remembers
 the gold calls and the value asked for), and as the tool-calling solver makes the remembered
 calls through the tools API on even seeds, then answers with the value asked for from the last
-result; on odd seeds it answers at once without calling anything. As a judge it finds an
-instruction faithful when it wrote it itself.
+result; on odd seeds it answers at once without calling anything. As the JSON-action solver
+(`world_actions`) it does the same, one action a turn. As a judge it finds an instruction
+faithful when it wrote it itself.
 
 For code tasks it writes a commit's statement from its message (copying a line of the change
 when the message is about currency, which the leak check must catch), and as the solver it
@@ -40,6 +41,9 @@ from typing import Any
 
 from data.llm import REPAIR_OPENING
 from generators.doc_qa_variants import HINT_MARK as HINT
+
+WORLD_ACTIONS = "You reach the system only through the tools below."  # world_actions_system.md
+RESULT = "Result: "  # how the JSON-action world solver is told a call's result
 
 
 def _line(text: str, label: str) -> str:
@@ -74,6 +78,8 @@ class Oracle:
             "You are an assistant working"
         ):
             return self._world_turn(messages, params)
+        if messages[0]["role"] == "system" and WORLD_ACTIONS in messages[0]["content"]:
+            return self._world_action(messages, params)
         if messages[0]["role"] == "system" and "collection of documents" in messages[0]["content"]:
             return self._search_turn(messages, params)
         if messages[0]["role"] == "system" and "Python repository" in messages[0]["content"]:
@@ -205,18 +211,38 @@ class Oracle:
         return json.dumps({"instruction": instruction})
 
     def _world_turn(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> Any:
-        calls, field = self.worlds.get(messages[1]["content"], ([], ""))
+        results = [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
+        step = self._world_step(messages[1]["content"], params, results)
+        if isinstance(step, str):
+            return step
+        name, arguments = step
+        call = {"id": f"call-{len(results)}", "name": name, "arguments": json.dumps(arguments)}
+        return {"tool_calls": [call]}
+
+    def _world_action(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        told = [m["content"] for m in messages if m["role"] == "user"]
+        results = [json.loads(t.removeprefix(RESULT)) for t in told if t.startswith(RESULT)]
+        step = self._world_step(messages[1]["content"], params, results)
+        if isinstance(step, str):
+            return json.dumps({"tool": "answer", "answer": step})
+        name, arguments = step
+        return json.dumps({"tool": name, "arguments": arguments})
+
+    def _world_step(
+        self, instruction: str, params: dict[str, Any], results: list[Any]
+    ) -> tuple[str, dict[str, Any]] | str:
+        """The next of the gold calls remembered for `instruction` (after one per result so
+        far), or on odd seeds and after the last call the answer: the value asked for from the
+        last result."""
+        calls, field = self.worlds.get(instruction, ([], ""))
         seed = params.get("seed", 0) + params.get("_choice", 0)
-        made = sum(bool(m.get("tool_calls")) for m in messages if m["role"] == "assistant")
+        made = len(results)
         if (seed % 1_000_003) % 2 or made >= len(calls):  # the solver strides seeds per turn
-            results = [json.loads(m["content"]) for m in messages if m["role"] == "tool"]
             last = results[-1] if results and isinstance(results[-1], dict) else {}
             return str(last.get(field, "done")) if field else "Done."
         name, arguments = calls[made]
         text = json.dumps(dict(re.findall(r'(\w+)=("[^"]*"|[^,]+)', arguments[1:-1])))
-        decoded = {k: json.loads(v) for k, v in json.loads(text).items()}
-        call = {"id": f"call-{made}", "name": name, "arguments": json.dumps(decoded)}
-        return {"tool_calls": [call]}
+        return name, {k: json.loads(v) for k, v in json.loads(text).items()}
 
     def _remember(self, question: str, answer: str) -> str:
         self.answers[question] = answer
