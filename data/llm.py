@@ -133,7 +133,7 @@ class LLMClient:
         return sorted((r for r in self.endpoints if r.startswith("judge:")), key=_judge_index)
 
     def model(self, role: str) -> str:
-        return self._endpoint(role).model
+        return self.endpoint(role).model
 
     def drain_calls(self) -> list[LLMCall]:
         """Usage records collected since the last drain."""
@@ -164,7 +164,7 @@ class LLMClient:
         Temperature and seed default to the role's endpoint settings; `rollout_id` is sent as the
         X-Rollout-Id header (for the interception proxy) and is not part of the cache key.
         With `tools` (the OpenAI tools format) the reply may be tool calls instead of text."""
-        endpoint = self._endpoint(role)
+        endpoint = self.endpoint(role)
         temperature = endpoint.temperature if temperature is None else temperature
         seed = endpoint.seed if seed is None else seed
         params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
@@ -192,7 +192,7 @@ class LLMClient:
     ) -> list[Reply]:
         """`n` samples: one request with `n` where the backend supports it, else `n` seeded ones.
         `rollout_ids` names each sample's rollout (one request with `n` carries the first)."""
-        endpoint = self._endpoint(role)
+        endpoint = self.endpoint(role)
         rollouts = rollout_ids or [""] * n
         if endpoint.supports_n and n > 1:
             params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "n": n}
@@ -268,7 +268,7 @@ class LLMClient:
 
     async def list_models(self, role: str) -> list[str]:
         """The model ids `role`'s server lists at `/models` (empty when it has no such route)."""
-        endpoint = self._endpoint(role)
+        endpoint = self.endpoint(role)
         try:
             page, _ = await self._send(endpoint, lambda: self._client(endpoint).models.list())
         except RefusedError as exc:
@@ -281,7 +281,7 @@ class LLMClient:
 
     def structured_mode(self, role: str) -> StructuredMode:
         """How structured replies are asked of `role`'s server now (after any refusal)."""
-        return _modes.current(self._endpoint(role))
+        return _modes.current(self.endpoint(role))
 
     async def structured_chat(
         self,
@@ -296,7 +296,7 @@ class LLMClient:
     ) -> Reply:
         """One request for JSON matching `schema` (not parsed), in the server's structured
         mode; a refusal of that mode moves down to the next one and asks again."""
-        endpoint = self._endpoint(role)
+        endpoint = self.endpoint(role)
         while True:
             mode = _modes.current(endpoint)
             sent = _with_schema_instruction(messages, schema) if mode == "prompt" else messages
@@ -316,7 +316,8 @@ class LLMClient:
 
     # --- internals -----------------------------------------------------------------------
 
-    def _endpoint(self, role: str) -> Endpoint:
+    def endpoint(self, role: str) -> Endpoint:
+        """The endpoint `role` is bound to (its server's capabilities included)."""
         try:
             return self.endpoints[role]
         except KeyError:
@@ -354,7 +355,7 @@ class LLMClient:
         self, role: str, messages: Messages, params: dict[str, Any], rollout_id: str = ""
     ) -> Completion:
         """One request, from the cache where it was made before."""
-        endpoint = self._endpoint(role)
+        endpoint = self.endpoint(role)
         request = {"model": endpoint.model, "messages": messages, **params}
         key = request_key(request)
         hit = await asyncio.to_thread(self.cache.get, key) if self.cache else None

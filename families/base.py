@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from data.config import CalibrateConfig, FoundryConfig
+from data.endpoints import Endpoint
 from data.lake import Lake
 from data.llm import LLMClient
 from data.records import Consensus, ItemStatus, Task, Verdict
@@ -67,7 +68,7 @@ class Family(ABC):
     reviewed: bool = False  # calibrated attempts go through rubric and reward-hack review
 
     @abstractmethod
-    def environment(self, task: Task, config: FoundryConfig) -> str:
+    def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         """The name of the harness an attempt at `task` runs in: the environment its pass rate
         is measured in and its export names for trainers."""
 

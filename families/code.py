@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from data.config import CalibrateConfig, FoundryConfig
+from data.endpoints import Endpoint
 from data.lake import Lake
 from data.languages import language_named
 from data.llm import LLMClient
@@ -24,7 +25,7 @@ CODE_SINGLE_TURN = "code_single_turn"
 
 
 class CodeFamily(Family):
-    def environment(self, task: Task, config: FoundryConfig) -> str:
+    def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return CODE_SINGLE_TURN
 
     def harness(self, name: str, services: Services) -> Harness:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from data.config import FoundryConfig
+from data.endpoints import Endpoint
 from data.llm import LLMClient
 from data.records import Chunk, Task
 from families.base import Checked, Family, Services
@@ -71,7 +72,7 @@ class DocQA(Family):
     ladder = doc_qa.LADDER
     reviewed = True
 
-    def environment(self, task: Task, config: FoundryConfig) -> str:
+    def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         if doc_qa.context_of(task) != doc_qa.SEARCH:
             return OPEN_BOOK
         return config.calibrate.harness

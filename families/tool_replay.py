@@ -5,6 +5,7 @@ whose recorded results come back (`tool_replay`), and must make the calls that m
 from __future__ import annotations
 
 from data.config import FoundryConfig
+from data.endpoints import Endpoint
 from data.records import Task
 from families.base import Services
 from families.traces import TraceFamily
@@ -15,7 +16,7 @@ from harnesses.tool_replay import NAME, ToolReplay
 class ToolReplayFamily(TraceFamily):
     kinds = ("tool_replay",)
 
-    def environment(self, task: Task, config: FoundryConfig) -> str:
+    def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return NAME
 
     def harness(self, name: str, services: Services) -> Harness:

@@ -5,6 +5,7 @@ one reply with the conversation in the prompt. See `families.traces`."""
 from __future__ import annotations
 
 from data.config import FoundryConfig
+from data.endpoints import Endpoint
 from data.records import Task
 from families.base import Services
 from families.traces import TraceFamily
@@ -15,7 +16,7 @@ from harnesses.single_turn import CLOSED_BOOK, SingleTurn
 class TraceAnswer(TraceFamily):
     kinds = ("trace_answer", "near_miss")
 
-    def environment(self, task: Task, config: FoundryConfig) -> str:
+    def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return CLOSED_BOOK
 
     def harness(self, name: str, services: Services) -> Harness:

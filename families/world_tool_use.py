@@ -1,10 +1,12 @@
 """World tool use: an instruction to carry out on a simulated world (DuckDB tables behind
 tools), worked backwards from the state the gold calls leave.
 
-Environment: `world_tools`, the solver calling the world's tools (native tool calls) on its own
-copy of the world. Verify: the verifier's self-check on the world (a replay, no model), then the
-judge panel on whether the instruction asks for what the gold calls do. Its ladder chains more
-goals, plants distractors and describes records instead of naming them. Generation: the
+Environment: the solver calling the world's tools on its own copy of the world, through native
+tool calls (`world_tools`) where its server returns them, else one JSON action per turn
+(`world_actions`; `[worlds] protocol` overrides the choice). Verify: the verifier's
+self-check on the world (a replay, no model), then the judge panel on whether the instruction
+asks for what the gold calls do. Its ladder chains more goals, plants distractors and describes
+records instead of naming them. Generation: the
 `trace_worlds` stage builds worlds from the traces' tool calls (beside those ingested from
 specs), then the `world_tasks` stage plants tasks on each (`families.world_stages`).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 
 from data.config import CalibrateConfig, FoundryConfig
+from data.endpoints import Endpoint
 from data.llm import LLMClient
 from data.records import Task
 from families.base import Checked, Family, Grader, Services
@@ -38,11 +41,11 @@ class WorldToolUse(Family):
     stages = (TRACE_WORLDS, WORLD_TASKS)
     ladder = world_tasks.LADDER
 
-    def environment(self, task: Task, config: FoundryConfig) -> str:
-        return world_agent.NAME
+    def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
+        return world_agent.environment_for(solver, config.worlds.protocol)
 
     def harness(self, name: str, services: Services) -> Harness:
-        return world_agent.WorldTools()
+        return world_agent.WorldTools(name)
 
     def attempt_config(self, config: FoundryConfig) -> CalibrateConfig:
         per_turn = {"max_tokens": config.worlds.attempt_max_tokens}

@@ -244,10 +244,11 @@ def calibration_plan(ctx: StageContext, solver: str, harness: str) -> calibratio
     return ctx.plans[key]
 
 
-def calibration_harness(ctx: StageContext, task: Task) -> Harness:
-    """The harness of the environment `task`'s family puts it in, built once per process."""
+def calibration_harness(ctx: StageContext, task: Task, solver: Endpoint) -> Harness:
+    """The harness of the environment `task`'s family puts it in for `solver`, built once per
+    process."""
     family = family_of(task.kind)
-    name = family.environment(task, ctx.config)
+    name = family.environment(task, ctx.config, solver)
     if name not in ctx.harnesses:
         ctx.harnesses[name] = family.harness(name, ctx)
     return ctx.harnesses[name]
@@ -262,7 +263,7 @@ def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
         ctx: StageContext, task_id: str, task: Any, client: LLMClient
     ) -> Outcome:
         family = family_of(task.kind)
-        harness = calibration_harness(ctx, task)
+        harness = calibration_harness(ctx, task, client.endpoint("solver"))
         solver = client.model("solver")
         plan = calibration_plan(ctx, solver, harness.name)
         attempts, difficulty = await calibration.calibrate(

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from data.config import ConfigError, FoundryConfig
+from data.endpoints import Endpoint
 from data.export import export_taskset
 from data.llm import LLMClient
 from data.records import Chunk, Evidence, Lineage, Message, SourceRef, Task, VerifierSpec
@@ -90,7 +91,7 @@ class WordCount(Family):
     kinds = (KIND,)
     stages = (LLMStage(STAGE, pending_chunks, load_chunks, count_words),)
 
-    def environment(self, task: Task, config: FoundryConfig) -> str:
+    def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return ENVIRONMENT
 
     def harness(self, name: str, services: Services) -> Harness:

@@ -92,7 +92,8 @@ def test_calibration_and_the_exported_environment_score_an_attempt_alike(scored_
     attempts = ctx.lake.records("attempts", "list_contains(?, task_id)", [ids])
     compared = 0
     for row in exported:
-        assert row["harness"] == family.environment(_task(ctx, row["task_id"]), ctx.config)
+        task = _task(ctx, row["task_id"])
+        assert row["harness"] == family.environment(task, ctx.config, endpoints["solver"])
         own = sorted(
             (a for a in attempts if a.task_id == row["task_id"] and a.harness == row["harness"]),
             key=lambda a: a.index,

@@ -28,7 +28,7 @@ from generators.doc_qa_variants import (
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
-from tests.fakes.scripted_llm import ScriptedLLM
+from tests.fakes.scripted_llm import ScriptedLLM, fake_endpoints
 from tests.test_pipeline import small_corpus
 
 EVIDENCE = "The Orvanne Bridge crosses the River Kelm at Tessaly Port."
@@ -37,6 +37,7 @@ NEIGHBOUR_TEXT = (
     "Boats carried slate down the river until the railway came."
 )
 CONFIG = GenerateConfig()
+SOLVER = fake_endpoints("http://solver.invalid/v1")["solver"]
 
 
 def original(
@@ -122,18 +123,18 @@ def test_a_task_moves_one_level_toward_the_band_and_never_back():
 def test_open_book_levels_put_the_reading_in_the_system_message_and_change_the_environment():
     task = original()
     config = FoundryConfig()
-    assert DOC_QA.environment(task, config) == "doc_search"  # the search levels: find it
+    assert DOC_QA.environment(task, config, SOLVER) == "doc_search"  # the search levels: find it
     closed = config.model_copy(
         update={"calibrate": config.calibrate.model_copy(update={"harness": "closed_book"})}
     )
-    assert DOC_QA.environment(task, closed) == "closed_book"  # the opt-in
+    assert DOC_QA.environment(task, closed, SOLVER) == "closed_book"  # the opt-in
 
     passage = vary(task, "passage")
     system, user = passage.prompt
     assert system.role == "system" and system.content.endswith("Passage:\n" + PASSAGE)
     assert user.content == task.question  # the question is unchanged: the leak gate sees it
     assert passage.lineage.knobs["context"] == "passage"
-    assert DOC_QA.environment(passage, closed) == "open_book"
+    assert DOC_QA.environment(passage, closed, SOLVER) == "open_book"
 
     evidence = vary(passage, "evidence")
     assert evidence.prompt[0].content.endswith("Passage:\n" + EVIDENCE)
@@ -155,7 +156,7 @@ def test_open_book_levels_put_the_reading_in_the_system_message_and_change_the_e
 
     searched = vary(passage, "base", direction="harder")
     assert searched.prompt[0].content == SYSTEM_PROMPT.template.strip()
-    assert DOC_QA.environment(searched, config) == "doc_search"
+    assert DOC_QA.environment(searched, config, SOLVER) == "doc_search"
 
 
 def test_hints_make_easier_variants_that_record_their_path():

@@ -48,7 +48,7 @@ class ScriptedLLM(LLMClient):
         self.rollouts: list[str] = []
 
     async def _request(self, role, messages, params, rollout_id=""):
-        self._endpoint(role)
+        self.endpoint(role)
         self.requests.append((role, messages, params))
         self.rollouts.append(rollout_id)
         out = self.respond(role, messages, params)
