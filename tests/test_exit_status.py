@@ -13,6 +13,7 @@ from pathlib import Path
 
 from data.embedded import free_port
 from data.lake import Lake
+from data.model_servers import PROBE_TOOL_NAME
 from flows.stages import ingest_docs
 from tests.conftest import SAMPLE_DOCS, make_context
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -69,9 +70,13 @@ def test_a_config_typo_names_the_setting(tmp_path):
 
 
 def probe_only(body: dict) -> str:
-    """Answers the servers' probe and fails everything else (a 500 per request)."""
-    if "Reply with the JSON object" in json.dumps(body["messages"]):
+    """Answers the servers' probes (structured output; tool calls, with none) and fails
+    everything else (a 500 per request)."""
+    asked = json.dumps(body["messages"])
+    if "Reply with the JSON object" in asked:
         return '{"ok": true}'
+    if PROBE_TOOL_NAME in asked:
+        return "ready"
     raise RuntimeError("overloaded")
 
 
