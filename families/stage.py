@@ -101,8 +101,11 @@ def batches(items: Sequence[str], size: int) -> list[list[str]]:
 def kinds_in_scope(ctx: StageContext, column: str = "kind") -> str:
     """A SQL condition on `column` that holds for the task kinds in scope."""
     kinds = ctx.config.scope.kinds
-    if kinds is None:
-        return "TRUE"
+    return "TRUE" if kinds is None else kind_in(kinds, column)
+
+
+def kind_in(kinds: Sequence[str], column: str = "kind") -> str:
+    """A SQL condition: `column` is one of `kinds` (none: never)."""
     return f"{column} IN ({', '.join(repr(str(kind)) for kind in kinds)})" if kinds else "FALSE"
 
 

@@ -39,6 +39,7 @@ from families.stage import (
     Outcome,
     StageContext,
     batches,
+    kind_in,
     kinds_in_scope,
     pending_items,
 )
@@ -309,14 +310,9 @@ def pending_review(ctx: StageContext) -> list[str]:
         ctx,
         "review",
         "SELECT item_id AS id FROM status s JOIN tasks t ON t.task_id = s.item_id"
-        f" WHERE s.stage = 'calibrate' AND s.status = 'done' AND {_kind_in(reviewed, 't.kind')}"
+        f" WHERE s.stage = 'calibrate' AND s.status = 'done' AND {kind_in(reviewed, 't.kind')}"
         " ORDER BY id",
     )
-
-
-def _kind_in(kinds: list[str], column: str) -> str:
-    """A SQL condition: `column` is one of `kinds`."""
-    return f"{column} IN ({', '.join(repr(kind) for kind in kinds)})" if kinds else "FALSE"
 
 
 def load_tasks_with_attempts(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
@@ -362,7 +358,7 @@ def pending_repair(ctx: StageContext) -> list[str]:
         " AND r.status = 'done' AND r.reason = 'reviewed'"
         " LEFT JOIN status p ON p.item_id = c.item_id AND p.stage = 'repair'"
         " WHERE c.stage = 'calibrate' AND c.status = 'done' AND c.reason <> 'in_band'"
-        f" AND (r.item_id IS NOT NULL OR NOT {_kind_in(reviewed_kinds(), 't.kind')})"
+        f" AND (r.item_id IS NOT NULL OR NOT {kind_in(reviewed_kinds(), 't.kind')})"
         f" AND {kinds_in_scope(ctx, 't.kind')}"
         " AND (p.status IS NULL OR p.status = 'failed'"
         " OR (p.reason = 'step_limit' AND TRY_CAST(p.detail AS INTEGER) < ?))"
