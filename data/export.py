@@ -88,8 +88,8 @@ WITH latest_clustering AS (
            t.environment, t.world, CASE WHEN t.kind IN ({trace_kinds})
                THEN json_extract_string(t.source, '$[0].source_id') END AS trace_id,
            i.label AS intent, i.share AS intent_share,
-           coalesce(json_extract_string(t.lineage, '$.knobs.repair_root'), t.task_id) AS family,
-           coalesce(json_extract(t.lineage, '$.knobs.repair_step')::INTEGER, 0) AS step
+           coalesce(json_extract_string(t.lineage, '$.repair.root'), t.task_id) AS family,
+           coalesce(json_extract(t.lineage, '$.repair.step')::INTEGER, 0) AS step
     FROM tasks t
     JOIN difficulty d USING (task_id)
     LEFT JOIN reviews r USING (task_id)
@@ -357,7 +357,7 @@ class _Tally:
             self.decisions[check] += 1
             self.agreement_sum[check] = self.agreement_sum.get(check, 0) + decision["agreement"]
         self.hackable += bool(row["hackable"])
-        self.repaired += "repair_of" in knobs
+        self.repaired += lineage.get("repair") is not None
         if lineage["model"]:
             self.generators.add(lineage["model"])
         self.judges.update(v["judge_model"] for v in verdicts)
@@ -490,10 +490,10 @@ tighter verifier closed it: filter these out or grade them with care),
 `evidence` < `passage` < `distractors` (open book: the evidence sentence, with the answer's
 shape, then alone; its passage; the passage among its nearest neighbours) < `hinted` <
 `pointed` < `base` < `paraphrased` < `two_hop` (search); a variant made by the repair loop
-names its parent `repair_of`, its original `repair_root` and the levels it went through
-`repair_path`; a task whose verifier was tightened after a reward hack names the remedy and its
-parent), `schema_version`. A taskset holds one task per original: the variant in the band if
-the repair loop found one.
+has `repair`: its `parent`, the original task `root`, the `step`, the levels it went through
+(`path`) and the `direction`; a task whose verifier was tightened after a reward hack has
+`remedied`: the `remedy` and its `parent`), `schema_version`. A taskset holds one task per
+original: the variant in the band if the repair loop found one.
 
 Code tasks: the `prompt` holds the statement and the files that matter, and asks for whole files
 or a unified diff; `answer` is the reference patch; `verifier` has type `unit_tests` with the

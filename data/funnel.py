@@ -24,17 +24,17 @@ calls_per_task AS (
 
 STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate", "review", "repair")
 
-# Variants the repair loop made (a remedy of a variant keeps its knobs but names `remedy_of`),
+# Variants the repair loop made (not the remedies of variants, which keep their repair step),
 # with what became of them.
 _VARIANTS_SQL = """
-SELECT json_extract_string(t.lineage, '$.knobs.repair_direction') AS direction,
+SELECT json_extract_string(t.lineage, '$.repair.direction') AS direction,
        json_extract_string(t.lineage, '$.knobs.level') AS level,
        v.status AS verified, c.reason AS band, count(*) AS n
 FROM tasks t
 LEFT JOIN status v ON v.item_id = t.task_id AND v.stage = 'verify'
 LEFT JOIN status c ON c.item_id = t.task_id AND c.stage = 'calibrate' AND c.status = 'done'
-WHERE json_extract(t.lineage, '$.knobs.repair_of') IS NOT NULL
-  AND json_extract(t.lineage, '$.knobs.remedy_of') IS NULL
+WHERE json_extract_string(t.lineage, '$.repair.root') IS NOT NULL
+  AND json_extract_string(t.lineage, '$.remedied.parent') IS NULL
 GROUP BY ALL ORDER BY ALL
 """
 

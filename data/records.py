@@ -23,6 +23,9 @@ SCHEMA_VERSION = "1"
 Band = Literal["too_easy", "in_band", "too_hard"]
 Pool = Literal["easy", "normal", "hard"]
 ItemStatus = Literal["done", "rejected", "failed"]
+Direction = Literal["harder", "easier"]  # where the repair loop moves an out-of-band task
+# what reviewing a task did to its verifier (see `Review`)
+Remedy = Literal["none_needed", "exact_match_only", "equivalence_rubric", "none_held"]
 
 
 def content_id(*parts: Any, length: int = 16) -> str:
@@ -320,8 +323,30 @@ class WorldSetup(BaseModel):
         ]
 
 
+class RepairStep(BaseModel):
+    """How the repair loop made a variant: from which task, in which direction, and the ladder
+    levels walked since the task it started from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    parent: str  # the task this variant was made from
+    root: str  # the task the loop started from (not itself a variant)
+    step: int  # 1 for a variant of the root
+    path: list[str]  # the levels walked, the root's first, this variant's last
+    direction: Direction
+
+
+class Remedied(BaseModel):
+    """A task whose verifier review tightened after a reward hack: the remedy and its parent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    remedy: Remedy
+    parent: str
+
+
 class Lineage(BaseModel):
-    """Where a task came from: enough to regenerate it."""
+    """Where a task came from: enough to regenerate it. `knobs` hold the generator's settings
+    (its difficulty level among them); a variant names the repair step that made it, a
+    remedied task the remedy (it keeps its parent's repair step)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     generator: str
@@ -330,6 +355,8 @@ class Lineage(BaseModel):
     model: str
     seed: str
     knobs: dict[str, int | str] = Field(default_factory=dict)
+    repair: RepairStep | None = None
+    remedied: Remedied | None = None
 
 
 class Usage(BaseModel):
@@ -686,9 +713,6 @@ class HackVerdict(Record):
     decision: Literal["genuine", "hack", "error"]  # error: the judge gave no usable verdict
     pattern: HackPattern | None
     reason: str
-
-
-Remedy = Literal["none_needed", "exact_match_only", "equivalence_rubric", "none_held"]
 
 
 class Review(Record):

@@ -18,10 +18,10 @@ from data.config import CalibrateConfig, FoundryConfig
 from data.endpoints import Endpoint
 from data.lake import Lake
 from data.llm import LLMClient
-from data.records import Consensus, ItemStatus, Task, Verdict
+from data.records import Consensus, Direction, ItemStatus, Task, Verdict
 from families.stage import LLMStage
 from generators.doc_qa_variants import Material
-from generators.knobs import Direction, Ladder, Level
+from generators.knobs import Ladder, Level
 from harnesses.base import Harness
 from harnesses.sandbox import Limits
 from judges.score import Score

@@ -241,7 +241,7 @@ DESCRIBE = LLMStage("describe", pending_describe, load_replays, describe_one)
 
 _REPLAY_TASKS_SQL = """
 SELECT * FROM tasks WHERE kind = 'commit_replay'
-  AND json_extract(lineage, '$.knobs.repair_of') IS NULL
+  AND json_extract_string(lineage, '$.repair.root') IS NULL
 """
 
 

@@ -16,12 +16,12 @@ from typing import Any
 from data.config import FoundryConfig
 from data.endpoints import Endpoint
 from data.llm import LLMClient
-from data.records import Chunk, Task
+from data.records import Chunk, Direction, Task
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import doc_qa
 from generators.doc_qa_variants import Material, make_variant
-from generators.knobs import Direction, Level
+from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.doc_search import NAME as DOC_SEARCH
 from harnesses.doc_search import CorpusIndex, DocSearch

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 
 from data.llm import LLMClient
-from data.records import Task
+from data.records import Direction, Task
 from families.base import Services
 from families.code import CodeFamily, repo_of
 from generators import function_rebuild
 from generators.doc_qa_variants import Material
-from generators.knobs import Direction, Level
+from generators.knobs import Level
 
 
 class FunctionRebuild(CodeFamily):

@@ -18,12 +18,12 @@ import asyncio
 from data.config import CalibrateConfig, FoundryConfig
 from data.endpoints import Endpoint
 from data.llm import LLMClient
-from data.records import Task
+from data.records import Direction, Task
 from families.base import Checked, Family, Grader, Services
 from families.world_stages import TRACE_WORLDS, WORLD_TASKS
 from generators import world_tasks
 from generators.doc_qa_variants import Material
-from generators.knobs import Direction, Level
+from generators.knobs import Level
 from harnesses import world_agent
 from harnesses.base import Harness
 from judges import instruction, world_state

@@ -9,10 +9,10 @@ An original task moves at most `max_steps` times (raise it and the next run move
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from generators.knobs import Direction, KnobValue, Ladder, Level
+from data.records import Direction, Lineage
+from generators.knobs import Ladder, Level
 
 
 @dataclass(frozen=True)
@@ -27,21 +27,19 @@ class Stop:
     detail: str = ""  # step_limit: the max_steps it was reached under
 
 
-def next_move(
-    band: str, knobs: Mapping[str, KnobValue], ladder: Ladder, max_steps: int
-) -> Move | Stop:
-    """Where a task measured in `band` goes next, given its lineage knobs."""
+def next_move(band: str, lineage: Lineage, ladder: Ladder, max_steps: int) -> Move | Stop:
+    """Where a task measured in `band` goes next, given its lineage."""
     if band == "in_band":
         return Stop("in_band")
     if band not in ("too_easy", "too_hard"):
         return Stop("no_band", band)
     direction: Direction = "harder" if band == "too_easy" else "easier"
-    previous = knobs.get("repair_direction")
-    if previous is not None and previous != direction:
+    repair = lineage.repair
+    if repair is not None and repair.direction != direction:
         return Stop("straddles_band")
-    if int(knobs.get("repair_step", 0)) >= max_steps:
+    if repair is not None and repair.step >= max_steps:
         return Stop("step_limit", str(max_steps))
-    levels = ladder.beyond(str(knobs.get("level", ladder.base)), direction)
+    levels = ladder.beyond(str(lineage.knobs.get("level", ladder.base)), direction)
     if not levels:
         return Stop(f"no_{direction}_level")
     return Move(direction, levels)

@@ -437,7 +437,7 @@ async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMCl
     family = family_of(task.kind)
     if family.ladder is None:
         return Outcome(ctx.status("repair", task_id, "done", "no_ladder", task.kind))
-    move = next_move(band, task.lineage.knobs, family.ladder, ctx.config.repair.max_steps)
+    move = next_move(band, task.lineage, family.ladder, ctx.config.repair.max_steps)
     if isinstance(move, Stop):
         return Outcome(ctx.status("repair", task_id, "done", move.reason, move.detail))
     failures: list[str] = []

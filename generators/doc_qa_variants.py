@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from data.config import GenerateConfig
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
-from data.records import Chunk, Evidence, SourceRef, Task, seed_for
+from data.records import Chunk, Direction, Evidence, SourceRef, Task, seed_for
 from data.spans import MONTHS, answer_candidates
 from generators.checks import (
     CheckFailure,
@@ -49,7 +49,7 @@ from generators.doc_qa import (
     focus_sentences,
     task_prompt,
 )
-from generators.knobs import Direction, Level, repair_step
+from generators.knobs import Level, repaired
 
 PARAPHRASE_PROMPT = load_prompt(__file__, "doc_qa_paraphrase")
 TWO_HOP_PROMPT = load_prompt(__file__, "doc_qa_two_hop")
@@ -59,7 +59,7 @@ DISTRACTORS = 2  # neighbouring passages beside the task's own at the `distracto
 # Knobs that describe one derivation step (a rewrite's measurements, the parent a remedy came
 # from): a variant records its own and leaves its parent's to the parent's lineage. `remedy`
 # stays: the variant keeps the remedied verifier.
-STEP_KNOBS = ("overlap_pct", "parent_overlap_pct", "bridge", "remedy_of")
+STEP_KNOBS = ("overlap_pct", "parent_overlap_pct", "bridge")
 
 
 @dataclass(frozen=True)
@@ -195,18 +195,16 @@ async def make_variant(
         evidence.append(Evidence(chunk_id=chunk.chunk_id, quote=rewrite.bridge.fact))
         sources.append(SourceRef(source_id=chunk.source_id, path=path, chunk_id=chunk.chunk_id))
     knobs = {k: v for k, v in task.lineage.knobs.items() if k not in STEP_KNOBS}
-    lineage = task.lineage.model_copy(
+    written = task.lineage.model_copy(
         update={
             "prompt_hash": task.lineage.prompt_hash
             + (f"+{rewrite.prompt_version}" if rewrite else ""),
             "model": llm.model("generator") if rewrite else task.lineage.model,
             "seed": seed_text,
-            "knobs": {
-                **repair_step(knobs, task.task_id, level, direction, LADDER.base),
-                **(rewrite.knobs if rewrite else {}),
-            },
         }
     )
+    knobs.update(rewrite.knobs if rewrite else {})
+    lineage = repaired(written, knobs, task, level, direction, LADDER.base)
     return task.model_copy(
         update={
             "task_id": Task.make_id(task.kind, prompt, task.answer, verifier),

@@ -20,10 +20,10 @@ from pathlib import Path
 from data.git import git
 from data.languages import Language
 from data.prompts import load_prompt
-from data.records import Lineage, Task, Workspace, content_id
+from data.records import Direction, Lineage, Task, Workspace, content_id
 from generators.checks import CheckFailure
 from generators.code_tasks import code_task, files_at
-from generators.knobs import Direction, Ladder, Level, repair_step
+from generators.knobs import Ladder, Level, repaired
 from generators.test_sources import test_sources
 from harnesses.edits import file_diff
 from harnesses.sandbox import Limits
@@ -312,11 +312,10 @@ def make_variant(
         variant = _with_second(repo, removal, found, sources, passing, limits, max_prompt_chars)
     if isinstance(variant, CheckFailure):
         raise variant
-    parent = {k: v for k, v in task.lineage.knobs.items() if k != "also"}
-    knobs = repair_step(parent, task.task_id, level, direction, LADDER.base)
+    knobs = {k: v for k, v in task.lineage.knobs.items() if k != "also"}
     if "also" in variant.lineage.knobs:
         knobs["also"] = variant.lineage.knobs["also"]
-    lineage = variant.lineage.model_copy(update={"knobs": knobs})
+    lineage = repaired(variant.lineage, knobs, task, level, direction, LADDER.base)
     return variant.model_copy(update={"lineage": lineage})
 
 

@@ -8,9 +8,9 @@ solver finds it too easy, one level easier when too hard.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-Direction = Literal["harder", "easier"]
+from data.records import Direction, Lineage, RepairStep, Task
+
 KnobValue = int | str
 
 
@@ -43,18 +43,27 @@ class Ladder:
         return list(reversed(self.levels[:index]))
 
 
-def repair_step(
-    knobs: dict[str, KnobValue], parent_id: str, level: Level, direction: Direction, base: str
-) -> dict[str, KnobValue]:
-    """The lineage knobs of a variant at `level` made from a task with `knobs` (the parent's
-    own step-specific knobs already dropped): the level's knobs and where the repair loop went."""
-    return {
-        **knobs,
-        **level.knobs,
-        "level": level.name,
-        "repair_of": parent_id,
-        "repair_root": knobs.get("repair_root", parent_id),
-        "repair_step": int(knobs.get("repair_step", 0)) + 1,
-        "repair_path": f"{knobs.get('repair_path', knobs.get('level', base))}>{level.name}",
-        "repair_direction": direction,
-    }
+def repaired(
+    lineage: Lineage,
+    knobs: dict[str, KnobValue],
+    parent: Task,
+    level: Level,
+    direction: Direction,
+    base: str,
+) -> Lineage:
+    """`lineage` (the variant's, as its generator made it) for a variant of `parent` at
+    `level`: `knobs` (what it carries over from the parent and its own) with the level's, and
+    the repair step that made it. A variant is not remedied, whatever its parent was."""
+    before = parent.lineage.repair
+    step = RepairStep(
+        parent=parent.task_id,
+        root=before.root if before else parent.task_id,
+        step=(before.step if before else 0) + 1,
+        path=[
+            *(before.path if before else [str(parent.lineage.knobs.get("level", base))]),
+            level.name,
+        ],
+        direction=direction,
+    )
+    knobs = {**knobs, **level.knobs, "level": level.name}
+    return lineage.model_copy(update={"knobs": knobs, "repair": step, "remedied": None})

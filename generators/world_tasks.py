@@ -27,6 +27,7 @@ from data.config import WorldsConfig
 from data.llm import LLMClient
 from data.prompts import load_prompt
 from data.records import (
+    Direction,
     Lineage,
     Message,
     SourceRef,
@@ -38,7 +39,7 @@ from data.records import (
 )
 from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure, contains
-from generators.knobs import Direction, Ladder, Level, repair_step
+from generators.knobs import Ladder, Level, repaired
 from generators.world_goals import Goal, sample_goals
 from generators.world_plant import description, named_records, plant_distractors
 from harnesses.world import Snapshot, World, WorldSpec, world_spec
@@ -255,12 +256,10 @@ async def make_variant(
     made = await _candidate(world, plan, level, llm, config, "variant", seed)
     if isinstance(made, Rejection):
         raise CheckFailure(made.reason)
-    parent = {k: v for k, v in task.lineage.knobs.items() if k not in ("goal", "asks")}
-    knobs = repair_step(parent, task.task_id, level, direction, LADDER.base)
+    knobs = {k: v for k, v in task.lineage.knobs.items() if k not in ("goal", "asks")}
     knobs.update(goal=made.task.lineage.knobs["goal"], asks=plan.asks)
-    return made.task.model_copy(
-        update={"lineage": made.task.lineage.model_copy(update={"knobs": knobs})}
-    )
+    lineage = repaired(made.task.lineage, knobs, task, level, direction, LADDER.base)
+    return made.task.model_copy(update={"lineage": lineage})
 
 
 def _goals_of(task: Task) -> list[Goal]:

@@ -22,7 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.llm import LLMClient, LLMError, settle
 from data.prompts import chat_messages, escape, load_prompt
-from data.records import Attempt, HackPattern, HackVerdict, Remedy, Task, VerifierSpec, content_id
+from data.records import (
+    Attempt,
+    HackPattern,
+    HackVerdict,
+    Remedied,
+    Remedy,
+    Task,
+    VerifierSpec,
+    content_id,
+)
 from judges import rubrics
 from judges.consensus import decide, majority
 from judges.equivalence import grade
@@ -139,12 +148,12 @@ def ladder(
 
 def derive(task: Task, spec: VerifierSpec, remedy: Remedy) -> Task:
     """`task` with a new verifier: a new task id, its lineage naming the remedy and parent."""
-    knobs = {**task.lineage.knobs, "remedy": remedy, "remedy_of": task.task_id}
+    remedied = Remedied(remedy=remedy, parent=task.task_id)
     return task.model_copy(
         update={
             "task_id": Task.make_id(task.kind, task.prompt, task.answer, spec),
             "verifier": spec,
-            "lineage": task.lineage.model_copy(update={"knobs": knobs}),
+            "lineage": task.lineage.model_copy(update={"remedied": remedied}),
         }
     )
 

@@ -238,7 +238,7 @@ def test_the_function_rebuild_ladder_in_the_sandbox(code_run):
 
     shown = variant("with_tests", "easier")
     assert "These tests must pass:" in shown.question and "def test_" in shown.question
-    assert shown.lineage.knobs["repair_path"] == "base>with_tests"
+    assert shown.lineage.repair.path == ["base", "with_tests"]
     assert shown.verifier == task.verifier and shown.task_id != task.task_id
 
     bare = variant("no_docstring", "harder")
@@ -266,8 +266,8 @@ def test_a_too_hard_function_moves_one_level_easier(tmp_path):
     with FakeOpenAIServer(Oracle()) as server:  # a solver that never edits a file
         run_llm_stages(ctx, endpoints_for(server))
     tasks = {t.task_id: t for t in ctx.lake.records("tasks")}
-    variant = next(t for t in tasks.values() if "repair_of" in t.lineage.knobs)
-    assert variant.lineage.knobs["repair_path"] == "base>with_tests"
+    variant = next(t for t in tasks.values() if t.lineage.repair)
+    assert variant.lineage.repair.path == ["base", "with_tests"]
     assert "These tests must pass:" in variant.question
     verify, calibrate = statuses(ctx, "verify"), statuses(ctx, "calibrate")
     assert verify[variant.task_id]["reason"] == "gold_self_check_passed"

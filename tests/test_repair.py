@@ -10,7 +10,16 @@ import pytest
 from data.config import FoundryConfig, GenerateConfig
 from data.export import export_taskset
 from data.funnel import funnel
-from data.records import Chunk, Evidence, Lineage, Message, SourceRef, Task, VerifierSpec
+from data.records import (
+    Chunk,
+    Evidence,
+    Lineage,
+    Message,
+    RepairStep,
+    SourceRef,
+    Task,
+    VerifierSpec,
+)
 from families import reviewed_kinds
 from families.doc_qa import FAMILY as DOC_QA
 from flows.repair import Move, Stop, next_move
@@ -99,22 +108,29 @@ def replying(question):
 # --- control ------------------------------------------------------------------------------
 
 
+def at(level: str | None = None, repair: RepairStep | None = None) -> Lineage:
+    """A lineage at `level` (none: no level knob), made by `repair` if given."""
+    knobs = {} if level is None else {"level": level}
+    return original().lineage.model_copy(update={"knobs": knobs, "repair": repair})
+
+
 def test_a_task_moves_one_level_toward_the_band_and_never_back():
-    harder = next_move("too_easy", {"level": "base"}, LADDER, max_steps=2)
+    harder = next_move("too_easy", at("base"), LADDER, max_steps=2)
     assert isinstance(harder, Move) and harder.direction == "harder"
     assert [lv.name for lv in harder.levels] == ["paraphrased", "two_hop"]
-    easier = next_move("too_hard", {}, LADDER, max_steps=2)  # no level knob: a base task
+    easier = next_move("too_hard", at(), LADDER, max_steps=2)  # no level knob: a base task
     assert [lv.name for lv in easier.levels][:3] == ["pointed", "hinted", "distractors"]
 
-    assert next_move("in_band", {}, LADDER, 2) == Stop("in_band")
-    step_one = {"level": "pointed", "repair_step": 1, "repair_direction": "easier"}
+    assert next_move("in_band", at(), LADDER, 2) == Stop("in_band")
+    one = RepairStep(parent="t0", root="t0", step=1, path=["base", "pointed"], direction="easier")
+    step_one = at("pointed", one)
     assert next_move("too_easy", step_one, LADDER, 2) == Stop("straddles_band")
     assert next_move("too_hard", step_one, LADDER, 1) == Stop("step_limit", "1")
-    assert next_move("", {}, LADDER, 2) == Stop("no_band")
-    below = next_move("too_hard", {"level": "hinted"}, LADDER, 2)  # down to the open book
+    assert next_move("", at(), LADDER, 2) == Stop("no_band")
+    below = next_move("too_hard", at("hinted"), LADDER, 2)  # down to the open book
     assert [lv.name for lv in below.levels][:2] == ["distractors", "passage"]
-    assert next_move("too_hard", {"level": "evidence_hinted"}, LADDER, 2) == Stop("no_easier_level")
-    assert next_move("too_easy", {"level": "two_hop"}, LADDER, 2) == Stop("no_harder_level")
+    assert next_move("too_hard", at("evidence_hinted"), LADDER, 2) == Stop("no_easier_level")
+    assert next_move("too_easy", at("two_hop"), LADDER, 2) == Stop("no_harder_level")
 
 
 # --- variants -----------------------------------------------------------------------------
@@ -142,7 +158,7 @@ def test_open_book_levels_put_the_reading_in_the_system_message_and_change_the_e
     assert hinted.question == task.question + HINT_MARK + (
         'The answer has 2 words and starts with "T".'
     )
-    assert hinted.lineage.knobs["repair_path"] == "base>passage>evidence>evidence_hinted"
+    assert hinted.lineage.repair.path == ["base", "passage", "evidence", "evidence_hinted"]
 
     distractors = vary(task, "distractors").prompt[0].content
     assert "Passage 1:" in distractors and "Passage 2:" in distractors
@@ -168,18 +184,19 @@ def test_hints_make_easier_variants_that_record_their_path():
     assert pointed.question == task.question + HINT_MARK + (
         'The fact is from the document "The Orvanne Bridge".'
     )
-    knobs = pointed.lineage.knobs
+    knobs, repair = pointed.lineage.knobs, pointed.lineage.repair
     assert knobs["level"] == "pointed" and knobs["hint"] == "source"
-    assert (knobs["repair_of"], knobs["repair_root"]) == (task.task_id, task.task_id)
-    assert (knobs["repair_step"], knobs["repair_path"]) == (1, "base>pointed")
-    assert knobs["repair_direction"] == "easier" and knobs["question_style"] == "cloze"
+    assert knobs["question_style"] == "cloze"
+    assert repair == RepairStep(
+        parent=task.task_id, root=task.task_id, step=1, path=["base", "pointed"], direction="easier"
+    )
 
     hinted = vary(pointed, "hinted")
     assert hinted.question.count("Hint:") == 1 and bare_question(hinted) == task.question
     assert hinted.question.endswith('The answer has 2 words and starts with "T".')
-    knobs = hinted.lineage.knobs
-    assert (knobs["repair_of"], knobs["repair_root"]) == (pointed.task_id, task.task_id)
-    assert (knobs["repair_step"], knobs["repair_path"]) == (2, "base>pointed>hinted")
+    repair = hinted.lineage.repair
+    assert (repair.parent, repair.root) == (pointed.task_id, task.task_id)
+    assert (repair.step, repair.path) == (2, ["base", "pointed", "hinted"])
 
 
 def test_a_question_takes_a_hint_too():
@@ -264,8 +281,8 @@ def test_two_hop_reaches_the_answer_through_a_neighbouring_fact():
 # --- the stage ----------------------------------------------------------------------------
 
 
-def lineage_of(row):
-    return json.loads(row["lineage"])["knobs"]
+def lineage_of(row) -> Lineage:
+    return Lineage.model_validate_json(row["lineage"])
 
 
 def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
@@ -283,18 +300,18 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
     }
     repairs = ctx.lake.rows("SELECT item_id, reason, detail FROM status WHERE stage = 'repair'")
     assert {r["item_id"] for r in repairs} == {t for t, b in bands.items() if b != "in_band"}
-    variants = {t: lineage_of(r) for t, r in tasks.items() if "repair_of" in lineage_of(r)}
+    variants = {t: lineage_of(r) for t, r in tasks.items() if lineage_of(r).repair}
     assert variants and len(variants) == sum(r["reason"] == "repaired" for r in repairs)
-    for task_id, knobs in variants.items():
-        parent = knobs["repair_of"]
-        expected = "harder" if bands[parent] == "too_easy" else "easier"
-        assert knobs["repair_direction"] == expected
-        assert 1 <= knobs["repair_step"] <= ctx.config.repair.max_steps
-        assert "repair_of" not in lineage_of(tasks[knobs["repair_root"]])
-        assert knobs["repair_path"].split(">")[-1] == knobs["level"]
+    for task_id, lineage in variants.items():
+        repair = lineage.repair
+        expected = "harder" if bands[repair.parent] == "too_easy" else "easier"
+        assert repair.direction == expected
+        assert 1 <= repair.step <= ctx.config.repair.max_steps
+        assert lineage_of(tasks[repair.root]).repair is None
+        assert repair.path[-1] == lineage.knobs["level"]
         assert task_id in bands  # verified and calibrated in the same run
-    easier = [k for k in variants.values() if k["repair_direction"] == "easier"]
-    assert easier and all(k["hint"] != "none" for k in easier)
+    easier = [v for v in variants.values() if v.repair.direction == "easier"]
+    assert easier and all(v.knobs["hint"] != "none" for v in easier)
     rescued = [t for t in variants if bands[t] == "in_band"]
     assert rescued  # the oracle answers hinted questions more often
 
@@ -309,18 +326,18 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
 
     result = export_taskset(ctx.lake, "docqa", home / "tasksets", reviewed=reviewed_kinds())
     exported = exported_rows(ctx, result)
-    families = [lineage_of(r).get("repair_root", r["task_id"]) for r in exported]
+    families = [getattr(lineage_of(r).repair, "root", r["task_id"]) for r in exported]
     assert len(families) == len(set(families))  # one task per original
     exported_ids = {r["task_id"] for r in exported}
     assert set(rescued) <= exported_ids
-    assert not {variants[t]["repair_root"] for t in rescued} & exported_ids
+    assert not {variants[t].repair.root for t in rescued} & exported_ids
 
     # asked for the hard ones only, a family is represented by its member in that range
     hard = exported_rows(
         ctx,
         export_taskset(ctx.lake, "hard", home / "tasksets", (0.0, 0.1), reviewed=reviewed_kinds()),
     )
-    roots = {variants[t]["repair_root"] for t in rescued}
+    roots = {variants[t].repair.root for t in rescued}
     hard_roots = {
         r["item_id"]
         for r in ctx.lake.rows("SELECT item_id FROM status WHERE stage = 'calibrate'")
@@ -362,9 +379,9 @@ def test_max_steps_bounds_the_moves_and_raising_it_moves_tasks_on(tmp_path, orac
         make_context(home, run_id="run-3", repair={"max_steps": 2}), endpoints_for(oracle_server)
     )
     steps = [
-        lineage_of(r)["repair_step"]
+        lineage_of(r).repair.step
         for r in ctx.lake.rows("SELECT lineage FROM tasks")
-        if "repair_step" in lineage_of(r)
+        if lineage_of(r).repair
     ]
     assert max(steps) == 2  # tasks stopped at the old limit moved on
 
@@ -382,11 +399,11 @@ def test_hackable_tasks_are_not_repaired_and_variants_keep_their_remedy(tmp_path
         r["item_id"] for r in ctx.lake.rows("SELECT item_id FROM status WHERE stage = 'repair'")
     }
     assert repaired and all(reviews[t] == "reviewed" for t in repaired)
-    knobs = [lineage_of(r) for r in ctx.lake.rows("SELECT lineage FROM tasks")]
-    remedied_variants = [
-        k for k in knobs if "repair_of" in k and "remedy" in k and "remedy_of" not in k
-    ]
-    assert remedied_variants  # a variant of a remedied task still says its verifier's remedy
-    assert funnel(ctx.lake)["repair"]["variants"] == sum(
-        "repair_of" in k and "remedy_of" not in k for k in knobs
-    )
+    tasks = {t.task_id: t for t in ctx.lake.records("tasks")}
+    variants = [t for t in tasks.values() if t.lineage.repair and not t.lineage.remedied]
+    of_remedied = [t for t in variants if tasks[t.lineage.repair.parent].lineage.remedied]
+    assert of_remedied  # a remedied task was repaired: its variants keep the tighter verifier
+    for variant in of_remedied:
+        parent = tasks[variant.lineage.repair.parent].verifier
+        assert variant.verifier.model_copy(update={"context": parent.context}) == parent
+    assert funnel(ctx.lake)["repair"]["variants"] == len(variants)

@@ -140,7 +140,7 @@ def test_a_hedge_is_flagged_and_exact_match_only_closes_it():
     assert result.review.remedy == "exact_match_only"
     assert result.review.remedied_task_id == remedied.task_id != task.task_id
     assert remedied.verifier.f1_threshold == 1.0
-    assert remedied.lineage.knobs["remedy_of"] == task.task_id
+    assert remedied.lineage.remedied.parent == task.task_id
     assert score(remedied.verifier, hedge, task.answer).reward == 0.0
     assert score(remedied.verifier, task.answer, task.answer).reward == 1.0
 

@@ -172,7 +172,7 @@ def test_a_repair_variant_moves_one_level_and_keeps_the_goal():
     level = world_tasks.LADDER.level("guided")
     easier = asyncio.run(world_tasks.make_variant(task, level, "easier", llm, WorldsConfig()))
     assert easier.verifier.tool_calls == task.verifier.tool_calls
-    assert easier.lineage.knobs["repair_of"] == task.task_id
+    assert easier.lineage.repair.parent == task.task_id
     assert easier.lineage.knobs["distractors"] == 0 and easier.task_id != task.task_id
     assert world_state.task_self_check(easier) is None
     silent = ScriptedLLM(lambda *_: json.dumps({"instruction": "Hello."}), roles=["generator"])
