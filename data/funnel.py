@@ -7,9 +7,11 @@ from typing import Any
 
 from data.lake import Lake
 
-# The difficulty row a calibrate-stage status measured: its detail names `solver|harness`
-# (statuses written before it did have an empty detail and stand for the task's only row).
-MEASURED_BY = """(s.detail = d.solver_model || '|' || d.harness OR (s.detail = '' AND NOT EXISTS (
+# The difficulty row `d` a calibrate-stage status `s` measured: the row its stage wrote. Rows
+# written before difficulty named its stage are matched as they were then: the status detail
+# named `solver|harness`, and an empty detail (older still) stood for the task's only row.
+MEASURED_BY = """(d.stage = s.stage OR d.stage IS NULL AND (
+    s.detail = d.solver_model || '|' || d.harness OR s.detail = '' AND NOT EXISTS (
     SELECT 1 FROM status o WHERE o.item_id = d.task_id AND o.stage LIKE 'calibrate%'
     AND o.detail = d.solver_model || '|' || d.harness)))"""
 

@@ -78,7 +78,7 @@ TABLES: dict[str, TableSpec] = {
     "consensus": TableSpec(Consensus, ("task_id", "check"), "_shard"),
     "verdict_reruns": TableSpec(VerdictRerun, ("rerun_id",), "_shard"),
     "attempts": TableSpec(Attempt, ("attempt_id",), "_shard"),
-    "difficulty": TableSpec(Difficulty, ("task_id", "solver_model", "harness"), "_shard"),
+    "difficulty": TableSpec(Difficulty, ("task_id", "stage", "solver_model", "harness"), "_shard"),
     "rubrics": TableSpec(RubricItem, ("rubric_id",), "_shard"),
     "hack_verdicts": TableSpec(HackVerdict, ("verdict_id",), "_shard"),
     "reviews": TableSpec(Review, ("task_id",), "_shard"),

@@ -662,13 +662,17 @@ class ProxyCall(Record):
 class Difficulty(Record):
     """The solver's measured pass rate on one task, and the band it puts the task in.
 
-    With the adaptive method `band` is the sequential rule's decision under its prior, which can
-    differ from a threshold on the raw `pass_rate` for tasks near a band edge.
+    A row is keyed by what measured it: the calibrate stage (`calibrate`, or `calibrate:<solver>`
+    for a re-calibration), the solver and the harness. With the adaptive method `band` is the
+    sequential rule's decision under its prior, which can differ from a threshold on the raw
+    `pass_rate` for tasks near a band edge.
     """
 
     task_id: str
     solver_model: str
     harness: str
+    # None: measured before rows named their stage (`data.funnel.MEASURED_BY` matches those)
+    stage: str | None = None
     n: int
     passes: int
     pass_rate: float

@@ -27,6 +27,7 @@ from typing import Any
 from data import interrupt
 from data.config import ConfigError
 from data.endpoints import Endpoint
+from data.funnel import MEASURED_BY
 from data.ingest import ingest_documents
 from data.interrupt import Interrupted
 from data.llm import LLMClient, LLMError
@@ -236,7 +237,7 @@ def calibration_plan(ctx: StageContext, solver: str, harness: str) -> calibratio
     if key not in ctx.plans:
         history = ctx.lake.rows(
             "SELECT d.n, d.passes FROM difficulty d JOIN status s ON s.item_id = d.task_id"
-            " AND s.stage LIKE 'calibrate%' AND s.detail = d.solver_model || '|' || d.harness"
+            f" AND s.stage LIKE 'calibrate%' AND {MEASURED_BY}"
             " WHERE d.solver_model = ? AND d.harness = ? AND s.run_id <> ?",
             [solver, harness, ctx.run_id],
         )
@@ -257,8 +258,7 @@ def calibration_harness(ctx: StageContext, task: Task, solver: Endpoint) -> Harn
 
 def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
     """The calibrate work for `stage`: attempts in the task's environment, scored by its
-    family's grader; the status detail names the solver and harness measured
-    (`solver|harness`), so exports pick the matching difficulty row."""
+    family's grader, and the difficulty row they measure, which names `stage`."""
 
     async def calibrate_one(
         ctx: StageContext, task_id: str, task: Any, client: LLMClient
@@ -267,11 +267,13 @@ def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
         harness = calibration_harness(ctx, task, client.endpoint("solver"))
         solver = client.model("solver")
         plan = calibration_plan(ctx, solver, harness.name)
+        config = family.attempt_config(ctx.config)
         attempts, difficulty = await calibration.calibrate(
-            task, client, family.attempt_config(ctx.config), plan, harness, family.grader(ctx)
+            task, client, config, plan, harness, family.grader(ctx), stage
         )
+        detail = f"{difficulty.passes} of {difficulty.n} passed in {harness.name}"
         return Outcome(
-            ctx.status(stage, task_id, "done", difficulty.band, f"{solver}|{harness.name}"),
+            ctx.status(stage, task_id, "done", difficulty.band, detail),
             {"attempts": list(attempts), "difficulty": [difficulty]},
         )
 

@@ -69,10 +69,11 @@ async def calibrate(
     how: Plan,
     harness: Harness,
     grader: Grader | None = None,
+    stage: str = "calibrate",
 ) -> tuple[list[Attempt], Difficulty]:
     """Attempt `task` through `harness` (never with its source in the prompt), round by round,
     until the plan settles its band; `grader` scores each reply (default: `equivalence.grade`,
-    the task's answer verifier)."""
+    the task's answer verifier). The difficulty row names `stage` as what measured it."""
     score = grader or (lambda task, completion: grade(task, completion, llm))
     _, seed = seed_for("calibrate", task.task_id)
     solver = llm.model("solver")
@@ -118,6 +119,7 @@ async def calibrate(
         task_id=task.task_id,
         solver_model=solver,
         harness=harness.name,
+        stage=stage,
         n=n,
         passes=passes,
         pass_rate=rate,

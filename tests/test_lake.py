@@ -275,13 +275,34 @@ def test_shards_written_before_a_column_existed_read_with_its_default(lake: Lake
         ]
 
 
+def measured(harness: str, band: str, stage: str | None = None) -> Difficulty:
+    return Difficulty(
+        task_id="t1", solver_model="A", harness=harness, stage=stage, n=8, passes=4,
+        pass_rate=0.5, pass_at_k=1.0, ci_low=0.2, ci_high=0.8, confidence=0.9, band=band,
+        pool="normal", learnability=1.0,
+    )  # fmt: skip
+
+
+def test_each_calibrate_stage_picks_the_row_it_wrote(lake: Lake) -> None:
+    """The pipeline's calibration and a re-calibration with the same solver and harness keep
+    a row each: the stage is part of the key, not a string in the status detail."""
+    lake.write(
+        "difficulty",
+        [
+            measured("doc_search", "in_band", "calibrate"),
+            measured("doc_search", "too_easy", "calibrate:A"),
+        ],
+    )
+    lake.write(
+        "status",
+        [make_status("t1", "done", stage=s) for s in ("calibrate", "calibrate:A")],
+    )
+    summary = funnel(lake)
+    assert summary["bands"] == {"in_band": 1}
+    assert summary["recalibrated_bands"] == {"calibrate:A": {"too_easy": 1}}
+
+
 def test_old_calibrate_statuses_still_pick_their_row_beside_a_recalibration(lake: Lake) -> None:
-    def measured(harness: str, band: str) -> Difficulty:
-        return Difficulty(
-            task_id="t1", solver_model="A", harness=harness, n=8, passes=4, pass_rate=0.5,
-            pass_at_k=1.0, ci_low=0.2, ci_high=0.8, confidence=0.9, band=band,
-            pool="normal", learnability=1.0,
-        )  # fmt: skip
 
     lake.write(
         "difficulty", [measured("closed_book", "in_band"), measured("doc_search", "too_easy")]
