@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import traceback
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from data.llm import LLMClient
 from data.records import Commit, CommitReplay, Record, Status, Task
@@ -205,7 +205,16 @@ def pending_describe(ctx: StageContext) -> list[str]:
     return pending_in_window(ctx, "describe", sql, ctx.config.code.max_replays)
 
 
-def load_replays(ctx: StageContext, items: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ToDescribe:
+    """A replayed commit, the commit, and its repository's origin and mirror."""
+
+    replay: CommitReplay
+    commit: Commit
+    repo: RepoOrigin
+
+
+def load_replays(ctx: StageContext, items: list[str]) -> dict[str, ToDescribe]:
     """Each replay with its commit and its repository's origin and mirror."""
     where = "list_contains(?, repo_id || ':' || sha)"
     replays = {f"{r.repo_id}:{r.sha}": r for r in ctx.lake.records("replays", where, [items])}
@@ -215,16 +224,17 @@ def load_replays(ctx: StageContext, items: list[str]) -> dict[str, Any]:
         for r in ctx.lake.rows("SELECT repo_id, origin, mirror FROM repos")
     }
     return {
-        item: (replay, commits[item], repos[replay.repo_id])
+        item: ToDescribe(replay, commits[item], repos[replay.repo_id])
         for item, replay in replays.items()
         if item in commits and replay.repo_id in repos
     }
 
 
-async def describe_one(ctx: StageContext, item: str, loaded: Any, client: LLMClient) -> Outcome:
-    replay, commit, repo = loaded
+async def describe_one(
+    ctx: StageContext, item: str, loaded: ToDescribe, client: LLMClient
+) -> Outcome:
     try:
-        task = await replay_task(replay, commit, repo, client, ctx.config.code)
+        task = await replay_task(loaded.replay, loaded.commit, loaded.repo, client, ctx.config.code)
     except CheckFailure as failure:
         return Outcome(ctx.status("describe", item, "rejected", failure.reason))
     statement = task.lineage.knobs["statement"]
@@ -272,21 +282,32 @@ def pending_sequences(ctx: StageContext) -> list[str]:
     return [item for item in _links(ctx) if item not in finished]
 
 
-def load_sequences(ctx: StageContext, items: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ToSequence:
+    """A chain of consecutive commits whose replay tasks exist, and their repository."""
+
+    links: list[Link]
+    repo: RepoOrigin
+
+
+def load_sequences(ctx: StageContext, items: list[str]) -> dict[str, ToSequence]:
     repos = {
         r["repo_id"]: RepoOrigin(r["repo_id"], r["origin"], Path(r["mirror"]))
         for r in ctx.lake.rows("SELECT repo_id, origin, mirror FROM repos")
     }
     links = _links(ctx)
-    return {item: (links[item], repos[item.split(":")[0]]) for item in items if item in links}
+    return {
+        item: ToSequence(links[item], repos[item.split(":")[0]]) for item in items if item in links
+    }
 
 
-async def sequence_one(ctx: StageContext, item: str, loaded: Any, client: LLMClient) -> Outcome:
+async def sequence_one(
+    ctx: StageContext, item: str, loaded: ToSequence, client: LLMClient
+) -> Outcome:
     """Build one commit-sequence task (no model is asked: the steps' statements are those of
     the commits' replay tasks)."""
-    links, repo = loaded
     try:
-        task = sequence_task(links, repo, ctx.config.code)
+        task = sequence_task(loaded.links, loaded.repo, ctx.config.code)
     except CheckFailure as failure:
         return Outcome(ctx.status("sequence", item, "rejected", failure.reason))
     status = ctx.status("sequence", item, "done", "sequenced", task.task_id)

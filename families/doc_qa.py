@@ -11,7 +11,7 @@ Generation: the `generate` stage, chunk -> candidate tasks (`generators.doc_qa`)
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from data.config import FoundryConfig
 from data.endpoints import Endpoint
@@ -47,19 +47,28 @@ def pending_generate(ctx: StageContext) -> list[str]:
     )
 
 
-def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ChunkInput:
+    """A chunk to make tasks from, with the path of its source."""
+
+    chunk: Chunk
+    source_path: str
+
+
+def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, ChunkInput]:
     """Each chunk with the path of its source."""
     rows = ctx.lake.rows(
         "SELECT c.*, s.path AS source_path FROM chunks c LEFT JOIN sources s USING (source_id)"
         " WHERE list_contains(?, chunk_id)",
         [chunk_ids],
     )
-    return {r["chunk_id"]: (Chunk.from_row(r), r["source_path"] or "") for r in rows}
+    return {r["chunk_id"]: ChunkInput(Chunk.from_row(r), r["source_path"] or "") for r in rows}
 
 
-async def generate_one(ctx: StageContext, chunk_id: str, loaded: Any, client: LLMClient) -> Outcome:
-    chunk, path = loaded
-    results = await doc_qa.generate(chunk, path, client, ctx.config.generate)
+async def generate_one(
+    ctx: StageContext, chunk_id: str, loaded: ChunkInput, client: LLMClient
+) -> Outcome:
+    results = await doc_qa.generate(loaded.chunk, loaded.source_path, client, ctx.config.generate)
     return candidates_outcome(ctx, "generate", chunk_id, "candidate", results)
 
 

@@ -8,10 +8,10 @@ lake, so tests need no server.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from data.budget import Budget
 from data.config import FoundryConfig
@@ -83,14 +83,18 @@ class Outcome:
     parts: list[Status] = field(default_factory=list)
 
 
+Input = TypeVar("Input")
+
+
 @dataclass(frozen=True)
-class LLMStage:
-    """An LLM stage: which items are pending, how a batch's inputs load, how one item is done."""
+class LLMStage(Generic[Input]):
+    """An LLM stage: which items are pending, how a batch's inputs load (one typed `Input` per
+    item id; an item without one is rejected as `input_missing`), how one item is done."""
 
     name: str
     pending: Callable[[StageContext], list[str]]
-    load: Callable[[StageContext, list[str]], dict[str, Any]]
-    work: Callable[[StageContext, str, Any, LLMClient], Awaitable[Outcome]]
+    load: Callable[[StageContext, list[str]], Mapping[str, Input]]
+    work: Callable[[StageContext, str, Input, LLMClient], Awaitable[Outcome]]
     independent_batches: bool = True  # False: a batch reads what earlier ones wrote
 
 

@@ -46,13 +46,14 @@ def pending_intents(ctx: StageContext) -> list[str]:
     return [clustering]
 
 
-def load_requests(ctx: StageContext, items: list[str]) -> dict[str, Any]:
+def load_requests(ctx: StageContext, items: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Every trace's request and its embedding, for the one clustering item."""
     rows = ctx.lake.rows("SELECT trace_id, request, embedding FROM traces ORDER BY trace_id")
     return {items[0]: rows} if items else {}
 
 
 async def cluster_intents(
-    ctx: StageContext, clustering: str, rows: Any, client: LLMClient
+    ctx: StageContext, clustering: str, rows: list[dict[str, Any]], client: LLMClient
 ) -> Outcome:
     vectors = as_matrix([r["embedding"] for r in rows])
     clusters = cluster_requests(vectors, ctx.config.traces.cluster_distance)
@@ -106,7 +107,7 @@ class TraceInput:
     known_ids: list[str]
 
 
-def load_traces(ctx: StageContext, trace_ids: list[str]) -> dict[str, Any]:
+def load_traces(ctx: StageContext, trace_ids: list[str]) -> dict[str, TraceInput]:
     """Each trace with what deduplication needs: the trace whose request it nearly repeats
     (cosine >= `duplicate_threshold` to one earlier in id order) and the existing tasks'
     prompts, embedded."""

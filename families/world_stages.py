@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import duckdb
 from pydantic import ValidationError
@@ -131,7 +130,7 @@ def pending_trace_worlds(ctx: StageContext) -> list[str]:
     return [item for item in _observations(ctx) if item not in finished]
 
 
-def load_observations(ctx: StageContext, items: list[str]) -> dict[str, Any]:
+def load_observations(ctx: StageContext, items: list[str]) -> dict[str, Observation]:
     observations = _observations(ctx)
     return {item: observations[item] for item in items if item in observations}
 
@@ -199,7 +198,7 @@ def pending_world_tasks(ctx: StageContext) -> list[str]:
     return pending_items(ctx, "world_tasks", sql)
 
 
-def load_worlds(ctx: StageContext, world_ids: list[str]) -> dict[str, Any]:
+def load_worlds(ctx: StageContext, world_ids: list[str]) -> dict[str, world_tasks.LoadedWorld]:
     return {
         w.world_id: world_tasks.LoadedWorld(
             w.world_id, w.origin, WorldSpec.model_validate_json(w.spec)

@@ -22,7 +22,6 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from data import interrupt
 from data.config import ConfigError
@@ -182,7 +181,15 @@ def pending_verify(ctx: StageContext) -> list[str]:
     return pending_items(ctx, "verify", sql)
 
 
-def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ToVerify:
+    """A task and the text of its evidence chunks (what the open-book judges read)."""
+
+    task: Task
+    passage: str
+
+
+def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str, ToVerify]:
     tasks = load_tasks(ctx, task_ids)
     chunk_ids = sorted({e.chunk_id for t in tasks.values() for e in t.evidence})
     rows = ctx.lake.rows(
@@ -190,18 +197,19 @@ def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str
     )
     texts = {r["chunk_id"]: r["text"] for r in rows}
     return {
-        task_id: (
-            task,
-            "\n\n".join(texts[e.chunk_id] for e in task.evidence if e.chunk_id in texts),
+        task_id: ToVerify(
+            task, "\n\n".join(texts[e.chunk_id] for e in task.evidence if e.chunk_id in texts)
         )
         for task_id, task in tasks.items()
     }
 
 
-async def verify_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
+async def verify_one(
+    ctx: StageContext, task_id: str, loaded: ToVerify, client: LLMClient
+) -> Outcome:
     """The task's family checks it (its verifier's self-check, the judges it needs)."""
-    task, passage = loaded
-    checked: Checked = await family_of(task.kind).verify(task, passage, client, ctx)
+    task = loaded.task
+    checked: Checked = await family_of(task.kind).verify(task, loaded.passage, client, ctx)
     records: dict[str, list[Record]] = {}
     if checked.verdicts or checked.consensus:
         records = {"verdicts": list(checked.verdicts), "consensus": list(checked.consensus)}
@@ -224,7 +232,7 @@ def pending_calibrate(ctx: StageContext) -> list[str]:
     return pending_items(ctx, "calibrate", sql)
 
 
-def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
+def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Task]:
     tasks = ctx.lake.records("tasks", "list_contains(?, task_id)", [task_ids])
     return {t.task_id: t for t in tasks}
 
@@ -261,7 +269,7 @@ def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
     family's grader, and the difficulty row they measure, which names `stage`."""
 
     async def calibrate_one(
-        ctx: StageContext, task_id: str, task: Any, client: LLMClient
+        ctx: StageContext, task_id: str, task: Task, client: LLMClient
     ) -> Outcome:
         family = family_of(task.kind)
         harness = calibration_harness(ctx, task, client.endpoint("solver"))
@@ -317,18 +325,29 @@ def pending_review(ctx: StageContext) -> list[str]:
     )
 
 
-def load_tasks_with_attempts(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ToReview:
+    """A calibrated task and its calibration attempts."""
+
+    task: Task
+    attempts: list[Attempt]
+
+
+def load_tasks_with_attempts(ctx: StageContext, task_ids: list[str]) -> dict[str, ToReview]:
     tasks = load_tasks(ctx, task_ids)
     attempts: dict[str, list[Attempt]] = {}
     for attempt in ctx.lake.records("attempts", "list_contains(?, task_id)", [task_ids]):
         attempts.setdefault(attempt.task_id, []).append(attempt)
-    return {task_id: (task, attempts.get(task_id, [])) for task_id, task in tasks.items()}
+    return {task_id: ToReview(task, attempts.get(task_id, [])) for task_id, task in tasks.items()}
 
 
-async def review_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
-    task, attempts = loaded
+async def review_one(
+    ctx: StageContext, task_id: str, loaded: ToReview, client: LLMClient
+) -> Outcome:
+    task = loaded.task
     solver = client.model("solver")  # attempts of re-calibrations against other solvers aside
-    result = await review(task, [a for a in attempts if a.solver_model == solver], client)
+    mine = [a for a in loaded.attempts if a.solver_model == solver]
+    result = await review(task, mine, client)
     records: dict[str, list[Record]] = {
         "rubrics": list(result.rubric),
         "hack_verdicts": list(result.verdicts),
@@ -389,7 +408,16 @@ ORDER BY r.of, r.similarity DESC, r.chunk_id
 """
 
 
-def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ToRepair:
+    """An out-of-band task, the band it was measured in, and what its variants draw on."""
+
+    task: Task
+    band: str
+    material: Material
+
+
+def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, ToRepair]:
     """Each task with its band and what its variants draw on: its source's title, its evidence
     chunk's text and the chunks nearest that chunk by embedding."""
     tasks = load_tasks(ctx, task_ids)
@@ -421,7 +449,7 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
         near = Neighbour(Chunk.from_row(row), row["source_path"] or "")
         neighbours.setdefault(row["of"], []).append(near)
     return {
-        task_id: (
+        task_id: ToRepair(
             task,
             bands.get(task_id, ""),
             Material(
@@ -434,8 +462,10 @@ def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, An
     }
 
 
-async def repair_one(ctx: StageContext, task_id: str, loaded: Any, client: LLMClient) -> Outcome:
-    task, band, material = loaded
+async def repair_one(
+    ctx: StageContext, task_id: str, loaded: ToRepair, client: LLMClient
+) -> Outcome:
+    task, band, material = loaded.task, loaded.band, loaded.material
     family = family_of(task.kind)
     if family.ladder is None:
         return Outcome(ctx.status("repair", task_id, "done", "no_ladder", task.kind))

@@ -4,8 +4,6 @@ shipped family; a scope naming a kind no registered family makes is refused in o
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow.parquet as pq
 import pytest
 
@@ -52,7 +50,7 @@ def pending_chunks(ctx: StageContext) -> list[str]:
     return pending_items(ctx, STAGE, "SELECT chunk_id AS id FROM chunks ORDER BY chunk_id")
 
 
-def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Any]:
+def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Chunk]:
     chunks = ctx.lake.records("chunks", "list_contains(?, chunk_id)", [chunk_ids])
     return {chunk.chunk_id: chunk for chunk in chunks}
 
