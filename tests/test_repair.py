@@ -10,7 +10,7 @@ import pytest
 from data.config import FoundryConfig, GenerateConfig
 from data.export import export_taskset
 from data.funnel import funnel
-from data.records import Chunk, Evidence, Lineage, Message, SourceRef, Task, VerifierSpec
+from data.records import Chunk, Evidence, ExactOrF1Spec, Lineage, Message, SourceRef, Task
 from families import reviewed_kinds
 from families.doc_qa import FAMILY as DOC_QA
 from flows.repair import Move, Stop, next_move
@@ -47,7 +47,7 @@ def original(
         Message(role="system", content="Answer briefly."),
         Message(role="user", content=question),
     ]
-    verifier = VerifierSpec(type="exact_or_f1", context=["The Orvanne Bridge crosses", "."])
+    verifier = ExactOrF1Spec(context=["The Orvanne Bridge crosses", "."])
     return Task(
         task_id=Task.make_id("doc_qa", prompt, "Tessaly Port", verifier),
         kind="doc_qa",
