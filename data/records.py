@@ -13,10 +13,10 @@ import json
 import types
 import typing
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 SCHEMA_VERSION = "1"
 
@@ -145,7 +145,8 @@ def _is_nested(annotation: Any) -> bool:
         return False
     if typing.get_origin(inner) in (list, dict, tuple):
         return True
-    return isinstance(inner, type) and issubclass(inner, BaseModel)
+    members = typing.get_args(inner) if isinstance(inner, types.UnionType) else (inner,)
+    return all(isinstance(m, type) and issubclass(m, BaseModel) for m in members)
 
 
 _SCALARS: dict[Any, pa.DataType] = {
@@ -213,18 +214,28 @@ class Checkpoint(BaseModel):
     pass_to_pass: list[str]
 
 
-class VerifierSpec(BaseModel):
-    """How an attempt is scored against the gold answer."""
+# Fields of other verifier types hold these when unset, in rows written before the union.
+_UNSET: tuple[Any, ...] = ([], None, 0.6)
+
+
+class _Spec(BaseModel):
+    """Base of the verifier specs: frozen, no unknown fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    # exact_or_f1: normalised exact match or token F1 >= f1_threshold; llm_equivalence: the same,
-    # and when that fails, the judge panel decides whether the attempt means the gold answer
-    # rubric: the judge panel decides whether the attempt meets every rubric item (the gold
-    # answer is a reference, not the only right reply); tool_calls: the attempt's tool calls
-    # must include `tool_calls` in order (names and key arguments)
-    type: Literal[
-        "exact_or_f1", "llm_equivalence", "unit_tests", "rubric", "tool_calls", "world_state"
-    ] = "exact_or_f1"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_unset(cls, data: Any) -> Any:
+        # old rows carry every type's fields: drop other types' unset ones, refuse the rest
+        if not isinstance(data, dict):
+            return data
+        return {k: v for k, v in data.items() if k in cls.model_fields or v not in _UNSET}
+
+
+class AnswerSpec(_Spec):
+    """An answer compared with the gold one: normalised exact match, or token F1 >=
+    `f1_threshold`."""
+
     f1_threshold: float = 0.6
     # Fill-in-the-blank tasks: the text before and after the blank. An attempt that repeats
     # the whole sentence is cut down to what it put in the blank before it is compared.
@@ -233,24 +244,82 @@ class VerifierSpec(BaseModel):
     # hacks). With a rubric, an llm_equivalence verifier accepts only an exact match without
     # asking the panel: a token-F1 match is no longer enough on its own.
     rubric: list[str] = Field(default_factory=list)
-    # unit_tests: the attempt is a patch to the task's workspace; it passes when every
-    # fail-to-pass test passes and every pass-to-pass test still passes (test ids as pytest
-    # names them, `path::Class::test`)
+    # answers known to fail; an exported taskset package checks that it rejects them
+    negatives: list[str] = Field(default_factory=list)
+
+
+class ExactOrF1Spec(AnswerSpec):
+    """The answer match alone."""
+
+    type: Literal["exact_or_f1"] = "exact_or_f1"
+
+
+class LLMEquivalenceSpec(AnswerSpec):
+    """The answer match, and when that fails, the judge panel decides whether the attempt
+    means the gold answer."""
+
+    type: Literal["llm_equivalence"] = "llm_equivalence"
+
+
+class RubricSpec(_Spec):
+    """The judge panel decides whether the attempt meets every rubric item (the gold answer is
+    a reference, not the only right reply)."""
+
+    type: Literal["rubric"] = "rubric"
+    rubric: list[str] = Field(default_factory=list)
+    # answers known to fail (e.g. the production answer a near-miss task was made from); the
+    # verifier's self-check makes sure it rejects them
+    negatives: list[str] = Field(default_factory=list)
+
+
+class UnitTestsSpec(_Spec):
+    """The attempt is a patch to the task's workspace; it passes when every fail-to-pass test
+    passes and every pass-to-pass test still passes (test ids as pytest names them,
+    `path::Class::test`)."""
+
+    type: Literal["unit_tests"] = "unit_tests"
     fail_to_pass: list[str] = Field(default_factory=list)
     pass_to_pass: list[str] = Field(default_factory=list)
     # commit sequences: the attempt's steps are applied in order, each followed by its
     # checkpoint; the reward is the share of checkpoints passed (all of them: a pass)
     checkpoints: list[Checkpoint] = Field(default_factory=list)
-    # tool_calls: the calls a passing attempt makes, in order, with the arguments that must
-    # match (free-text arguments are left out); world_state: the gold calls
+
+
+class _CallsSpec(_Spec):
+    """Base of the specs that check an attempt's tool calls."""
+
+    # the calls a passing attempt makes, in order, with the arguments that must match
+    # (tool_calls: free-text arguments are left out; world_state: the gold calls)
     tool_calls: list[ToolCall] = Field(default_factory=list)
-    # world_state: the world's state after the gold calls (rows per table); an attempt passes
-    # when its calls, replayed on the task's world, leave exactly this state (and, where the
-    # task asks a question, its answer matches the gold answer exactly)
-    final_state: dict[str, list[dict[str, Any]]] | None = None
-    # answers known to fail (e.g. the production answer a near-miss task was made from); the
-    # verifier's self-check makes sure it rejects them
-    negatives: list[str] = Field(default_factory=list)
+
+
+class ToolCallsSpec(_CallsSpec):
+    """The attempt's tool calls must include `tool_calls` in order (names and key arguments)."""
+
+    type: Literal["tool_calls"] = "tool_calls"
+
+
+class WorldStateSpec(_CallsSpec):
+    """The attempt's calls, replayed on the task's world, must leave exactly `final_state`
+    (rows per table), the state the gold calls leave; where the task asks a question, its
+    answer must also match the gold answer exactly."""
+
+    type: Literal["world_state"] = "world_state"
+    final_state: dict[str, list[dict[str, Any]]]
+
+
+# How an attempt is scored against the gold answer: one spec per verifier type.
+VerifierSpec = Annotated[
+    ExactOrF1Spec
+    | LLMEquivalenceSpec
+    | RubricSpec
+    | UnitTestsSpec
+    | ToolCallsSpec
+    | WorldStateSpec,
+    Field(discriminator="type"),
+]
+# parses a spec (a dict, or JSON with `validate_json`) to its type's class
+VERIFIER_SPEC: TypeAdapter[VerifierSpec] = TypeAdapter(VerifierSpec)
 
 
 class Workspace(BaseModel):
@@ -550,11 +619,7 @@ class Task(Record):
     ) -> str:
         """The content hash; a document task's hash leaves out the unset fields of other kinds,
         so it is the same as before they existed."""
-        spec = verifier.model_dump(
-            mode="json", exclude_defaults=True, include=_OPTIONAL_SPEC_FIELDS
-        )
-        plain = verifier.model_dump(mode="json", exclude=_OPTIONAL_SPEC_FIELDS)
-        parts: list[Any] = [kind, [m.model_dump() for m in prompt], answer, {**plain, **spec}]
+        parts: list[Any] = [kind, [m.model_dump() for m in prompt], answer, hashed_spec(verifier)]
         if workspace is not None:
             parts.append(workspace)
         if environment is not None:
@@ -564,14 +629,17 @@ class Task(Record):
         return content_id(*parts)
 
 
-_OPTIONAL_SPEC_FIELDS = {
-    "fail_to_pass",
-    "pass_to_pass",
-    "checkpoints",
-    "tool_calls",
-    "negatives",
-    "final_state",
-}
+def hashed_spec(verifier: VerifierSpec) -> dict[str, Any]:
+    """The verifier as task ids hash it, in the shape of the single model that held every
+    type's fields before the union, so that ids do not change: `type`, `f1_threshold`,
+    `context` and `rubric` always (at that model's defaults where the type has none), every
+    other field only where it differs from its default."""
+    legacy = {"f1_threshold": 0.6, "context": [], "rubric": []}
+    return {
+        **legacy,
+        **verifier.model_dump(mode="json", exclude_defaults=True),
+        "type": verifier.type,
+    }
 
 
 class Verdict(Record):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from data.git import GitError, git
 from data.prompts import load_prompt
-from data.records import Checkpoint, Lineage, Message, Task, VerifierSpec, Workspace
+from data.records import Checkpoint, Lineage, Message, Task, UnitTestsSpec, Workspace
 from generators.checks import CheckFailure
 
 SYSTEM_PROMPT = load_prompt(__file__, "code_system")
@@ -106,8 +106,7 @@ def code_task(
         Message(role="user", content=user.strip()),
     ]
     fail_to_pass, pass_to_pass = tests
-    verifier = VerifierSpec(
-        type="unit_tests",
+    verifier = UnitTestsSpec(
         fail_to_pass=sorted(fail_to_pass),
         pass_to_pass=sorted(pass_to_pass),
         checkpoints=checkpoints or [],

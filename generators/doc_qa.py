@@ -32,11 +32,12 @@ from data.prompts import load_prompt
 from data.records import (
     Chunk,
     Evidence,
+    ExactOrF1Spec,
     Lineage,
+    LLMEquivalenceSpec,
     Message,
     SourceRef,
     Task,
-    VerifierSpec,
     seed_for,
 )
 from data.spans import answer_candidates
@@ -163,9 +164,8 @@ async def _candidate(
     level = LADDER.level(config.level)
     context = {"evidence": [evidence], "passage": [chunk.text], SEARCH: []}
     prompt = task_prompt(question, context[str(level.knobs["context"])])
-    verifier = VerifierSpec(
-        type=config.verifier, context=_blank_context(question) if style == "cloze" else []
-    )
+    spec = ExactOrF1Spec if config.verifier == "exact_or_f1" else LLMEquivalenceSpec
+    verifier = spec(context=_blank_context(question) if style == "cloze" else [])
     task = Task(
         task_id=Task.make_id("doc_qa", prompt, answer, verifier),
         kind="doc_qa",

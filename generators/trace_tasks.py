@@ -26,9 +26,11 @@ from data.records import (
     Lineage,
     Message,
     RecordedCall,
+    RubricSpec,
     SourceRef,
     Task,
     ToolCall,
+    ToolCallsSpec,
     ToolEnvironment,
     ToolSpec,
     Trace,
@@ -160,7 +162,7 @@ async def answer_task(trace: Trace, llm: LLMClient, max_tokens: int = 300) -> Ta
         conversation=render_conversation(trace.messages[:-1]), answer=trace.answer
     )
     draft = await _draft("trace_answer", trace, text, RubricDraft, llm, max_tokens)
-    verifier = VerifierSpec(type="rubric", rubric=check_items(draft.items))
+    verifier = RubricSpec(rubric=check_items(draft.items))
     lineage = _lineage(
         trace, "trace_answer", llm.model("generator"), RUBRIC_PROMPT.version, outcome="good"
     )
@@ -183,7 +185,7 @@ async def near_miss_task(
     if loose(answer) == loose(trace.answer):
         raise CheckFailure("correction_repeats_failure")
     negatives = [trace.answer] if trace.answer.strip() else []
-    verifier = VerifierSpec(type="rubric", rubric=check_items(draft.items), negatives=negatives)
+    verifier = RubricSpec(rubric=check_items(draft.items), negatives=negatives)
     lineage = _lineage(
         trace,
         "near_miss",
@@ -283,7 +285,7 @@ def replay_task(trace: Trace, model: str) -> Task:
     ]
     expected = [ToolCall(name=r.call.name, arguments=r.key_arguments) for r in recorded]
     prompt = prompt_of(trace.messages[: last_user + 1])
-    verifier = VerifierSpec(type="tool_calls", tool_calls=expected)
+    verifier = ToolCallsSpec(tool_calls=expected)
     answer = attempt_text([r.call for r in recorded], trace.answer)
     environment = ToolEnvironment(tools=tools, recorded=recorded)
     lineage = _lineage(trace, "tool_replay", model, "", outcome="good")

@@ -33,8 +33,8 @@ from data.records import (
     SourceRef,
     Task,
     ToolCall,
-    VerifierSpec,
     WorldSetup,
+    WorldStateSpec,
     seed_for,
 )
 from generators.candidates import Candidate, Rejection
@@ -319,7 +319,7 @@ def _task(
     spec = world.spec
     prompt = [Message.model_validate(m) for m in opening(spec, instruction)]
     gold = [ToolCall(name=name, arguments=arguments) for name, arguments in plan.calls]
-    verifier = VerifierSpec(type="world_state", tool_calls=gold, final_state=plan.final)
+    verifier = WorldStateSpec(tool_calls=gold, final_state=plan.final)
     setup = WorldSetup(
         world_id=world.world_id,
         spec=spec.model_dump_json(exclude_defaults=True),

@@ -22,7 +22,7 @@ from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
 from data.prompts import chat_messages, escape, load_prompt
-from data.records import Task
+from data.records import AnswerSpec, LLMEquivalenceSpec, RubricSpec, Task, ToolCallsSpec
 from judges import tool_calls
 from judges.consensus import decide, majority
 from judges.panel import panel_votes
@@ -58,12 +58,14 @@ async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
     deterministic match fails; `rubric` tasks are graded by the panel against their rubric,
     `tool_calls` tasks by their calls. Raises LLMError("judge_undecided") rather than guess."""
     spec = task.verifier
-    if spec.type == "rubric":
+    if isinstance(spec, RubricSpec):
         return await rubric_grade(task, completion, llm)
-    if spec.type == "tool_calls":
+    if isinstance(spec, ToolCallsSpec):
         return tool_calls.grade(spec, completion)
+    if not isinstance(spec, AnswerSpec):
+        raise TypeError(f"a {spec.type} verifier is graded by its family")
     deterministic = score(spec, completion, task.answer)
-    if spec.type != "llm_equivalence" or deterministic.exact:
+    if not isinstance(spec, LLMEquivalenceSpec) or deterministic.exact:
         return deterministic
     if deterministic.reward >= 1.0 and not spec.rubric:
         return deterministic
@@ -99,7 +101,7 @@ def judge_reward(
         specs, golds = columns_of(verifier, solution, answer)
 
         async def one(llm: LLMClient, prompt: Any, completion: Any, spec, gold) -> float | None:
-            if spec.type not in ("llm_equivalence", "rubric"):
+            if not isinstance(spec, LLMEquivalenceSpec | RubricSpec):
                 return None
             task = trainer_task(prompt, gold, spec)
             try:

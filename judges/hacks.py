@@ -23,9 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from data.llm import LLMClient, LLMError, settle
 from data.prompts import chat_messages, escape, load_prompt
 from data.records import (
+    AnswerSpec,
     Attempt,
+    ExactOrF1Spec,
     HackPattern,
     HackVerdict,
+    LLMEquivalenceSpec,
     Remedied,
     Remedy,
     Task,
@@ -128,19 +131,16 @@ async def mine(
 
 
 def ladder(
-    spec: VerifierSpec, rubric: list[str], patterns: list[HackPattern]
-) -> list[tuple[Remedy, VerifierSpec]]:
+    spec: AnswerSpec, rubric: list[str], patterns: list[HackPattern]
+) -> list[tuple[Remedy, AnswerSpec]]:
     """The tighter verifiers to try, in order."""
-    steps: list[tuple[Remedy, VerifierSpec]] = []
-    if spec.type == "exact_or_f1" and spec.f1_threshold < 1.0:
+    steps: list[tuple[Remedy, AnswerSpec]] = []
+    if isinstance(spec, ExactOrF1Spec) and spec.f1_threshold < 1.0:
         steps.append(("exact_match_only", spec.model_copy(update={"f1_threshold": 1.0})))
     items = list(dict.fromkeys([*spec.rubric, *rubric, *(PATTERN_ITEMS[p] for p in patterns)]))
-    if spec.type != "llm_equivalence" or items != spec.rubric:
-        tighter = VerifierSpec(
-            type="llm_equivalence",
-            f1_threshold=spec.f1_threshold,
-            context=spec.context,
-            rubric=items,
+    if not isinstance(spec, LLMEquivalenceSpec) or items != spec.rubric:
+        tighter = LLMEquivalenceSpec(
+            f1_threshold=spec.f1_threshold, context=spec.context, rubric=items
         )
         steps.append(("equivalence_rubric", tighter))
     return steps

@@ -13,13 +13,18 @@ from typing import Any
 
 from data.answer_match import final_answer, match, normalize_answer
 from data.records import (
+    VERIFIER_SPEC,
+    AnswerSpec,
     Attempt,
+    ExactOrF1Spec,
     Lineage,
     Message,
     Task,
+    ToolCallsSpec,
     VerifierSpec,
     Workspace,
     WorldSetup,
+    WorldStateSpec,
 )
 from judges import tool_calls, world_state
 from judges.score import Score
@@ -38,7 +43,7 @@ def distinct_attempts(
     return list(chosen.values())[:limit]
 
 
-def score(spec: VerifierSpec, completion: str, gold: str) -> Score:
+def score(spec: AnswerSpec, completion: str, gold: str) -> Score:
     """1.0 if the completion's answer matches the gold answer under `spec`, else 0.0."""
     reward, why, exact = match(completion, gold, spec.f1_threshold, spec.context)
     return Score(reward, why, exact=exact)
@@ -64,7 +69,7 @@ def completion_text(completion: Completion) -> str:
 def spec_of(text: str) -> VerifierSpec:
     """A verifier spec from its JSON column, parsed once: a GRPO batch repeats each task's spec
     for every completion of its group, and a trainer sees the same tasks epoch after epoch."""
-    return VerifierSpec.model_validate_json(text)
+    return VERIFIER_SPEC.validate_json(text)
 
 
 def columns_of(
@@ -74,7 +79,9 @@ def columns_of(
     golds = solution if solution is not None else answer
     if golds is None:
         raise ValueError("a reward function needs a `solution` or `answer` column")
-    specs = [spec_of(v) if isinstance(v, str) else VerifierSpec.model_validate(v) for v in verifier]
+    specs = [
+        spec_of(v) if isinstance(v, str) else VERIFIER_SPEC.validate_python(v) for v in verifier
+    ]
     if len(specs) != len(golds):
         raise ValueError(f"{len(specs)} verifier specs for {len(golds)} gold answers")
     return specs, golds
@@ -102,11 +109,11 @@ def verifier_reward(
     rows = zip(prompts, completions, specs, golds, worlds, strict=True)
     for prompt, completion, spec, gold, world in rows:
         text = completion_text(completion)
-        if spec.type == "exact_or_f1":
+        if isinstance(spec, ExactOrF1Spec):
             rewards.append(score(spec, text, gold).reward)
-        elif spec.type == "tool_calls":
+        elif isinstance(spec, ToolCallsSpec):
             rewards.append(tool_calls.grade(spec, text).reward)
-        elif spec.type == "world_state" and world:
+        elif isinstance(spec, WorldStateSpec) and world:
             task = trainer_task(prompt, gold, spec, "world_tool_use", world=world)
             rewards.append(world_state.grade(task, completion).reward)
         else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data.records import Task, ToolCall, VerifierSpec
+from data.records import Task, ToolCall, ToolCallsSpec
 from harnesses.tool_replay import attempt_text, repeats
 from judges.score import Score
 
@@ -30,7 +30,7 @@ def parse_calls(completion: str) -> list[ToolCall] | None:
         return None
 
 
-def grade(spec: VerifierSpec, completion: str) -> Score:
+def grade(spec: ToolCallsSpec, completion: str) -> Score:
     """The share of expected calls the attempt made, in order (see the module docstring)."""
     calls = parse_calls(completion)
     if calls is None:

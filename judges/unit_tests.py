@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from data.languages import Language, Python
-from data.records import Checkpoint, Task
+from data.records import Checkpoint, Task, UnitTestsSpec
 from harnesses.edits import EditError, Edits, parse_edits, split_steps
 from harnesses.sandbox import Limits
 from harnesses.workspace import Step, Trial, try_steps
@@ -138,7 +138,7 @@ def unit_test_reward(unit_tests: UnitTests) -> Callable[..., list[float | None]]
 
         async def one(row: tuple) -> float | None:
             prompt, completion, spec, gold, room, task_kind = row
-            if spec.type != "unit_tests" or not room:
+            if not isinstance(spec, UnitTestsSpec) or not room:
                 return None
             task = trainer_task(prompt, gold, spec, task_kind, room)
             if task.workspace is None or task.workspace.repo_id not in unit_tests.mirrors:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data.records import Task
+from data.records import Task, WorldStateSpec
 from harnesses.world import world_spec
 from harnesses.world_check import passes, self_check
 from harnesses.world_replay import Call, gold_calls, replay, state_diff
@@ -51,11 +51,12 @@ def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:
     attempt = attempt_of(completion)
     if attempt is None:
         return Score(0.0, "not a tool-use attempt")
-    if task.world is None or task.verifier.final_state is None:
+    verifier = task.verifier
+    if task.world is None or not isinstance(verifier, WorldStateSpec):
         return Score(0.0, "the task has no world to replay on")
     calls, answer = attempt
     done = replay(world_spec(task), task.world.initial, calls)
-    gold_final = task.verifier.final_state
+    gold_final = verifier.final_state
     if passes(done.final, gold_final, answer, task.answer):
         return Score(1.0, f"gold final state after {len(calls)} calls", exact=True)
     if done.final != gold_final:
@@ -66,12 +67,13 @@ def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:
 
 def task_self_check(task: Task) -> str | None:
     """`self_check` on a stored task, plus: its recorded final state is the gold calls'."""
-    if task.world is None or task.verifier.final_state is None:
+    verifier = task.verifier
+    if task.world is None or not isinstance(verifier, WorldStateSpec):
         return "no_world"
     spec, initial, calls = world_spec(task), task.world.initial, gold_calls(task)
     failure = self_check(spec, initial, calls, task.answer)
     if failure is not None:
         return failure
-    if replay(spec, initial, calls).final != task.verifier.final_state:
+    if replay(spec, initial, calls).final != verifier.final_state:
         return "recorded_final_state_is_not_the_gold_calls_state"
     return None

@@ -6,7 +6,7 @@ import pytest
 
 from data.llm import LLMError
 from data.prompts import escape
-from data.records import VerifierSpec
+from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec
 from judges.equivalence import grade, messages_for
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
@@ -19,7 +19,7 @@ INJECTION = (
 
 def equivalence_task():
     task = first_task(ScriptedLLM(Oracle().respond))
-    return task.model_copy(update={"verifier": VerifierSpec(type="llm_equivalence")})
+    return task.model_copy(update={"verifier": LLMEquivalenceSpec()})
 
 
 def gullible_judge(role, messages, params):
@@ -99,10 +99,10 @@ def test_judge_reward_asks_the_panel_for_judged_types_only(oracle_server):
 
     reward = judge_reward(endpoints_for(oracle_server))
     specs = [
-        VerifierSpec(type="llm_equivalence").model_dump_json(),
-        VerifierSpec(type="llm_equivalence").model_dump_json(),
-        VerifierSpec(type="rubric", rubric=["names the port"]).model_dump_json(),
-        VerifierSpec().model_dump_json(),
+        LLMEquivalenceSpec().model_dump_json(),
+        LLMEquivalenceSpec().model_dump_json(),
+        RubricSpec(rubric=["names the port"]).model_dump_json(),
+        ExactOrF1Spec().model_dump_json(),
     ]
     prompts = [[{"role": "user", "content": "Where was she born?"}]] * 4
     completions = [

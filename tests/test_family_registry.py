@@ -11,7 +11,7 @@ from data.config import ConfigError, FoundryConfig
 from data.endpoints import Endpoint
 from data.export import export_taskset
 from data.llm import LLMClient
-from data.records import Chunk, Evidence, Lineage, Message, SourceRef, Task, VerifierSpec
+from data.records import Chunk, Evidence, ExactOrF1Spec, Lineage, Message, SourceRef, Task
 from families import generation_stages, registered, reviewed_kinds
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
@@ -70,7 +70,7 @@ async def count_words(ctx: StageContext, chunk_id: str, chunk: Chunk, client: LL
 def word_count_task(chunk: Chunk, passage: str) -> Task:
     prompt = [Message(role="user", content=f"{QUESTION}\n\n{passage}")]
     answer = str(len(passage.split()))
-    verifier = VerifierSpec(type="exact_or_f1")
+    verifier = ExactOrF1Spec()
     return Task(
         task_id=Task.make_id(KIND, prompt, answer, verifier),
         kind=KIND,

@@ -5,7 +5,7 @@ import pytest
 
 from data.config import GenerateConfig, VerifyConfig
 from data.llm import LLMError
-from data.records import Chunk, VerifierSpec
+from data.records import Chunk, ExactOrF1Spec
 from data.spans import answer_candidates
 from generators import doc_qa
 from generators.checks import CheckFailure, check_answer, check_question
@@ -206,7 +206,7 @@ def test_unanswerable_with_source_is_rejected_before_closed_book():
 
 
 def test_verifier_rejects_perturbed_answers():
-    spec = VerifierSpec()
+    spec = ExactOrF1Spec()
     assert score(spec, "1887", "1887").reward == 1.0
     assert score(spec, "1888", "1887").reward == 0.0
     assert score(spec, "", "1887").reward == 0.0

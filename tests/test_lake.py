@@ -11,21 +11,32 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pydantic import ValidationError
 
 from data.funnel import funnel
 from data.lake import TABLES, Lake
 from data.records import (
+    VERIFIER_SPEC,
     Attempt,
+    Checkpoint,
     Difficulty,
     Evidence,
+    ExactOrF1Spec,
     Lineage,
+    LLMEquivalenceSpec,
     Message,
+    RubricSpec,
     SourceRef,
     Status,
     Task,
+    ToolCall,
+    ToolCallsSpec,
+    UnitTestsSpec,
     Usage,
     Verdict,
     VerifierSpec,
+    WorldStateSpec,
+    hashed_spec,
     utcnow,
 )
 
@@ -40,7 +51,7 @@ def make_task(question: str = "What is the capital of France?", answer: str = "P
         Message(role="system", content="Answer with a short phrase."),
         Message(role="user", content=question),
     ]
-    verifier = VerifierSpec()
+    verifier = ExactOrF1Spec()
     return Task(
         task_id=Task.make_id("doc_qa", prompt, answer, verifier),
         kind="doc_qa",
@@ -96,7 +107,13 @@ def test_record_to_row_from_row_round_trip() -> None:
     task = make_task()
     row = task.to_row()
     assert row["prompt"] == [m.model_dump() for m in task.prompt]  # structs, not JSON
-    assert isinstance(row["verifier"], str) and json.loads(row["verifier"])["type"] == "exact_or_f1"
+    assert json.loads(row["verifier"]) == {  # its type's fields only
+        "type": "exact_or_f1",
+        "f1_threshold": 0.6,
+        "context": [],
+        "rubric": [],
+        "negatives": [],
+    }
     assert Task.from_row(row) == task
 
     verdict = Verdict(
@@ -123,6 +140,82 @@ def test_task_make_id_is_stable_and_depends_on_answer() -> None:
     assert a.task_id == Task.make_id(a.kind, list(a.prompt), a.answer, a.verifier)
     assert make_task(answer="Lyon").task_id != a.task_id
     assert make_task(question="Capital of France?").task_id != a.task_id
+
+
+# ids the single VerifierSpec model that held every type's fields gave, before the union
+PINNED_IDS: list[tuple[VerifierSpec, str]] = [
+    (ExactOrF1Spec(), "ff999c8f30146d05"),
+    (
+        ExactOrF1Spec(f1_threshold=1.0, context=["Built in", "."], rubric=["fills the blank"]),
+        "048859b3005c5973",
+    ),
+    (LLMEquivalenceSpec(rubric=["names the port", "commits to one answer"]), "5856023cbc3a4a3a"),
+    (
+        UnitTestsSpec(fail_to_pass=["t.py::test_x"], pass_to_pass=["t.py::test_y"]),
+        "e8c51446b9b243e2",
+    ),
+    (
+        UnitTestsSpec(
+            checkpoints=[
+                Checkpoint(test_patch="--- a\n+++ b\n", fail_to_pass=["t::a"], pass_to_pass=[]),
+                Checkpoint(test_patch="", fail_to_pass=["t::b"], pass_to_pass=["t::a"]),
+            ]
+        ),
+        "4b5fdff8aee367d3",
+    ),
+    (RubricSpec(rubric=["names the window"], negatives=["I cannot help."]), "870d264bbf2a20c6"),
+    (
+        ToolCallsSpec(
+            tool_calls=[
+                ToolCall(name="lookup", arguments={"order_id": 7}),
+                ToolCall(name="refund", call_id="c2"),
+            ]
+        ),
+        "1d310a0db02b3fbf",
+    ),
+    (
+        WorldStateSpec(
+            tool_calls=[ToolCall(name="add_item", arguments={"sku": "A1", "qty": 2})],
+            final_state={"items": [{"sku": "A1", "qty": 2}]},
+        ),
+        "70db4600244b233f",
+    ),
+]
+
+
+@pytest.mark.parametrize(("verifier", "task_id"), PINNED_IDS)
+def test_task_ids_hash_the_verifier_as_before_the_union(verifier: VerifierSpec, task_id: str):
+    prompt = [Message(role="user", content="When was the Orvanne Bridge built?")]
+    assert Task.make_id("doc_qa", prompt, "1887", verifier) == task_id
+
+
+def test_the_hashed_verifier_keeps_the_single_model_shape() -> None:
+    assert hashed_spec(RubricSpec(rubric=["names the window"])) == {
+        "type": "rubric",
+        "f1_threshold": 0.6,
+        "context": [],
+        "rubric": ["names the window"],
+    }
+
+
+# a verifier as rows written before the union hold it: every type's fields, unset ones empty
+OLD_ROW_VERIFIER = (
+    '{"checkpoints": [], "context": [], "f1_threshold": 0.6, "fail_to_pass": [],'
+    ' "final_state": null, "negatives": ["I cannot help."], "pass_to_pass": [],'
+    ' "rubric": ["names the window"], "tool_calls": [], "type": "rubric"}'
+)
+
+
+def test_verifiers_of_rows_written_before_the_union_still_load() -> None:
+    row = {**make_task().to_row(), "verifier": OLD_ROW_VERIFIER}
+    verifier = Task.from_row(row).verifier
+    assert verifier == RubricSpec(rubric=["names the window"], negatives=["I cannot help."])
+    old = json.loads(OLD_ROW_VERIFIER)
+    world = {**old, "type": "world_state", "rubric": [], "negatives": [], "final_state": {}}
+    assert VERIFIER_SPEC.validate_python(world) == WorldStateSpec(final_state={})
+    for field, value in [("f1_threshold", 0.9), ("fail_to_pass", ["t::a"]), ("context", ["x"])]:
+        with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+            VERIFIER_SPEC.validate_python({**old, field: value})
 
 
 def test_writing_same_records_twice_does_not_duplicate(lake: Lake) -> None:

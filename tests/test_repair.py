@@ -13,12 +13,12 @@ from data.funnel import funnel
 from data.records import (
     Chunk,
     Evidence,
+    ExactOrF1Spec,
     Lineage,
     Message,
     RepairStep,
     SourceRef,
     Task,
-    VerifierSpec,
 )
 from families import reviewed_kinds
 from families.doc_qa import FAMILY as DOC_QA
@@ -56,7 +56,7 @@ def original(
         Message(role="system", content="Answer briefly."),
         Message(role="user", content=question),
     ]
-    verifier = VerifierSpec(type="exact_or_f1", context=["The Orvanne Bridge crosses", "."])
+    verifier = ExactOrF1Spec(context=["The Orvanne Bridge crosses", "."])
     return Task(
         task_id=Task.make_id("doc_qa", prompt, "Tessaly Port", verifier),
         kind="doc_qa",

@@ -10,7 +10,7 @@ import pytest
 
 from data.export import export_taskset
 from data.llm import LLMError
-from data.records import Attempt, Usage, VerifierSpec
+from data.records import AnswerSpec, Attempt, ExactOrF1Spec, LLMEquivalenceSpec, Usage
 from families import reviewed_kinds
 from flows.stages import ingest_docs
 from judges import hacks, rubrics
@@ -27,9 +27,9 @@ from tests.test_generator_and_judges import first_task
 from tests.test_pipeline import small_corpus
 
 
-def a_task(verifier: str = "exact_or_f1"):
+def a_task(spec: type[AnswerSpec] = ExactOrF1Spec):
     task = first_task(ScriptedLLM(Oracle().respond))
-    return task.model_copy(update={"verifier": VerifierSpec(type=verifier)})
+    return task.model_copy(update={"verifier": spec()})
 
 
 def attempts_of(task, *responses):
@@ -146,14 +146,12 @@ def test_a_hedge_is_flagged_and_exact_match_only_closes_it():
 
 
 def test_the_equivalence_judge_enforces_a_rubric_against_token_f1_matches():
-    task = a_task("llm_equivalence")
+    task = a_task(LLMEquivalenceSpec)
     hedge = f"{task.answer}, Other Place"
     # without a rubric the token-F1 match stands and no judge is asked
     llm = ScriptedLLM(reviewer())
     assert asyncio.run(grade(task, hedge, llm)).reward == 1.0 and llm.requests == []
-    strict = task.model_copy(
-        update={"verifier": VerifierSpec(type="llm_equivalence", rubric=["a <b> & c"])}
-    )
+    strict = task.model_copy(update={"verifier": LLMEquivalenceSpec(rubric=["a <b> & c"])})
     asyncio.run(grade(strict, hedge, llm))
     (_, messages, _) = llm.requests[-1]
     assert "<rubric>\n- a &lt;b&gt; &amp; c\n</rubric>" in messages[-1]["content"]
@@ -162,7 +160,7 @@ def test_the_equivalence_judge_enforces_a_rubric_against_token_f1_matches():
 
 
 def test_an_equivalence_task_is_remedied_with_a_rubric():
-    task = a_task("llm_equivalence")
+    task = a_task(LLMEquivalenceSpec)
     hedge = f"{task.answer}, Other Place"
     result, _ = run_review(task, attempts_of(task, hedge, "Wrong"), reviewer())
     assert result.review.remedy == "equivalence_rubric"
@@ -179,7 +177,7 @@ def test_a_hack_no_remedy_closes_leaves_the_task_hackable():
     reordered = " ".join(reversed(task.answer.split())) + ","
     if reordered.rstrip(",") == task.answer:
         pytest.skip("a one-word answer cannot be reordered")
-    strict = task.model_copy(update={"verifier": VerifierSpec(f1_threshold=1.0)})
+    strict = task.model_copy(update={"verifier": ExactOrF1Spec(f1_threshold=1.0)})
     result, _ = run_review(strict, attempts_of(strict, reordered), reviewer(follows_rubric=False))
     assert result.review.hackable and result.review.remedy == "none_held"
     assert result.remedied is None

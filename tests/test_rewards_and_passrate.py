@@ -3,11 +3,11 @@ import math
 import pytest
 
 from data.answer_match import exact_match, final_answer, normalize_answer, token_f1
-from data.records import VerifierSpec
+from data.records import ExactOrF1Spec, LLMEquivalenceSpec, UnitTestsSpec
 from judges.passrate import band, learnability, pass_at_k, pool, wilson_interval
 from judges.rewards import score
 
-SPEC = VerifierSpec()
+SPEC = ExactOrF1Spec()
 
 
 def test_normalisation():
@@ -28,7 +28,7 @@ def test_f1_threshold():
     assert token_f1("the old Orvanne stone bridge", "Orvanne bridge") == pytest.approx(2 / 3)
     assert score(SPEC, "old Orvanne stone bridge", "Orvanne bridge").reward == 1.0
     assert (
-        score(VerifierSpec(f1_threshold=0.9), "old Orvanne stone bridge", "Orvanne bridge").reward
+        score(ExactOrF1Spec(f1_threshold=0.9), "old Orvanne stone bridge", "Orvanne bridge").reward
         == 0.0
     )
     assert not exact_match("", "")
@@ -66,10 +66,10 @@ def test_verifier_reward_has_the_trl_signature_and_skips_what_needs_a_model():
     from judges.rewards import verifier_reward
 
     specs = [
-        VerifierSpec().model_dump_json(),
-        VerifierSpec(context=["Built in", "."]).model_dump(),
-        VerifierSpec(type="llm_equivalence").model_dump_json(),
-        VerifierSpec(type="unit_tests").model_dump_json(),
+        ExactOrF1Spec().model_dump_json(),
+        ExactOrF1Spec(context=["Built in", "."]).model_dump(),
+        LLMEquivalenceSpec().model_dump_json(),
+        UnitTestsSpec().model_dump_json(),
     ]
     completions = [
         "Answer: Tessaly Port",

@@ -1,6 +1,6 @@
 import asyncio
 
-from data.records import VerifierSpec
+from data.records import ExactOrF1Spec
 from generators.checks import CheckFailure, check_question
 from judges.selfcheck import off_by_one, perturbations, self_check, wrong_entity
 from tests.fakes.oracle import Oracle
@@ -29,7 +29,7 @@ def test_sound_verifier_passes_the_self_check():
 
 def test_a_verifier_that_accepts_anything_fails_the_self_check():
     task = first_task(ScriptedLLM(Oracle().respond))
-    lax = task.model_copy(update={"verifier": VerifierSpec(f1_threshold=0.0)})
+    lax = task.model_copy(update={"verifier": ExactOrF1Spec(f1_threshold=0.0)})
     failure = check(lax)
     assert failure is not None and "perturbation" in failure
 
