@@ -46,8 +46,11 @@ browser:
 run: install
 	$(VENV)/bin/foundry run --config data/samples/demo.toml
 
+# Test files run side by side on up to four cores (pytest-xdist), each file on one worker so
+# its module fixtures are built once.
 test: install $(VERIFIERS_STAMP) browser
-	FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python $(PY) -m pytest -q
+	FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python \
+	  $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 # The reliability suites at full size (about 10 minutes: the adversity test took 233 s, and
 # each crash seed adds about a minute): the hostile corpus with a 200 MB
