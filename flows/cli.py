@@ -508,7 +508,13 @@ def _serve(args: argparse.Namespace) -> int:
         for name in deploy_to_pool(cfg, args.config, args.pool):
             print(f"deployed {name} to work pool {args.pool}")
         return 0
-    serve_deployments(cfg, args.config)
+    try:
+        serve_deployments(cfg, args.config)
+    except SystemExit as stop:
+        # a SIGTERM in the moment after the deployments are listed and before Prefect's runner
+        # has started: its handler exits with 0
+        if stop.code not in (0, None):
+            raise
     # serving returns only once stopped: by Ctrl-C (our handler: the flag is set; Prefect's
     # serve ends quietly on the KeyboardInterrupt) or by SIGTERM, which Prefect's runner takes
     # with a handler of its own for a graceful shutdown
