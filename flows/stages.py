@@ -568,7 +568,7 @@ def variance_sample(ctx: StageContext, tasks: int) -> VarianceSample:
     original = {(r["task_id"], r["judge"]): r["decision"] for r in rows}
     sample = sorted({task_id for task_id, _ in original})[:tasks]  # ids are hashes: unbiased
     loaded = load_tasks_with_passages(ctx, sample)
-    return VarianceSample([(t, p) for t, p in loaded.values() if p], original)
+    return VarianceSample([(v.task, v.passage) for v in loaded.values() if v.passage], original)
 
 
 def measure_variance(
