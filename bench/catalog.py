@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 from data.export import export_taskset  # noqa: E402
 from data.funnel import funnel  # noqa: E402
 from data.lake import Lake  # noqa: E402
-from families import reviewed_kinds  # noqa: E402
+from families import export_kinds  # noqa: E402
 from tests.fakes.synthetic_lake import write_calibrated_tasks  # noqa: E402
 
 
@@ -55,9 +55,7 @@ def main() -> None:
             "scan": lambda: lake.rows("SELECT count(*) AS n FROM tasks")[0]["n"],
             "funnel": lambda: funnel(lake)["stages"]["calibrate"]["done"],
             "export": lambda: (
-                export_taskset(
-                    lake, "bench", Path(home) / "tasksets", reviewed=reviewed_kinds()
-                ).n_tasks
+                export_taskset(lake, "bench", Path(home) / "tasksets", kinds=export_kinds()).n_tasks
             ),
         }
         for name, run in phases.items():

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data.funnel import MEASURED_BY, funnel
-from data.kinds import TRACE_KINDS
 from data.lake import Lake
 from data.records import SCHEMA_VERSION, WorldSetup, utcnow
 
@@ -70,6 +68,8 @@ TASKSET_SCHEMA = pa.schema(
 # band, else the one the repair moved furthest, so a trainer never sees one fact twice. Each
 # task carries its judge verdicts, panel decisions and rubric items as lists (a trace task also
 # its trace's, the panel's rating of the trace), so the export reads one ordered stream.
+# Parameters: $1 the calibrate stage, $2 the kinds exported once reviewed, $3 the kinds made
+# from traces, $4 and $5 the pass-rate range.
 _TASKS_SQL = """
 WITH latest_clustering AS (
     SELECT item_id FROM status WHERE stage = 'intents' AND status = 'done'
@@ -85,7 +85,7 @@ WITH latest_clustering AS (
            t.lineage, t.schema_version,
            json_extract_string(t.workspace, '$.origin') AS repo,
            json_extract_string(t.workspace, '$.base') AS base_revision, t.workspace,
-           t.environment, t.world, CASE WHEN t.kind IN ({trace_kinds})
+           t.environment, t.world, CASE WHEN list_contains($3, t.kind)
                THEN json_extract_string(t.source, '$[0].source_id') END AS trace_id,
            i.label AS intent, i.share AS intent_share,
            coalesce(json_extract_string(t.lineage, '$.repair.root'), t.task_id) AS family,
@@ -93,15 +93,15 @@ WITH latest_clustering AS (
     FROM tasks t
     JOIN difficulty d USING (task_id)
     LEFT JOIN reviews r USING (task_id)
-    LEFT JOIN intent_of i ON t.kind IN ({trace_kinds})
+    LEFT JOIN intent_of i ON list_contains($3, t.kind)
         AND i.trace_id = json_extract_string(t.source, '$[0].source_id')
-    JOIN status s ON s.item_id = t.task_id AND s.stage = ? AND s.status = 'done' AND {measured}
+    JOIN status s ON s.item_id = t.task_id AND s.stage = $1 AND s.status = 'done' AND {measured}
     WHERE t.task_id IN (SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done')
-      AND (NOT list_contains(?, t.kind)  -- a reviewed family's task must have been reviewed
+      AND (NOT list_contains($2, t.kind)  -- a reviewed family's task must have been reviewed
            OR t.task_id IN (SELECT item_id FROM status WHERE stage = 'review' AND status = 'done'))
-      AND (t.kind NOT IN ({trace_kinds})  -- a trace task's trace must still be in the lake
+      AND (NOT list_contains($3, t.kind)  -- a trace task's trace must still be in the lake
            OR json_extract_string(t.source, '$[0].source_id') IN (SELECT trace_id FROM traces))
-      AND d.pass_rate BETWEEN ? AND ?
+      AND d.pass_rate BETWEEN $4 AND $5
     QUALIFY row_number() OVER (
         PARTITION BY family ORDER BY band = 'in_band' DESC, step DESC, task_id) = 1
 ), verdicts_of AS (
@@ -137,6 +137,17 @@ ROWS_PER_BATCH = 10_000  # rows read from the lake at a time
 
 
 @dataclass(frozen=True)
+class ExportKinds:
+    """What the export needs to know of the task kinds (`families.export_kinds()` gives the
+    registered families'): which are exported only once reviewed, and which are made from a
+    production trace (their rows carry `trace_id` and `intent`, and a task is kept only while
+    its trace is in the lake)."""
+
+    reviewed: tuple[str, ...] = ()
+    from_traces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ExportResult:
     path: Path
     n_tasks: int
@@ -151,17 +162,16 @@ def export_taskset(
     rows_per_part: int = 50_000,
     solver: str | None = None,
     *,
-    reviewed: Sequence[str],
+    kinds: ExportKinds,
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
-    (exported as `<name>-<solver>`); a task of a `reviewed` kind is exported once its review is
-    done. Rows stream from the lake in batches into the parquet parts, so memory stays flat
+    (exported as `<name>-<solver>`); `kinds` says which kinds wait for review and which carry
+    a trace. Rows stream from the lake in batches into the parquet parts, so memory stays flat
     however many tasks there are."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
-    kinds = ", ".join(f"'{kind}'" for kind in TRACE_KINDS)
-    sql = _TASKS_SQL.format(measured=MEASURED_BY, trace_kinds=kinds)
+    sql = _TASKS_SQL.format(measured=MEASURED_BY)
     if solver:
         name = f"{name}-{_slug(solver)}"
     root = base / name
@@ -174,7 +184,8 @@ def export_taskset(
     fingerprint = _Fingerprint()
     try:
         with _PartWriter(tmp, rows_per_part) as parts:
-            for batch in lake.batches(sql, [stage, list(reviewed), low, high], ROWS_PER_BATCH):
+            params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high]
+            for batch in lake.batches(sql, params, ROWS_PER_BATCH):
                 rows = [_taskset_row(row, tally) for row in batch]
                 for row in rows:
                     fingerprint.add(row)

@@ -41,13 +41,14 @@ GROUP BY ALL ORDER BY ALL
 """
 
 
-# Code tasks by kind and how each was written, with the gold self-check's outcome.
+# Code tasks (those with a workspace) by kind and how each was written, with the gold
+# self-check's outcome.
 _CODE_SQL = """
 SELECT t.kind, coalesce(json_extract_string(t.lineage, '$.knobs.statement'), 'template') AS
        statement, coalesce(v.status || ':' || v.reason, 'not verified') AS self_check,
        count(*) AS n
 FROM tasks t LEFT JOIN status v ON v.item_id = t.task_id AND v.stage = 'verify'
-WHERE t.kind IN ('commit_replay', 'function_rebuild', 'commit_sequence')
+WHERE json_extract_string(t.workspace, '$.repo_id') IS NOT NULL
 GROUP BY ALL ORDER BY ALL
 """
 

@@ -20,7 +20,6 @@ WITH latest AS (
 )
 SELECT m.cluster, m.label, m.named_by, m.size, m.share, count(t.task_id) AS tasks
 FROM members m LEFT JOIN tasks t ON json_extract_string(t.source, '$[0].source_id') = m.trace_id
-    AND t.kind IN ('trace_answer', 'near_miss', 'tool_replay')
 GROUP BY ALL ORDER BY m.size DESC, m.cluster
 """
 

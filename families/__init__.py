@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from data.export import ExportKinds
 from families import (
     commit_replay,
     commit_sequence,
@@ -61,6 +62,14 @@ def generation_stages() -> list[LLMStage]:
 def reviewed_kinds() -> list[str]:
     """The kinds whose calibrated attempts are reviewed for rubrics and reward hacks."""
     return [kind for family in REGISTERED if family.reviewed for kind in family.kinds]
+
+
+def export_kinds() -> ExportKinds:
+    """What an export needs to know of the registered families' kinds."""
+    return ExportKinds(
+        reviewed=tuple(reviewed_kinds()),
+        from_traces=tuple(k for family in REGISTERED if family.from_traces for k in family.kinds),
+    )
 
 
 @contextmanager

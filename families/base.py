@@ -66,6 +66,9 @@ class Family(ABC):
     stages: tuple[LLMStage, ...] = ()
     ladder: Ladder | None = None  # difficulty levels the repair loop moves tasks along
     reviewed: bool = False  # calibrated attempts go through rubric and reward-hack review
+    # its tasks are made from a production trace (their first source): exports carry the
+    # trace's id and intent, and keep a task only while its trace is in the lake
+    from_traces: bool = False
 
     @abstractmethod
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:

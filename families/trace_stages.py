@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from data.embeddings import as_matrix, embed, near_duplicates
-from data.kinds import TRACE_KINDS
 from data.llm import LLMClient, LLMError
 from data.records import Intent, Record, Task, Trace, content_id
 from data.trace_ingest import ingest_traces
@@ -21,6 +20,10 @@ from generators.checks import CheckFailure
 from generators.intents import EXAMPLE_CHARS, EXAMPLES, cluster_requests, label_cluster
 from generators.trace_tasks import answer_task, near_miss_task, replay_task
 from judges.trace_outcome import rate
+
+# the kinds `trace_tasks` makes (the trace families', `families.trace_answer` and
+# `families.tool_replay`): these stages run while one of them is in scope
+TRACE_KINDS: tuple[str, ...] = ("trace_answer", "near_miss", "tool_replay")
 
 
 def ingest_trace_files(paths: list[str], ctx: StageContext) -> Counter:

@@ -19,6 +19,7 @@ from judges.selfcheck import trace_self_check
 
 class TraceFamily(Family):
     stages = (INTENTS, TRACE_TASKS)
+    from_traces = True
 
     def attempt_config(self, config: FoundryConfig) -> CalibrateConfig:
         update = {"max_tokens": config.traces.attempt_max_tokens}

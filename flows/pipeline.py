@@ -31,7 +31,7 @@ from data.lake import Lake
 from data.model_servers import resolve_endpoints
 from data.projections import Projection, project
 from data.sample_repo import build_sample_repo
-from families import reviewed_kinds
+from families import export_kinds
 from families.code_stages import (
     ingest_repository,
     pending_rebuilds,
@@ -149,7 +149,7 @@ def export_task(
         band,
         ctx.config.export.rows_per_part,
         solver,
-        reviewed=reviewed_kinds(),
+        kinds=export_kinds(),
     )
 
 

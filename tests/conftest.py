@@ -13,7 +13,7 @@ from data.config import FoundryConfig
 from data.export import export_taskset
 from data.lake import Lake
 from data.projections import FORMATS, project
-from families import reviewed_kinds
+from families import export_kinds
 from families.stage import StageContext
 from flows.stages import (
     ingest_docs,
@@ -101,6 +101,6 @@ def docqa_taskset(tmp_path_factory):
     ingest_docs([str(d) for d in docs], ctx)
     with FakeOpenAIServer(Oracle()) as server:
         run_llm_stages(ctx, endpoints_for(server))
-    version = export_taskset(ctx.lake, "docqa", root / "tasksets", reviewed=reviewed_kinds()).path
+    version = export_taskset(ctx.lake, "docqa", root / "tasksets", kinds=export_kinds()).path
     projections = {fmt: project(version, fmt, ctx.lake) for fmt in FORMATS}
     return ctx, version, projections

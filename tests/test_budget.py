@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 from data.budget import Budget
 from data.export import export_taskset
 from data.funnel import funnel
-from families import reviewed_kinds
+from families import export_kinds
 from flows.cli import main
 from flows.stages import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
@@ -20,9 +20,7 @@ DOCS = [str(d) for d in sorted(SAMPLE_DOCS.glob("*.md"))[:2]]
 
 
 def task_ids(ctx):
-    result = export_taskset(
-        ctx.lake, "docqa", ctx.config.home / "tasksets", reviewed=reviewed_kinds()
-    )
+    result = export_taskset(ctx.lake, "docqa", ctx.config.home / "tasksets", kinds=export_kinds())
     return sorted(pq.read_table(result.path / "part-00000.parquet")["task_id"].to_pylist())
 
 

@@ -17,7 +17,7 @@ from data.projections import project
 from data.records import Task, Workspace
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
-from families import family_of, reviewed_kinds
+from families import export_kinds, family_of
 from families.code import CodeFamily, repo_of
 from families.code_stages import rebuild_functions, replay_commits
 from flows.cli import main
@@ -57,7 +57,7 @@ def code_run(tmp_path_factory):
     rebuild_functions(ctx)
     with FakeOpenAIServer(Oracle(code=head)) as server:
         run_llm_stages(ctx, endpoints_for(server))
-    export = export_taskset(ctx.lake, "code", root / "tasksets", reviewed=reviewed_kinds())
+    export = export_taskset(ctx.lake, "code", root / "tasksets", kinds=export_kinds())
     rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
     return ctx, repo, rows
 
@@ -273,7 +273,7 @@ def test_a_too_hard_function_moves_one_level_easier(tmp_path):
     assert verify[variant.task_id]["reason"] == "gold_self_check_passed"
     assert calibrate[variant.task_id]["reason"] == "too_hard"
     rows = pq.read_table(
-        export_taskset(ctx.lake, "code", tmp_path / "out", reviewed=reviewed_kinds()).path
+        export_taskset(ctx.lake, "code", tmp_path / "out", kinds=export_kinds()).path
         / "part-00000.parquet"
     ).to_pylist()
     assert [r["task_id"] for r in rows] == [variant.task_id]  # one task per family
@@ -332,7 +332,7 @@ def test_the_trainer_reward_runs_a_code_tasks_tests_in_the_sandbox(code_run):
 
 def test_code_rollouts_that_passed_become_sft_transcripts(code_run, tmp_path):
     ctx, _, rows = code_run
-    version = export_taskset(ctx.lake, "code", tmp_path, reviewed=reviewed_kinds()).path
+    version = export_taskset(ctx.lake, "code", tmp_path, kinds=export_kinds()).path
     sft = project(version, "sft", ctx.lake)
     examples = pq.read_table(sft.path / "part-00000.parquet").to_pylist()
     passed = ctx.lake.rows(

@@ -7,7 +7,7 @@ import json
 
 from data.export import export_taskset
 from data.records import Evidence
-from families import reviewed_kinds
+from families import export_kinds
 from flows.stages import ingest_docs
 from harnesses.doc_search import CorpusIndex, DocSearch
 from tests.conftest import endpoints_for, make_context, run_llm_stages
@@ -99,9 +99,7 @@ def test_pipeline_calibrates_through_the_doc_search_harness(tmp_path, oracle_ser
     attempts = ctx.lake.rows("SELECT rollout_id FROM attempts")
     assert {a["rollout_id"] for a in attempts} <= {r["rollout_id"] for r in per_rollout}
     assert max(r["turns"] for r in per_rollout) == 3  # search, read, answer
-    assert (
-        export_taskset(ctx.lake, "docqa", home / "tasksets", reviewed=reviewed_kinds()).n_tasks > 0
-    )
+    assert export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds()).n_tasks > 0
 
 
 def test_a_corpus_of_stopwords_searches_to_nothing_and_ids_read_with_brackets():

@@ -12,7 +12,7 @@ from data.endpoints import Endpoint
 from data.export import export_taskset
 from data.llm import LLMClient
 from data.records import Chunk, Evidence, ExactOrF1Spec, Lineage, Message, SourceRef, Task
-from families import generation_stages, registered, reviewed_kinds
+from families import export_kinds, generation_stages, registered
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from flows.cli import main
@@ -119,7 +119,7 @@ def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, or
         assert names == [*SHIPPED_STAGES, STAGE, "verify", "calibrate", "review", "repair"]
         assert stage_named(STAGE).work is count_words  # the runners find a batch's stage by name
         run_llm_stages(ctx, endpoints_for(oracle_server))
-        result = export_taskset(ctx.lake, "words", tmp_path / "tasksets", reviewed=reviewed_kinds())
+        result = export_taskset(ctx.lake, "words", tmp_path / "tasksets", kinds=export_kinds())
     assert STAGE not in [stage.name for stage in llm_stages()]  # registered for the test only
 
     tasks = {t.task_id: t for t in ctx.lake.records("tasks")}

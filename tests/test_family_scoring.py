@@ -12,7 +12,7 @@ from data.projections import canonical_rows, trl_row
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
 from data.trace_ingest import ingest_traces
-from families import REGISTERED, reviewed_kinds
+from families import REGISTERED, export_kinds
 from families.code_stages import rebuild_functions, replay_commits
 from families.world_stages import ingest_world_files
 from flows.stages import ingest_docs
@@ -56,7 +56,7 @@ def scored_run(tmp_path_factory):
     with FakeOpenAIServer(Oracle(code=head)) as server:
         endpoints = endpoints_for(server)
         run_llm_stages(ctx, endpoints)
-        version = export_taskset(ctx.lake, "all", root / "tasksets", reviewed=reviewed_kinds())
+        version = export_taskset(ctx.lake, "all", root / "tasksets", kinds=export_kinds())
         yield ctx, canonical_rows(version.path), endpoints
 
 

@@ -20,7 +20,7 @@ from data.records import (
     SourceRef,
     Task,
 )
-from families import reviewed_kinds
+from families import export_kinds
 from families.doc_qa import FAMILY as DOC_QA
 from flows.repair import Move, Stop, next_move
 from flows.stages import ingest_docs
@@ -324,7 +324,7 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
     assert len(oracle_server.requests) == requests
     assert len(ctx.lake.rows("SELECT task_id FROM tasks")) == len(tasks)
 
-    result = export_taskset(ctx.lake, "docqa", home / "tasksets", reviewed=reviewed_kinds())
+    result = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
     exported = exported_rows(ctx, result)
     families = [getattr(lineage_of(r).repair, "root", r["task_id"]) for r in exported]
     assert len(families) == len(set(families))  # one task per original
@@ -335,7 +335,7 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
     # asked for the hard ones only, a family is represented by its member in that range
     hard = exported_rows(
         ctx,
-        export_taskset(ctx.lake, "hard", home / "tasksets", (0.0, 0.1), reviewed=reviewed_kinds()),
+        export_taskset(ctx.lake, "hard", home / "tasksets", (0.0, 0.1), kinds=export_kinds()),
     )
     roots = {variants[t].repair.root for t in rescued}
     hard_roots = {

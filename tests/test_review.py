@@ -11,7 +11,7 @@ import pytest
 from data.export import export_taskset
 from data.llm import LLMError
 from data.records import AnswerSpec, Attempt, ExactOrF1Spec, LLMEquivalenceSpec, Usage
-from families import reviewed_kinds
+from families import export_kinds
 from flows.stages import ingest_docs
 from judges import hacks, rubrics
 from judges.equivalence import grade
@@ -213,7 +213,7 @@ def test_pipeline_remedies_hacked_tasks_and_reverifies_them_in_the_same_run(tmp_
     verified = ctx.lake.finished_items("verify")
     assert remedied and all(r["remedied_task_id"] in verified for r in remedied)
 
-    result = export_taskset(ctx.lake, "docqa", home / "tasksets", reviewed=reviewed_kinds())
+    result = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
     rows = ctx.lake.rows(f"SELECT * FROM read_parquet('{result.path}/part-*.parquet')")
     exported = {r["task_id"] for r in rows}
     assert not exported & {r["task_id"] for r in remedied}  # hacked originals stay behind

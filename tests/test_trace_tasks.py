@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
-from data.kinds import TRACE_KINDS
 from data.records import RecordedCall, ToolCall, ToolEnvironment, ToolSpec, Trace, TraceMessage
 from data.trace_ingest import ingest_traces
-from families import reviewed_kinds
+from families import export_kinds
+from families.trace_stages import TRACE_KINDS
 from generators.checks import CheckFailure
 from generators.trace_tasks import (
     check_items,
@@ -229,7 +229,7 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
     ctx = make_context(home, calibrate={"k": 4})
     ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
     run_llm_stages(ctx, endpoints_for(oracle_server))
-    result = export_taskset(ctx.lake, "traces", home / "tasksets", reviewed=reviewed_kinds())
+    result = export_taskset(ctx.lake, "traces", home / "tasksets", kinds=export_kinds())
 
     rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
     kinds = {r["kind"] for r in rows}
@@ -263,7 +263,7 @@ def test_verifier_reward_reads_the_exported_taskset_as_trl_would(tmp_path, oracl
     ctx = make_context(home, calibrate={"k": 2}, scope={"kinds": list(TRACE_KINDS)})
     ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
     run_llm_stages(ctx, endpoints_for(oracle_server))
-    result = export_taskset(ctx.lake, "traces", home / "tasksets", reviewed=reviewed_kinds())
+    result = export_taskset(ctx.lake, "traces", home / "tasksets", kinds=export_kinds())
     rows = load_dataset("parquet", data_files=str(result.path / "part-*.parquet"), split="train")
     columns = {name: rows[name] for name in rows.column_names if name != "prompt"}
     # the gold answers as conversational completions score 1 where no model is needed

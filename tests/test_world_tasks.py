@@ -15,7 +15,7 @@ import pytest
 from data.config import WorldsConfig
 from data.export import export_taskset
 from data.trace_ingest import ingest_traces
-from families import reviewed_kinds
+from families import export_kinds
 from families.world_stages import ingest_world_files
 from generators import world_tasks
 from generators.checks import CheckFailure
@@ -245,7 +245,7 @@ def test_worlds_and_traces_to_an_exported_taskset_a_trainer_scores(tmp_path, ora
     )
     assert rollouts[0]["n"] > 0  # every turn went through the recording proxy
 
-    result = export_taskset(ctx.lake, "worlds", home / "tasksets", reviewed=reviewed_kinds())
+    result = export_taskset(ctx.lake, "worlds", home / "tasksets", kinds=export_kinds())
     rows = [r for r in pq.read_table(result.path / "part-00000.parquet").to_pylist()]
     worlds = [r for r in rows if r["kind"] == "world_tool_use"]
     assert worlds and all(r["world"] and json.loads(r["tools"]) for r in worlds)
