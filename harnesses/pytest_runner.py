@@ -1,29 +1,50 @@
 """Run a Python repository's tests with pytest inside a sandbox and read each test's outcome.
 
-Outcomes come from pytest's JUnit XML report (written inside the sandbox), keyed by pytest's
-own test ids (`tests/test_x.py::TestCase::test_name[param]`): passed, failed, error, skipped.
+The code under test runs in the process that reports on it, so nothing it can write is taken on
+trust. pytest starts through `pytest_boot/boot.py` (copied into the sandbox's root-owned folder):
+no start-up hook of the repository runs and it cannot shadow pytest. Each test's outcome
+reaches the grader as that test finishes, down a pipe whose read end stays outside the sandbox,
+so a hook that runs later (at exit, say) cannot rewrite it. The stream's last record, pytest's
+exit status and test count, is checked against the process's exit code and the outcomes
+received; a run whose records disagree, or that exits cleanly without that record, is
+`tampered`: it passes no test, and the evidence says why. Each phase's report is also checked
+against what the test's call raised, observed before any hook of the repository's could change
+it: a report better than that is tampering too. Outcomes are keyed by pytest's test ids
+(`tests/test_x.py::TestCase::test_name[param]`): passed, failed, error, skipped.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import stat
-import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
+import select
+import shutil
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harnesses.sandbox import Completed, Sandbox
 
-Outcome = str  # passed | failed | error | skipped
-MAX_REPORT_BYTES = 64 * 1024 * 1024
+Outcome = str  # passed | failed | error | skipped | incomplete (set up, never run)
+MAX_STREAM_BYTES = 64 * 1024 * 1024
+BOOT = Path(__file__).resolve().parent / "pytest_boot"
+DRAIN_S = 2.0  # after the command ends, how long the stream may still take to arrive
+# pytest's exit statuses that mean every collected test passed (0) or that some failed (1)
+ALL_PASSED, SOME_FAILED = 0, 1
 
 
 @dataclass(frozen=True)
 class TestRun:
+    __test__ = False  # not a test class, whatever pytest makes of its name
+
     outcomes: dict[str, Outcome]
     completed: Completed
+    tampered: str = ""  # the evidence that the outcomes cannot be believed; then none passes
 
     def passed(self) -> set[str]:
+        if self.tampered:
+            return set()
         return {test for test, outcome in self.outcomes.items() if outcome == "passed"}
 
 
@@ -31,62 +52,152 @@ def run_pytest(
     sandbox: Sandbox, env: Path, tests: list[str] | None = None, timeout_s: float | None = None
 ) -> TestRun:
     """Run `tests` (default: the whole suite) in the sandbox's tree with `env`'s pytest."""
-    report = sandbox.root / "tmp" / "pytest-report.xml"
-    report.unlink(missing_ok=True)
+    boot = _install_boot(sandbox)
+    paths = os.pathsep.join([str(sandbox.tree / "src"), str(sandbox.tree)])
+    read_end, write_end = os.pipe()
+    reader = _StreamReader(read_end)
     argv = [
         str(env / "bin" / "python"),
-        "-m",
-        "pytest",
+        "-I",
+        "-S",
+        str(boot / "boot.py"),
+        str(write_end),
+        str(_site_packages(env)),
+        paths,
+        "--",
         "-q",
         "-p",
         "no:cacheprovider",
         "--continue-on-collection-errors",  # a test module that cannot import fails alone
         f"--rootdir={sandbox.tree}",  # no config or conftest from above the copy
         f"--confcutdir={sandbox.tree}",
-        "-o",
-        "junit_family=xunit1",
-        f"--junitxml={report}",
         *(tests or []),
     ]
-    paths = [str(sandbox.tree / "src"), str(sandbox.tree)]
-    variables = {"PYTHONPATH": ":".join(paths), "PATH": f"{env / 'bin'}:/usr/bin:/bin"}
-    completed = sandbox.run(argv, env=variables, timeout_s=timeout_s)
-    return TestRun(read_report(report), completed)
-
-
-def read_report(report: Path) -> dict[str, Outcome]:
-    """Each test case of a JUnit XML report (xunit1, with `file` attributes) and its outcome;
-    a missing, oversized or unreadable report, or anything but a plain file, has none."""
+    # PYTHONPATH for the processes the tests start (the interpreter above ignores it)
+    variables = {"PYTHONPATH": paths, "PATH": f"{env / 'bin'}:/usr/bin:/bin"}
     try:
-        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return {}
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REPORT_BYTES:
-            return {}
-        try:
-            root = ElementTree.fromstring(handle.read())
-        except ElementTree.ParseError:
-            return {}
+        completed = sandbox.run(argv, env=variables, timeout_s=timeout_s, pass_fds=(write_end,))
+    finally:
+        os.close(write_end)
+    return read_stream(reader.collect(), completed)
+
+
+def read_stream(stream: bytes, completed: Completed) -> TestRun:
+    """The outcomes in `stream` (one JSON record per line, from `outcome_stream.py`), checked
+    against how the command ended."""
     outcomes: dict[str, Outcome] = {}
-    for case in root.iter("testcase"):
-        outcomes[_test_id(case)] = _outcome(case)
-    return outcomes
+    end: dict[str, Any] | None = None
+    for number, line in enumerate(stream.splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return TestRun({}, completed, f"line {number} of the outcome stream is not JSON")
+        if end is not None:
+            return TestRun({}, completed, f"a record after the session's end: {line[:200]!r}")
+        if "exit" in record:
+            end = record
+            continue
+        test = str(record.get("test"))
+        if _rank(record.get("outcome")) > _rank(record.get("observed", record.get("outcome"))):
+            why = f"{test} ({record.get('when')}) raised as {record.get('observed')}"
+            return TestRun({}, completed, f"{why} but was reported {record.get('outcome')}")
+        outcomes[test] = _combined(outcomes.get(test), record)
+    tampered = _disagreement(outcomes, end, completed)
+    return TestRun(outcomes, completed, tampered)
 
 
-def _test_id(case: ElementTree.Element) -> str:
-    name, classname, file = case.get("name", ""), case.get("classname", ""), case.get("file")
-    if not file:
-        return f"{classname}::{name}" if classname else name
-    module = file.removesuffix(".py").replace("/", ".")
-    inner = classname.removeprefix(module).lstrip(".") if classname.startswith(module) else ""
-    inner = inner.replace(".", "::")  # nested classes
-    return "::".join(part for part in (file, inner, name) if part)
+def _rank(outcome: object) -> int:
+    """How well a phase went, for the grader: a report may say worse than what the phase
+    raised (a strict xfail that passed is reported failed), never better."""
+    return {"passed": 2, "skipped": 1}.get(str(outcome), 0)
 
 
-def _outcome(case: ElementTree.Element) -> Outcome:
-    for child, outcome in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
-        if case.find(child) is not None:
-            return outcome
-    return "passed"
+def _combined(before: Outcome | None, record: dict[str, Any]) -> Outcome:
+    """A test's outcome so far, given one more of its reports (setup, call, teardown, or a
+    collection failure): as pytest's own JUnit report counts them."""
+    when, outcome = record.get("when"), record.get("outcome")
+    if before == "error" or (outcome == "failed" and when != "call"):
+        return "error"
+    if outcome == "failed" or before == "failed":
+        return "failed"
+    if outcome == "skipped" or before == "skipped":
+        return "skipped"
+    if when == "call" and outcome == "passed":
+        return "passed"
+    return before or "incomplete"  # set up, never called (yet)
+
+
+def _disagreement(
+    outcomes: dict[str, Outcome], end: dict[str, Any] | None, completed: Completed
+) -> str:
+    """Why the stream cannot be believed, or "" when it agrees with itself and the exit."""
+    failing = sorted(t for t, o in outcomes.items() if o in ("failed", "error"))
+    if end is None:
+        if completed.exit_code == 0 and not completed.timed_out:
+            return "the process exited 0 before pytest finished its session"
+        return ""  # killed or crashed: the tests without an outcome did not pass
+    status = end.get("exit")
+    if status != completed.exit_code and not completed.timed_out:
+        return f"pytest ended with status {status} but the process exited {completed.exit_code}"
+    if status == ALL_PASSED and failing:
+        return f"pytest reported success with failing tests: {', '.join(failing[:5])}"
+    if status == SOME_FAILED and not failing:
+        return "pytest reported failures but no test failed"
+    reported = sum("::" in test for test in outcomes)  # test items, not collection errors
+    collected = end.get("collected")
+    if isinstance(collected, int) and reported > collected:
+        return f"{reported} tests reported, {collected} collected"
+    return ""
+
+
+@dataclass
+class _StreamReader:
+    """Reads the pipe in a thread while the command runs (a full pipe would block it)."""
+
+    fd: int
+    data: bytearray = field(default_factory=bytearray)
+    _closed: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while not self._closed.is_set() or select.select([self.fd], [], [], 0)[0]:
+                if not select.select([self.fd], [], [], 0.1)[0]:
+                    continue
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    return  # every write end is closed
+                self.data += chunk[: MAX_STREAM_BYTES - len(self.data)]
+        finally:
+            os.close(self.fd)
+
+    def collect(self) -> bytes:
+        """What arrived, once the writers are gone (or after `DRAIN_S`: a process the tests
+        forked may hold the pipe open)."""
+        self._thread.join(DRAIN_S)
+        self._closed.set()
+        self._thread.join()
+        return bytes(self.data)
+
+
+def _install_boot(sandbox: Sandbox) -> Path:
+    """The boot script and plugin in the sandbox's root folder, which stays its caller's: the
+    command can read them but not change them."""
+    target = sandbox.root / "boot"
+    if not target.exists():
+        target.mkdir(mode=0o755)
+        for name in ("boot.py", "outcome_stream.py"):
+            shutil.copyfile(BOOT / name, target / name)
+            os.chmod(target / name, 0o644)
+    return target
+
+
+def _site_packages(env: Path) -> Path:
+    """The virtualenv's site-packages folder (`lib/pythonX.Y/site-packages`)."""
+    found = sorted((env / "lib").glob("python3*/site-packages"))
+    if not found:
+        raise FileNotFoundError(f"no site-packages under {env / 'lib'}")
+    return found[0]

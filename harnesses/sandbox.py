@@ -171,9 +171,11 @@ class Sandbox:
         cwd: str = ".",
         env: dict[str, str] | None = None,
         timeout_s: float | None = None,
+        pass_fds: tuple[int, ...] = (),
     ) -> Completed:
         """Run `argv` in the copy (`cwd` relative to it), with `env` added to the scrubbed
-        environment, within `timeout_s` (default: the limits' wall time)."""
+        environment, within `timeout_s` (default: the limits' wall time); the command inherits
+        `pass_fds` (e.g. the write end of a pipe the caller reads)."""
         isolation = network_isolation()
         if not isolation:
             log.warning("sandbox: no network namespace available; %s runs WITH network", argv[0])
@@ -190,6 +192,7 @@ class Sandbox:
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
             try:
                 process.wait(timeout=timeout_s or self.limits.wall_s)

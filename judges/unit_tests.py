@@ -159,6 +159,8 @@ def _verdict(trial: Trial, point: Checkpoint) -> Score:
         failed = trial.rejected
         why = (failed.stderr or failed.stdout).strip().splitlines()[-1:] if failed else []
         return Score(0.0, f"edits do not apply: {why[0] if why else 'no output'}"[:300])
+    if trial.run.tampered:
+        return Score(0.0, f"tampered: {trial.run.tampered}"[:300])
     passed = trial.run.passed()
     f2p = sum(t in passed for t in point.fail_to_pass)
     p2p = sum(t in passed for t in point.pass_to_pass)

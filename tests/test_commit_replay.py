@@ -15,7 +15,6 @@ from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
 from families.code_stages import pending_replays, rebuild_functions, replay_commits
 from generators.commit_replay import Unusable, analyse
-from harnesses.pytest_runner import read_report
 from harnesses.python_env import requirements_of
 from harnesses.sandbox import Limits
 from tests.conftest import make_context
@@ -94,31 +93,6 @@ def test_requirements_come_from_pyproject_and_requirement_files(tmp_path):
     assert "sk-planted-key" not in requirements_of(tmp_path)
     (tmp_path / "pyproject.toml").write_text('project = "not a table"\n')
     assert requirements_of(tmp_path) == ["requests==2.32.3", "pytest"]
-
-
-def test_report_ids_are_pytest_node_ids(tmp_path):
-    report = tmp_path / "report.xml"
-    report.write_text(
-        '<testsuites><testsuite name="pytest">'
-        '<testcase classname="tests.test_a" name="test_plain" file="tests/test_a.py" />'
-        '<testcase classname="tests.test_a.TestGroup" name="test_in_class[1-2]"'
-        ' file="tests/test_a.py"><failure message="boom" /></testcase>'
-        '<testcase classname="tests.test_b" name="tests.test_b" file="tests/test_b.py">'
-        "<error /></testcase>"
-        '<testcase classname="tests.test_a" name="test_skip" file="tests/test_a.py">'
-        "<skipped /></testcase>"
-        '<testcase classname="tests.test_a.TestOuter.TestInner" name="test_deep"'
-        ' file="tests/test_a.py" />'
-        "</testsuite></testsuites>"
-    )
-    assert read_report(report) == {
-        "tests/test_a.py::test_plain": "passed",
-        "tests/test_a.py::TestGroup::test_in_class[1-2]": "failed",
-        "tests/test_b.py::tests.test_b": "error",
-        "tests/test_a.py::test_skip": "skipped",
-        "tests/test_a.py::TestOuter::TestInner::test_deep": "passed",
-    }
-    assert read_report(tmp_path / "missing.xml") == {}
 
 
 def ingested(tmp_path, repo):
