@@ -7,7 +7,9 @@ reaches the grader as that test finishes, down a pipe whose read end stays outsi
 so a hook that runs later (at exit, say) cannot rewrite it. The stream's last record, pytest's
 exit status and test count, is checked against the process's exit code and the outcomes
 received; a run whose records disagree, or that exits cleanly without that record, is
-`tampered`: it passes no test, and the evidence says why. Each phase's report is also checked
+`tampered`: it passes no test, and the evidence says why; one killed before that record
+passes none either. The repository's `addopts` are dropped (they could load a plugin of its
+own). Each phase's report is also checked
 against what the test's call raised, observed before any hook of the repository's could change
 it: a report better than that is tampering too. Outcomes are keyed by pytest's test ids
 (`tests/test_x.py::TestCase::test_name[param]`): passed, failed, error, skipped.
@@ -41,9 +43,12 @@ class TestRun:
     outcomes: dict[str, Outcome]
     completed: Completed
     tampered: str = ""  # the evidence that the outcomes cannot be believed; then none passes
+    # why pytest's end record never came (killed, crashed, timed out): then none passes either,
+    # since the outcomes before it could have been written by anything in the process
+    incomplete: str = ""
 
     def passed(self) -> set[str]:
-        if self.tampered:
+        if self.tampered or self.incomplete:
             return set()
         return {test for test, outcome in self.outcomes.items() if outcome == "passed"}
 
@@ -69,6 +74,8 @@ def run_pytest(
         "-p",
         "no:cacheprovider",
         "--continue-on-collection-errors",  # a test module that cannot import fails alone
+        "-o",
+        "addopts=",  # the repository's config cannot load a plugin of its own (`-p module`)
         f"--rootdir={sandbox.tree}",  # no config or conftest from above the copy
         f"--confcutdir={sandbox.tree}",
         *(tests or []),
@@ -102,8 +109,10 @@ def read_stream(stream: bytes, completed: Completed) -> TestRun:
             why = f"{test} ({record.get('when')}) raised as {record.get('observed')}"
             return TestRun({}, completed, f"{why} but was reported {record.get('outcome')}")
         outcomes[test] = _combined(outcomes.get(test), record)
-    tampered = _disagreement(outcomes, end, completed)
-    return TestRun(outcomes, completed, tampered)
+    if end is None and (completed.exit_code != 0 or completed.timed_out):
+        how = "timed out" if completed.timed_out else f"exited {completed.exit_code}"
+        return TestRun(outcomes, completed, incomplete=f"{how} before pytest's end record")
+    return TestRun(outcomes, completed, _disagreement(outcomes, end, completed))
 
 
 def _rank(outcome: object) -> int:
@@ -133,9 +142,7 @@ def _disagreement(
     """Why the stream cannot be believed, or "" when it agrees with itself and the exit."""
     failing = sorted(t for t, o in outcomes.items() if o in ("failed", "error"))
     if end is None:
-        if completed.exit_code == 0 and not completed.timed_out:
-            return "the process exited 0 before pytest finished its session"
-        return ""  # killed or crashed: the tests without an outcome did not pass
+        return "the process exited 0 before pytest finished its session"
     status = end.get("exit")
     if status != completed.exit_code and not completed.timed_out:
         return f"pytest ended with status {status} but the process exited {completed.exit_code}"

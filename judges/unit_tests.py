@@ -166,7 +166,7 @@ def _verdict(trial: Trial, point: Checkpoint) -> Score:
     p2p = sum(t in passed for t in point.pass_to_pass)
     f2p_of, p2p_of = len(point.fail_to_pass), len(point.pass_to_pass)
     why = f"fail-to-pass {f2p}/{f2p_of}, pass-to-pass {p2p}/{p2p_of}"
-    if trial.run.completed.timed_out:
-        why += " (timed out)"
+    if trial.run.incomplete:
+        why += f" ({trial.run.incomplete})"
     ok = f2p == f2p_of and p2p == p2p_of
     return Score(1.0 if ok else 0.0, why)

@@ -63,6 +63,14 @@ for name in os.listdir("/proc/self/fd"):
     except OSError:
         pass
 """
+CRASH_AFTER_PASSES = (
+    WRITE_THE_PIPE.replace(
+        '{"exit": 0, "collected": 2}',
+        '{"test": "tests/test_calc.py::test_zero", "when": "call", '
+        '"outcome": "passed", "observed": "passed"}',
+    )
+    + "os._exit(3)\n"
+)
 SKIP_MODULE = "import pytest\npytest.skip('no', allow_module_level=True)\n"
 
 TRICKS = {
@@ -78,6 +86,11 @@ TRICKS = {
     "a conftest hook rewrites the reports": {"conftest.py": CONFTEST_WRAPPER},
     "write passes and an end into the pipe": {"src/calc/__init__.py": BUGGY + WRITE_THE_PIPE},
     "skip the test module from the package": {"src/calc/__init__.py": BUGGY + SKIP_MODULE},
+    "write passes into the pipe, then crash": {"src/calc/__init__.py": BUGGY + CRASH_AFTER_PASSES},
+    "addopts loads a plugin from the repository": {
+        "pytest.ini": "[pytest]\naddopts = -p calc_plugin\n",
+        "src/calc_plugin.py": "def pytest_pyfunc_call(pyfuncitem):\n    return True\n",
+    },
 }
 
 
@@ -112,7 +125,7 @@ def test_tricks_that_contradict_the_stream_are_recorded_as_tampered(tmp_path):
     evidence = {
         trick: run(project(tmp_path / str(n), TRICKS[trick])).tampered
         for n, trick in enumerate(TRICKS)
-        if trick.startswith(("exit 0", "patch", "a conftest", "write"))
+        if trick.startswith(("exit 0", "patch", "a conftest", "write passes and an end"))
     }
     assert all(evidence.values()), evidence
 
@@ -144,7 +157,10 @@ def test_the_stream_is_read_as_pytest_counts_outcomes():
         "u.py": "error",
     }
     assert run.passed() == {"t.py::a"}
-    # a kill or a crash leaves the tests it did not reach without an outcome, and is no forgery
-    assert read_stream("\n".join(lines[:3]).encode(), completed(-9)).passed() == {"t.py::a"}
-    assert read_stream(b"", completed(0, timed_out=True)).tampered == ""
+    # without pytest's end record (killed, crashed, timed out) nothing passes: anything in the
+    # process could have written the lines before it; but it is no evidence of forgery
+    killed = read_stream("\n".join(lines[:3]).encode(), completed(-9))
+    assert killed.passed() == set() and not killed.tampered and "exited -9" in killed.incomplete
+    timed_out = read_stream(b"", completed(0, timed_out=True))
+    assert not timed_out.tampered and timed_out.incomplete == "timed out before pytest's end record"
     assert "not JSON" in read_stream(b"{", completed(0)).tampered
