@@ -81,6 +81,7 @@ bench: install
 	$(PY) bench/rerun_cache.py
 	$(PY) bench/calibration.py
 	$(PY) bench/trace_ingest.py
+	$(PY) bench/scrub_lines.py
 	$(PY) bench/rewards.py
 	$(PY) bench/dedup.py
 	$(PY) bench/catalog.py

@@ -60,12 +60,17 @@ SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|gsk_[A-Za-z0-9]{30,}|xai-[A-Za-z0-9]{30,}|r8_[A-Za-z0-9]{30,}"  # Groq, xAI, Replicate
         r"|npm_[A-Za-z0-9]{30,})",  # npm
     ),
-    ("EMAIL", r"[\w.%+-]+(?:@|%40)[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}\b"),
+    # a match starts where a run of address characters starts (never inside one), so a long
+    # run with no `@` is read once, not once per character: linear in the text's length
+    ("EMAIL", r"(?<![\w.%+-])[\w.%+-]+(?:@|%40)[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}\b"),
     (
         "SECRET",
         # DB_PASSWORD=..., client_secret: ..., "password is ...": the value after the name,
         # when it has a digit or a symbol ("password: change it now" is advice, not a secret)
-        rf"(?i)(?<![A-Za-z0-9])(?:\w*_)?{_KEY_NAME}(?:_\w*)?\b[\"']?(?:\s*[:=]\s*|\s+is\s+)"
+        # (from the start of a word, with at most 64 characters around the name: linear in the
+        # text's length, as EMAIL)
+        rf"(?i)(?<!\w)(?:\w{{0,64}}_)?{_KEY_NAME}(?:_\w{{0,64}})?\b[\"']?"
+        r"(?:\s*[:=]\s*|\s+is\s+)"
         r"[\"']?(?P<secret>(?=[^\s\"',;\[]*[\d!@#$%^&*_+=/\\-])[^\s\"',;\[]{6,})",
     ),
     ("SSN", r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b"),

@@ -99,9 +99,9 @@ class CallRecorder:
 
     def add(self, call: ProxyCall) -> None:
         """Buffer `call`, unless a later retry of the same call was already recorded (an
-        abandoned attempt that the upstream answered late never replaces the retry)."""
-        if self.scrubber is not None:
-            call = scrubbed_call(call, self.scrubber)
+        abandoned attempt that the upstream answered late never replaces the retry). The call
+        is scrubbed when it is written (`flush`, on the recorder's thread): a large request
+        never holds up the event loop that serves the others."""
         with self._lock:
             if self._latest_retry.get(call.call_id, -1) > call.retry:
                 return
@@ -115,6 +115,8 @@ class CallRecorder:
         """Write what is buffered as one shard; returns how many calls it held."""
         with self._lock:
             calls, self._buffer = list(self._buffer.values()), {}
+        if self.scrubber is not None:
+            calls = [scrubbed_call(call, self.scrubber) for call in calls]
         self.lake.write("proxy_calls", calls, self.run_id)
         return len(calls)
 

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -294,21 +295,51 @@ def test_the_stream_assembler_reads_crlf_events_a_tail_and_survives_garbage():
     assert len(assembler.problems) == 2  # the list and the broken JSON
 
 
+def proxy_call(call_id: str, text: str, answer: str = "") -> ProxyCall:
+    messages = [{"role": "user", "content": text}]
+    choices = [{"message": {"role": "assistant", "content": answer}}]
+    return ProxyCall(
+        call_id=call_id, rollout_id="r", started_at=utcnow(), model="m",
+        messages=json.dumps(messages), params="{}", response=json.dumps(choices),
+        finish_reason="stop", prompt_tokens=1, completion_tokens=1, latency_s=0.1,
+        status=200, error="", stream=False, retry=0,
+    )  # fmt: skip
+
+
 def test_a_scrubbing_recorder_writes_no_personal_data(lake):
     recorder = CallRecorder(lake, "run-1", scrubber=Scrubber())
-    messages = [{"role": "user", "content": "I am ana@example.com, call +44 20 7946 0958"}]
-    answer = [{"message": {"role": "assistant", "content": "Hi ana@example.com"}}]
-    recorder.add(
-        ProxyCall(
-            call_id="c", rollout_id="r", started_at=utcnow(), model="m",
-            messages=json.dumps(messages), params="{}",
-            response=json.dumps(answer),
-            finish_reason="stop", prompt_tokens=1, completion_tokens=1, latency_s=0.1,
-            status=200, error="", stream=False, retry=0,
-        )
-    )  # fmt: skip
+    text = "I am ana@example.com, call +44 20 7946 0958"
+    recorder.add(proxy_call("c", text, "Hi ana@example.com"))
     recorder.flush()
     (call,) = calls(lake)
     stored = json.dumps(call, default=str)
     assert "ana@example.com" not in stored and "7946" not in stored
     assert json.loads(call["messages"])[0]["content"] == "I am [EMAIL], call [PHONE]"
+
+
+def test_a_call_being_scrubbed_holds_up_no_other_call(lake):
+    """The request handlers only buffer calls; scrubbing happens when the recorder's own thread
+    writes them, so a request that takes long to scrub never stalls the event loop."""
+    scrubbing, release = threading.Event(), threading.Event()
+
+    class SlowOnBigCalls(Scrubber):
+        def scrub(self, text, counts=None):
+            if "BIG" in text:
+                scrubbing.set()
+                release.wait(60)
+            return super().scrub(text, counts)
+
+    recorder = CallRecorder(lake, "run-1", flush_every_s=0.05, scrubber=SlowOnBigCalls())
+    recorder.start()
+    try:
+        handler = threading.Thread(target=recorder.add, args=(proxy_call("a", "BIG bo@x.org"),))
+        handler.start()
+        handler.join(20)
+        assert not handler.is_alive()  # buffered without being scrubbed
+        assert scrubbing.wait(20)  # the recorder's thread scrubs it
+        recorder.add(proxy_call("b", "then cy@x.org"))  # and calls keep coming in meanwhile
+    finally:
+        release.set()
+        recorder.close()
+    stored = {c["call_id"]: json.loads(c["messages"])[0]["content"] for c in calls(lake)}
+    assert stored == {"a": "BIG [EMAIL]", "b": "then [EMAIL]"}

@@ -1,0 +1,60 @@
+"""Scrubbing cost on one long line: ordinary prose against single words built to make
+backtracking regular expressions slow (issue 26: 10 kB of `_a` took 4.4 s before the EMAIL
+and SECRET patterns were anchored at word starts).
+
+For each size, prints the seconds the scrubber takes on prose (the baseline) and on each
+adversarial word, and the ratio of each to the baseline; a linear scrubber keeps the ratios
+flat as the size grows. One run per cell. Run from the repository root:
+`.venv/bin/python bench/scrub_lines.py [--sizes 10000 100000 1000000]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from data.scrub import Scrubber  # noqa: E402
+
+PROSE = "The kettle ships with a two year warranty and a spare filter. "
+WORDS = {
+    "_a": "_a",
+    "x_password_": "x_password_",
+    "a.": "a.",
+    "a%40": "a%40",
+    "digits": "1",
+    "x@a.": "a.",  # after an "x@" prefix: one long domain
+}
+
+
+def line(unit: str, size: int, prefix: str = "") -> str:
+    return (prefix + unit * (size // len(unit) + 1))[:size]
+
+
+def seconds(scrubber: Scrubber, text: str) -> float:
+    started = time.perf_counter()
+    scrubber.scrub(text)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    args = parser.parse_args()
+    scrubber = Scrubber()
+    print(f"{'size':>9} {'input':>12} {'seconds':>8} {'x prose':>8}")
+    for size in args.sizes:
+        base = seconds(scrubber, line(PROSE, size))
+        print(f"{size:>9} {'prose':>12} {base:>8.3f} {1:>8.1f}")
+        for name, unit in WORDS.items():
+            took = seconds(scrubber, line(unit, size, "x@" if name == "x@a." else ""))
+            print(f"{size:>9} {name:>12} {took:>8.3f} {took / base:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()
