@@ -99,6 +99,8 @@ def read_stream(stream: bytes, completed: Completed) -> TestRun:
             record = json.loads(line)
         except ValueError:
             return TestRun({}, completed, f"line {number} of the outcome stream is not JSON")
+        if not isinstance(record, dict):
+            return TestRun({}, completed, f"line {number} of the outcome stream is not a record")
         if end is not None:
             return TestRun({}, completed, f"a record after the session's end: {line[:200]!r}")
         if "exit" in record:

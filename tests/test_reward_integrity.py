@@ -164,3 +164,4 @@ def test_the_stream_is_read_as_pytest_counts_outcomes():
     timed_out = read_stream(b"", completed(0, timed_out=True))
     assert not timed_out.tampered and timed_out.incomplete == "timed out before pytest's end record"
     assert "not JSON" in read_stream(b"{", completed(0)).tampered
+    assert "not a record" in read_stream(b"[1]\n5", completed(0)).tampered
