@@ -205,6 +205,14 @@ def pending_describe(ctx: StageContext) -> list[str]:
     return pending_in_window(ctx, "describe", sql, ctx.config.code.max_replays)
 
 
+def _repo_origins(ctx: StageContext) -> dict[str, RepoOrigin]:
+    """Every repository in the lake: its origin and mirror, by id."""
+    return {
+        r["repo_id"]: RepoOrigin(r["repo_id"], r["origin"], Path(r["mirror"]))
+        for r in ctx.lake.rows("SELECT repo_id, origin, mirror FROM repos")
+    }
+
+
 @dataclass(frozen=True)
 class ToDescribe:
     """A replayed commit, the commit, and its repository's origin and mirror."""
@@ -219,10 +227,7 @@ def load_replays(ctx: StageContext, items: list[str]) -> dict[str, ToDescribe]:
     where = "list_contains(?, repo_id || ':' || sha)"
     replays = {f"{r.repo_id}:{r.sha}": r for r in ctx.lake.records("replays", where, [items])}
     commits = {f"{c.repo_id}:{c.sha}": c for c in ctx.lake.records("commits", where, [items])}
-    repos = {
-        r["repo_id"]: RepoOrigin(r["repo_id"], r["origin"], Path(r["mirror"]))
-        for r in ctx.lake.rows("SELECT repo_id, origin, mirror FROM repos")
-    }
+    repos = _repo_origins(ctx)
     return {
         item: ToDescribe(replay, commits[item], repos[replay.repo_id])
         for item, replay in replays.items()
@@ -291,10 +296,7 @@ class ToSequence:
 
 
 def load_sequences(ctx: StageContext, items: list[str]) -> dict[str, ToSequence]:
-    repos = {
-        r["repo_id"]: RepoOrigin(r["repo_id"], r["origin"], Path(r["mirror"]))
-        for r in ctx.lake.rows("SELECT repo_id, origin, mirror FROM repos")
-    }
+    repos = _repo_origins(ctx)
     links = _links(ctx)
     return {
         item: ToSequence(links[item], repos[item.split(":")[0]]) for item in items if item in links

@@ -105,8 +105,8 @@ def _diff(mirror: Path, commit: Commit, paths: list[str]) -> str:
 
 
 def _why(run: TestRun) -> str:
-    last = (run.completed.stderr or run.completed.stdout).strip().splitlines()
     if run.tampered:
         return f"tampered: {run.tampered}"
+    last = (run.completed.stderr or run.completed.stdout).strip().splitlines()
     reason = "timed out" if run.completed.timed_out else f"exit {run.completed.exit_code}"
     return f"{reason}: {last[-1] if last else 'no output'}"

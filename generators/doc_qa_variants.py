@@ -56,9 +56,8 @@ TWO_HOP_PROMPT = load_prompt(__file__, "doc_qa_two_hop")
 HINT_MARK = "\n\nHint: "
 MIN_OVERLAP_DROP = 0.1
 DISTRACTORS = 2  # neighbouring passages beside the task's own at the `distractors` level
-# Knobs that describe one derivation step (a rewrite's measurements, the parent a remedy came
-# from): a variant records its own and leaves its parent's to the parent's lineage. `remedy`
-# stays: the variant keeps the remedied verifier.
+# Knobs that describe one derivation step (a rewrite's measurements): a variant records its own
+# and leaves its parent's to the parent's lineage.
 STEP_KNOBS = ("overlap_pct", "parent_overlap_pct", "bridge")
 
 
