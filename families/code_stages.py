@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from data.errors import ReasonedError
 from data.llm import LLMClient
 from data.records import Commit, CommitReplay, Record, Status, Task
 from data.repos import ingest_repo
@@ -107,6 +108,9 @@ def check_repo_tests(ctx: StageContext, repo_ids: list[str], limits: Limits) -> 
         repo = repos[repo_id]
         try:
             result = tests_at(Path(repo["mirror"]), repo["head"], limits)
+        except ReasonedError as error:  # no sandbox here, say: retried next run
+            statuses.append(ctx.status("repo_tests", repo_id, "failed", error.reason, error.detail))
+            continue
         except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
             detail = traceback.format_exception_only(error)[-1].strip()
             statuses.append(ctx.status("repo_tests", repo_id, "failed", "internal_error", detail))
@@ -132,6 +136,8 @@ def _replay_one(
     item = f"{commit.repo_id}:{commit.sha}"
     try:
         result = analyse(commit, mirror, limits)
+    except ReasonedError as error:
+        return ctx.status("replay", item, "failed", error.reason, error.detail), None
     except Exception as error:  # noqa: BLE001 - recorded; the other commits go on
         detail = traceback.format_exception_only(error)[-1].strip()
         return ctx.status("replay", item, "failed", "internal_error", detail), None
@@ -178,6 +184,8 @@ def rebuild_functions(ctx: StageContext) -> Counter:
             state, reason, detail = "rejected", failure.reason, ""
         except EnvError as error:
             state, reason, detail = "failed", "dependencies_unavailable", error.detail
+        except ReasonedError as error:
+            state, reason, detail = "failed", error.reason, error.detail
         except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
             state, reason = "failed", "internal_error"
             detail = traceback.format_exception_only(error)[-1].strip()

@@ -26,10 +26,11 @@ from pathlib import Path
 from data import interrupt
 from data.config import ConfigError
 from data.endpoints import Endpoint
+from data.errors import ReasonedError
 from data.funnel import MEASURED_BY
 from data.ingest import ingest_documents
 from data.interrupt import Interrupted
-from data.llm import LLMClient, LLMError
+from data.llm import LLMClient
 from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
 from families import family_of, generation_stages, reviewed_kinds
 from families import kinds as registered_kinds
@@ -108,7 +109,8 @@ def run_llm_batch(
 ) -> Counter:
     """Process `items` concurrently (bounded by the client) and write the batch's shards.
 
-    An LLM failure marks only that item `failed` with its reason; any other exception is recorded
+    An expected failure (an LLM's, no sandbox for code: `ReasonedError`) marks only that item
+    `failed` with its reason; any other exception is recorded
     the same way (`internal_error`, with the exception's last line) so one bad item never stops
     the run.
     """
@@ -121,7 +123,7 @@ def run_llm_batch(
             if item not in inputs:
                 return Outcome(ctx.status(stage.name, item, "rejected", "input_missing"))
             return await stage.work(ctx, item, inputs[item], client)
-        except LLMError as exc:
+        except ReasonedError as exc:  # an LLM's failure, no sandbox for code, ...
             return Outcome(ctx.status(stage.name, item, "failed", exc.reason, exc.detail))
         except Exception as exc:  # noqa: BLE001 - recorded, visible in `foundry stats`
             last = traceback.format_exception_only(exc)[-1].strip()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harnesses.python_env import readable_paths
 from harnesses.sandbox import Completed, Sandbox
 
 Outcome = str  # passed | failed | error | skipped | incomplete (set up, never run)
@@ -83,7 +84,13 @@ def run_pytest(
     # PYTHONPATH for the processes the tests start (the interpreter above ignores it)
     variables = {"PYTHONPATH": paths, "PATH": f"{env / 'bin'}:/usr/bin:/bin"}
     try:
-        completed = sandbox.run(argv, env=variables, timeout_s=timeout_s, pass_fds=(write_end,))
+        completed = sandbox.run(
+            argv,
+            env=variables,
+            timeout_s=timeout_s,
+            pass_fds=(write_end,),
+            readable=readable_paths(env),
+        )
     finally:
         os.close(write_end)
     return read_stream(reader.collect(), completed)

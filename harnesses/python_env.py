@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 
 from data.records import content_id
-from harnesses.sandbox import private_dir
+from harnesses.sandbox import SYSTEM_DIRS, private_dir
 
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 REQUIREMENT_FILES = (
@@ -50,6 +50,14 @@ def sandbox_python() -> str:
     """An interpreter every uid can run: the system's, else this one's base interpreter."""
     system = Path("/usr/bin/python3")
     return str(system) if system.exists() else getattr(sys, "_base_executable", sys.executable)
+
+
+def readable_paths(env: Path) -> tuple[Path, ...]:
+    """What a sandboxed command needs to read to run `env`'s interpreter: the environment and
+    the installation its interpreter links to (when that is not a system folder already)."""
+    prefix = Path(os.path.realpath(env / "bin" / "python")).parent.parent
+    system = any(prefix.is_relative_to(folder) for folder in SYSTEM_DIRS)
+    return (env,) if system else (env, prefix)
 
 
 def env_cache() -> Path:

