@@ -58,9 +58,27 @@ VERIFIERS_SCHEMA = pa.schema(
         ("task", pa.string()),
     ]
 )
+# An episode's message as TRL's SFTTrainer and the chat templates read it: an assistant turn may
+# carry tool calls (arguments as the JSON text the model wrote), a tool turn names its call.
+TOOL_CALL = pa.struct(
+    [
+        ("id", pa.string()),
+        ("type", pa.string()),
+        ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
+    ]
+)
+EPISODE_MESSAGE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(TOOL_CALL)),
+        ("tool_call_id", pa.string()),
+        ("name", pa.string()),
+    ]
+)
 SFT_SCHEMA = pa.schema(
     [
-        ("messages", pa.list_(MESSAGE)),
+        ("messages", pa.list_(EPISODE_MESSAGE)),
         ("tools", pa.string()),
         ("task_id", pa.string()),
         ("kind", pa.string()),
@@ -261,14 +279,35 @@ def _transcript(
     choices = json.loads(call["response"])
     if not choices:
         return None
-    sent = [_plain_message(m) for m in json.loads(call["messages"])]
-    reply = _plain_message(choices[0].get("message") or {})
+    sent = [episode_message(m) for m in json.loads(call["messages"])]
+    reply = episode_message(choices[0].get("message") or {})
     return [*sent, {**reply, "role": "assistant"}], json.loads(call["params"]).get("tools", [])
 
 
-def _plain_message(message: dict[str, Any]) -> dict[str, str]:
-    """A chat message as role and text (content parts joined)."""
+def episode_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A recorded chat message as an SFT episode keeps it: role and text (content parts
+    joined), and the tool calls an assistant made or the call a tool message answers."""
     content = message.get("content") or ""
     if isinstance(content, list):
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return {"role": str(message.get("role", "")), "content": str(content)}
+    kept: dict[str, Any] = {"role": str(message.get("role", "")), "content": str(content)}
+    calls = [_tool_call(c) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    if calls:
+        kept["tool_calls"] = calls
+    for key in ("tool_call_id", "name"):
+        if message.get(key):
+            kept[key] = str(message[key])
+    return kept
+
+
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    arguments = function.get("arguments", "")
+    return {
+        "id": str(call.get("id", "")),
+        "type": str(call.get("type", "function")),
+        "function": {
+            "name": str(function.get("name", "")),
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }

@@ -345,7 +345,8 @@ def test_code_rollouts_that_passed_become_sft_transcripts(code_run, tmp_path):
     by_id = {r["task_id"]: r for r in rows}
     for example in examples:
         prompt = by_id[example["task_id"]]["prompt"]
-        assert example["messages"][: len(prompt)] == prompt
+        said = [{"role": m["role"], "content": m["content"]} for m in example["messages"]]
+        assert said[: len(prompt)] == prompt
         assert example["messages"][-1]["role"] == "assistant" and example["reward"] == 1.0
 
 

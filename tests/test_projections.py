@@ -10,12 +10,14 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
 
 from data.errors import ReasonedError
 from data.hub import push_version
-from data.projections import canonical_rows, project
+from data.projections import SFT_SCHEMA, canonical_rows, episode_message, project
 from data.verifiers_package import packaged, taskset_id
 from flows.cli import main
 from judges.rewards import verifier_reward
@@ -159,3 +161,47 @@ def test_export_with_formats_through_the_cli(docqa_taskset, capsys):
     )
     out = capsys.readouterr().out
     assert "  trl: " in out and "  sft: " in out and "verifiers" not in out
+
+
+def test_an_sft_episode_keeps_its_tool_calls_and_results(tmp_path):
+    recorded = [
+        {"role": "system", "content": "You run the shop's tools."},
+        {"role": "user", "content": [{"type": "text", "text": "Restock the tent."}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "restock", "arguments": '{"sku": "TENT-2", "qty": 3}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "name": "restock", "content": '{"ok": true}'},
+        {"role": "assistant", "content": "Restocked 3 tents."},
+    ]
+    tools = [{"type": "function", "function": {"name": "restock", "parameters": {}}}]
+    row = {
+        "messages": [episode_message(m) for m in recorded],
+        "tools": json.dumps(tools),
+        "task_id": "t1",
+        "kind": "world_tool_use",
+        "attempt_id": "a1",
+        "harness": "world_agent",
+        "solver_model": "m",
+        "reward": 1.0,
+    }
+    out = tmp_path / "sft"
+    out.mkdir()
+    pq.write_table(pa.Table.from_pylist([row], schema=SFT_SCHEMA), out / "part-00000.parquet")
+    (loaded,) = rows_of(out)
+    system, user, call, result, answer = loaded["messages"]
+    assert user["content"] == "Restock the tent." and not user["tool_calls"]
+    assert call["tool_calls"][0]["function"] == {
+        "name": "restock",
+        "arguments": '{"sku": "TENT-2", "qty": 3}',
+    }
+    assert (result["role"], result["tool_call_id"], result["name"]) == ("tool", "call_1", "restock")
+    assert answer == {**answer, "role": "assistant", "content": "Restocked 3 tents."}
+    assert json.loads(loaded["tools"]) == tools
