@@ -12,11 +12,11 @@ Run by the sandboxed interpreter as `python -I -S boot.py FD SITE_PACKAGES PATHS
   code can reach afterwards (only the interpreter holds it, and the ways to find it, `gc`'s
   object lists, are refused). It keeps what the plugin pins (`foundry.pin` events: the
   namespaces of pytest's, pluggy's and the plugin's modules and classes, and the plugin's
-  objects in the session) and checks them whenever the plugin sends a record
-  (`foundry.check`); it also refuses
-  the ways to reach or rewrite the grader from inside: `gc.get_objects` and its kin, trace and
-  profile functions, raw memory through `ctypes`, `/proc/*/mem`, new code or defaults for the
-  plugin's functions. Each is written down the pipe as `{"tampered": evidence}` at once.
+  objects in the session) and checks them whenever the plugin reports a test's call
+  (`foundry.check`); it also refuses the ways to reach or rewrite the grader from inside:
+  `gc.get_objects` and its kin, trace and profile functions, raw memory through `ctypes`,
+  `/proc/*/mem`, new code or defaults for the plugin's functions. Each is written down the
+  pipe as `{"tampered": evidence}` at once.
 The exit status is pytest's; the stream's last record repeats it for the grader to compare.
 """
 
@@ -66,11 +66,14 @@ def _guard(fd: int, guarded: frozenset[int]) -> Callable[[str, tuple], None]:
     """The audit hook: its state lives in this closure, which only the interpreter can reach;
     every name it calls is bound here, before any code of the repository's runs."""
     write, ident, kind, names, count, snapshot = os.write, id, type, vars, len, tuple
-    attribute, module, flag = getattr, ModuleType, bool
+    attribute, module, flag, apply = getattr, ModuleType, bool, map
     encode, refused, code_attributes = encode_basestring_ascii, REFUSED, CODE_ATTRIBUTES
     missing = object()
-    # (label, owner, the attributes watched (none: all, and no new one), their values)
-    pins: list[tuple[str, object, tuple[str, ...], tuple[tuple[str, object], ...]]] = []
+    # (label, owner, the attributes watched (none: all, and no new one), their values, the
+    # values' ids in order: unchanged namespaces are compared at C speed)
+    pins: list[
+        tuple[str, object, tuple[str, ...], tuple[tuple[str, object], ...], tuple[int, ...]]
+    ] = []
     pinned: set[int] = set()
     sealed: list[bool] = []
     told: set[str] = set()
@@ -83,13 +86,16 @@ def _guard(fd: int, guarded: frozenset[int]) -> Callable[[str, tuple], None]:
                 data = data[write(fd, data) :]
 
     def changed() -> str:
-        for label, owner, watched, attributes in pins:
+        for label, owner, watched, attributes, same in pins:
             if watched:  # some attributes, of an object that may have no __dict__
                 for name, value in attributes:
                     if attribute(owner, name, missing) is not value:
                         return f"{label}.{name} was replaced"
                 continue
             namespace = names(owner)
+            # the pinned values are held here, so no other object can have their ids
+            if snapshot(apply(ident, namespace.values())) == same:
+                continue
             for name, value in attributes:
                 if namespace.get(name, missing) is not value:
                     return f"{label}.{name} was replaced"
@@ -110,10 +116,11 @@ def _guard(fd: int, guarded: frozenset[int]) -> Callable[[str, tuple], None]:
         elif ident(owner) not in pinned:
             pinned.add(ident(owner))
             if watched:
-                attributes = [(name, attribute(owner, name, missing)) for name in watched]
+                attributes = snapshot((name, attribute(owner, name, missing)) for name in watched)
             else:
-                attributes = names(owner).items()
-            pins.append((label, owner, watched, snapshot(attributes)))
+                attributes = snapshot(names(owner).items())
+            same = snapshot(apply(ident, (value for _, value in attributes)))
+            pins.append((label, owner, watched, attributes, same))
 
     def hook(event: str, args: tuple) -> None:
         if event == "foundry.check":

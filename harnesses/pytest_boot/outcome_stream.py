@@ -20,8 +20,8 @@ hooks call is bound as a default argument when this module loads, before any cod
 repository's runs (the boot script's audit hook refuses new code or defaults for these
 functions), and no hook keeps state between calls. The namespaces of pytest's and pluggy's
 modules and classes, this module's and the session's hook callers are pinned with the audit
-hook (`pytest_load_initial_conftests`), which compares them whenever a line is sent: any
-replacement is sent as tampering.
+hook (`pytest_load_initial_conftests`), which compares them whenever a test's call is reported
+and when the session ends: any replacement is sent as tampering.
 """
 
 import os
@@ -35,8 +35,6 @@ import pytest
 
 # pytest's modules a test's run, report and verdict go through
 PYTEST_MODULES = (
-    "_pytest._code.code",
-    "_pytest.fixtures",
     "_pytest.main",
     "_pytest.nodes",
     "_pytest.outcomes",
@@ -44,7 +42,6 @@ PYTEST_MODULES = (
     "_pytest.reports",
     "_pytest.runner",
     "_pytest.skipping",
-    "_pytest.unittest",
 )
 # the hooks a test's run and report go through, whose callers are pinned in the session
 HOOKS = (
@@ -61,14 +58,18 @@ HOOKS = (
 def _send(
     fd: int,
     fields: tuple[tuple[str, object], ...],
+    check: bool = False,
     _write=os.write,
     _encode=encode_basestring_ascii,
     _audit=sys.audit,
     _str=str,
     _type=type,
 ) -> None:
-    """One line down the pipe, after the audit hook has checked the pins."""
-    _audit("foundry.check")
+    """One line down the pipe; with `check`, after the audit hook has checked the pins (once
+    per test and at the end: checking at every line would make a run of quick tests several
+    times slower)."""
+    if check:
+        _audit("foundry.check")
     line = "{"
     for name, value in fields:
         text = _encode(value) if _type(value) is _str else _str(value)
@@ -163,12 +164,13 @@ class OutcomeStream:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport, _send=_send) -> None:
         fields = (("test", report.nodeid), ("when", report.when), ("outcome", report.outcome))
-        _send(self.fd, fields)
+        _send(self.fd, fields, report.when == "call")
 
     def pytest_sessionfinish(
         self, session: pytest.Session, exitstatus: int, _send=_send, _int=int
     ) -> None:
-        _send(self.fd, (("exit", _int(exitstatus)), ("collected", _int(session.testscollected))))
+        end = (("exit", _int(exitstatus)), ("collected", _int(session.testscollected)))
+        _send(self.fd, end, True)
 
 
 def _pin_modules(_audit=sys.audit) -> None:
