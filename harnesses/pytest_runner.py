@@ -9,10 +9,13 @@ exit status and test count, is checked against the process's exit code and the o
 received; a run whose records disagree, or that exits cleanly without that record, is
 `tampered`: it passes no test, and the evidence says why; one killed before that record
 passes none either. The repository's `addopts` are dropped (they could load a plugin of its
-own). Each phase's report is also checked
-against what the test's call raised, observed before any hook of the repository's could change
-it: a report better than that is tampering too. Outcomes are keyed by pytest's test ids
-(`tests/test_x.py::TestCase::test_name[param]`): passed, failed, error, skipped.
+own). Each phase's report is also checked against what was observed of it (what the test
+function's call raised, and what the phase raised before any hook of the repository's could
+change the report): a report better than that is tampering too, and so is a test function's
+call reported passed that was never seen. The boot script's audit hook sends its own evidence
+(`{"tampered": ...}`: a patched pytest, pluggy or plugin, a refused introspection). Outcomes
+are keyed by pytest's test ids (`tests/test_x.py::TestCase::test_name[param]`): passed,
+failed, error, skipped.
 """
 
 from __future__ import annotations
@@ -97,9 +100,10 @@ def run_pytest(
 
 
 def read_stream(stream: bytes, completed: Completed) -> TestRun:
-    """The outcomes in `stream` (one JSON record per line, from `outcome_stream.py`), checked
-    against how the command ended."""
+    """The outcomes in `stream` (one JSON record per line, from `outcome_stream.py` and the
+    boot script's audit hook), checked against how the command ended."""
     outcomes: dict[str, Outcome] = {}
+    seen: dict[tuple[str, str], list[dict[str, Any]]] = {}  # observations awaiting a report
     end: dict[str, Any] | None = None
     for number, line in enumerate(stream.splitlines(), start=1):
         try:
@@ -108,20 +112,41 @@ def read_stream(stream: bytes, completed: Completed) -> TestRun:
             return TestRun({}, completed, f"line {number} of the outcome stream is not JSON")
         if not isinstance(record, dict):
             return TestRun({}, completed, f"line {number} of the outcome stream is not a record")
+        if "tampered" in record:
+            return TestRun({}, completed, f"in the test process: {record['tampered']}"[:500])
         if end is not None:
             return TestRun({}, completed, f"a record after the session's end: {line[:200]!r}")
         if "exit" in record:
             end = record
             continue
-        test = str(record.get("test"))
-        if _rank(record.get("outcome")) > _rank(record.get("observed", record.get("outcome"))):
-            why = f"{test} ({record.get('when')}) raised as {record.get('observed')}"
-            return TestRun({}, completed, f"{why} but was reported {record.get('outcome')}")
+        test, when = str(record.get("test")), str(record.get("when"))
+        if "observed" in record:
+            seen.setdefault((test, when), []).append(record)
+            continue
+        observed = _believable(seen.pop((test, when), []), record)
+        if _rank(record.get("outcome")) > _rank(observed):
+            why = f"{test} ({when}) was observed {observed}"
+            return TestRun({}, completed, f"{why} but reported {record.get('outcome')}")
         outcomes[test] = _combined(outcomes.get(test), record)
     if end is None and (completed.exit_code != 0 or completed.timed_out):
         how = "timed out" if completed.timed_out else f"exited {completed.exit_code}"
         return TestRun(outcomes, completed, incomplete=f"{how} before pytest's end record")
     return TestRun(outcomes, completed, _disagreement(outcomes, end, completed))
+
+
+def _believable(observations: list[dict[str, Any]], report: dict[str, Any]) -> Outcome:
+    """The best outcome a phase's report may claim, given what was observed of it: the worst
+    observation; "unobserved" when nothing was (a collection failure needs none); at most
+    skipped when the phase runs a test function whose call was never seen (it was not run)."""
+    if report.get("when") == "collect":
+        return str(report.get("outcome"))
+    if not observations:
+        return "unobserved"
+    worst = min((str(o.get("observed")) for o in observations), key=_rank)
+    expects_call = any(o.get("runs") == "function" for o in observations)
+    if expects_call and not any(o.get("by") == "function" for o in observations):
+        return min(worst, "skipped", key=_rank)
+    return worst
 
 
 def _rank(outcome: object) -> int:

@@ -4,6 +4,7 @@ from inside the sandbox."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,53 @@ CRASH_AFTER_PASSES = (
     + "os._exit(3)\n"
 )
 SKIP_MODULE = "import pytest\npytest.skip('no', allow_module_level=True)\n"
+# in-process attacks on the grader (issue 26): each also patches the reports to say passed
+PLUGIN_THROUGH_SYS_MODULES = """
+import sys
+sys.modules["outcome_stream"]._observed = lambda *args, **kwargs: "passed"
+"""
+PLUGIN_DEFAULTS = """
+import sys
+_hook = sys.modules["outcome_stream"].OutcomeStream.pytest_runtest_makereport
+_hook.__defaults__ = (lambda fd, fields: None, *_hook.__defaults__[1:])
+"""
+SEND_THROUGH_GC = """
+import gc
+for _plugin in gc.get_objects():
+    if type(_plugin).__name__ == "OutcomeStream":
+        _plugin.fd = -1
+"""
+# the plugin's hooks, found through pytest's plugin manager (the collector in a caller's frame)
+HOOKS_THROUGH_THE_PLUGIN_MANAGER = """
+import sys
+_frame = sys._getframe()
+while not hasattr(_frame.f_locals.get("self"), "config"):
+    _frame = _frame.f_back
+_manager = _frame.f_locals["self"].config.pluginmanager
+for _impl in _manager.hook.pytest_runtest_logreport.get_hookimpls():
+    if type(_impl.plugin).__name__ == "OutcomeStream":
+        _real = _impl.function
+        def _forged(report, _real=_real):
+            report.outcome = "passed"
+            return _real(report)
+        _impl.function = _forged
+"""
+SWALLOW_IN_CALLINFO = """
+import _pytest.runner
+_from_call = _pytest.runner.CallInfo.from_call.__func__
+def _swallowing(cls, func, when, reraise=None):
+    def quiet():
+        try:
+            return func()
+        except AssertionError:
+            return None
+    return _from_call(cls, quiet, when, reraise)
+_pytest.runner.CallInfo.from_call = classmethod(_swallowing)
+"""
+SKIP_THE_FUNCTION = "import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n"
+TRACE_THE_GRADER = "import sys\nsys.settrace(lambda frame, event, arg: None)\n"
+C_API = "import ctypes\nctypes.pythonapi.PyObject_SetAttr\n"
+PROCESS_MEMORY = "open('/proc/self/mem', 'rb')\n"
 
 TRICKS = {
     "sitecustomize rewrites the report at exit": {"sitecustomize.py": JUNIT_FORGERY},
@@ -92,6 +140,36 @@ TRICKS = {
         "src/calc_plugin.py": "def pytest_pyfunc_call(pyfuncitem):\n    return True\n",
     },
 }
+IN_PROCESS = {
+    "replace the plugin's _observed through sys.modules": PLUGIN_THROUGH_SYS_MODULES,
+    "give the plugin's hook new defaults": PLUGIN_DEFAULTS,
+    "find the plugin with gc and redirect its sends": SEND_THROUGH_GC,
+    "wrap the plugin's hook found through the plugin manager": HOOKS_THROUGH_THE_PLUGIN_MANAGER,
+    "patch CallInfo.from_call to swallow the failure": SWALLOW_IN_CALLINFO,
+    "patch Function.runtest to skip the test function": SKIP_THE_FUNCTION,
+    "a trace function in the grader's frames": TRACE_THE_GRADER,
+    "ctypes into the C API": C_API,
+    "open the process's memory": PROCESS_MEMORY,
+}
+# the tricks that do not forge the report themselves
+FORGE_THE_REPORT_TOO = {
+    "replace the plugin's _observed through sys.modules",
+    "give the plugin's hook new defaults",
+    "find the plugin with gc and redirect its sends",
+    "a trace function in the grader's frames",
+    "ctypes into the C API",
+    "open the process's memory",
+}
+TRICKS.update(
+    {
+        trick: {
+            "src/calc/__init__.py": BUGGY
+            + (PATCH_REPORTS if trick in FORGE_THE_REPORT_TOO else "")
+            + code
+        }
+        for trick, code in IN_PROCESS.items()
+    }
+)
 
 
 def project(root: Path, files: dict[str, str]) -> Path:
@@ -126,6 +204,7 @@ def test_tricks_that_contradict_the_stream_are_recorded_as_tampered(tmp_path):
         trick: run(project(tmp_path / str(n), TRICKS[trick])).tampered
         for n, trick in enumerate(TRICKS)
         if trick.startswith(("exit 0", "patch", "a conftest", "write passes and an end"))
+        or trick in IN_PROCESS
     }
     assert all(evidence.values()), evidence
 
@@ -134,17 +213,36 @@ def completed(exit_code: int, timed_out: bool = False) -> Completed:
     return Completed(["pytest"], exit_code, "", "", 1.0, timed_out, True)
 
 
+def observed(test: str, when: str, seen: str, by: str = "report", runs: str = "item") -> str:
+    return json.dumps({"test": test, "when": when, "observed": seen, "by": by, "runs": runs})
+
+
+def reported(test: str, when: str, outcome: str) -> str:
+    return json.dumps({"test": test, "when": when, "outcome": outcome})
+
+
 def test_the_stream_is_read_as_pytest_counts_outcomes():
     lines = [
-        '{"test": "t.py::a", "when": "setup", "outcome": "passed", "observed": "passed"}',
-        '{"test": "t.py::a", "when": "call", "outcome": "passed", "observed": "passed"}',
-        '{"test": "t.py::a", "when": "teardown", "outcome": "passed", "observed": "passed"}',
-        '{"test": "t.py::b", "when": "call", "outcome": "failed", "observed": "failed"}',
-        '{"test": "t.py::c", "when": "setup", "outcome": "failed", "observed": "failed"}',
-        '{"test": "t.py::d", "when": "setup", "outcome": "skipped", "observed": "skipped"}',
-        '{"test": "t.py::e", "when": "call", "outcome": "failed", "observed": "passed"}',
+        observed("t.py::a", "setup", "passed"),
+        reported("t.py::a", "setup", "passed"),
+        observed("t.py::a", "call", "passed", by="function"),
+        observed("t.py::a", "call", "passed", runs="function"),
+        reported("t.py::a", "call", "passed"),
+        observed("t.py::a", "teardown", "passed"),
+        reported("t.py::a", "teardown", "passed"),
+        observed("t.py::b", "call", "failed"),
+        reported("t.py::b", "call", "failed"),
+        observed("t.py::c", "setup", "failed"),
+        reported("t.py::c", "setup", "failed"),
+        observed("t.py::d", "setup", "skipped"),
+        reported("t.py::d", "setup", "skipped"),
+        observed("t.py::e", "call", "passed"),
+        reported("t.py::e", "call", "failed"),
+        # an xfail(run=False): the test function is never called, and the phase is skipped
+        observed("t.py::f", "call", "skipped", runs="function"),
+        reported("t.py::f", "call", "skipped"),
         '{"test": "u.py", "when": "collect", "outcome": "failed"}',
-        '{"exit": 1, "collected": 5}',
+        '{"exit": 1, "collected": 6}',
     ]
     run = read_stream("\n".join(lines).encode(), completed(1))
     assert not run.tampered
@@ -154,14 +252,50 @@ def test_the_stream_is_read_as_pytest_counts_outcomes():
         "t.py::c": "error",
         "t.py::d": "skipped",
         "t.py::e": "failed",  # reported worse than it went (a strict xfail that passed)
+        "t.py::f": "skipped",
         "u.py": "error",
     }
     assert run.passed() == {"t.py::a"}
     # without pytest's end record (killed, crashed, timed out) nothing passes: anything in the
     # process could have written the lines before it; but it is no evidence of forgery
-    killed = read_stream("\n".join(lines[:3]).encode(), completed(-9))
+    killed = read_stream("\n".join(lines[:5]).encode(), completed(-9))
     assert killed.passed() == set() and not killed.tampered and "exited -9" in killed.incomplete
     timed_out = read_stream(b"", completed(0, timed_out=True))
     assert not timed_out.tampered and timed_out.incomplete == "timed out before pytest's end record"
     assert "not JSON" in read_stream(b"{", completed(0)).tampered
     assert "not a record" in read_stream(b"[1]\n5", completed(0)).tampered
+
+
+END = '{"exit": 0, "collected": 1}'
+
+
+@pytest.mark.parametrize(
+    ("lines", "evidence"),
+    [
+        # CallInfo patched to swallow the failure (and restored before the plugin's pins were
+        # checked): the function's call was seen to fail, whatever the report says
+        (
+            [
+                observed("t.py::a", "call", "failed", by="function"),
+                observed("t.py::a", "call", "passed", runs="function"),
+                reported("t.py::a", "call", "passed"),
+            ],
+            "t.py::a (call) was observed failed but reported passed",
+        ),
+        # the test function never called (Function.runtest patched), the call reported passed
+        (
+            [
+                observed("t.py::a", "call", "passed", runs="function"),
+                reported("t.py::a", "call", "passed"),
+            ],
+            "t.py::a (call) was observed skipped but reported passed",
+        ),
+        # a report with no observation at all (the plugin's makereport hook taken out)
+        ([reported("t.py::a", "call", "passed")], "t.py::a (call) was observed unobserved"),
+        # the boot script's audit hook saw the grader touched
+        (['{"tampered": "audit event gc.get_objects"}'], "audit event gc.get_objects"),
+    ],
+)
+def test_a_report_better_than_what_was_observed_is_tampering(lines, evidence):
+    run = read_stream("\n".join([*lines, END]).encode(), completed(0))
+    assert evidence in run.tampered and run.passed() == set()
