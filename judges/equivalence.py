@@ -7,9 +7,9 @@ brackets inside them are escaped, so text in an attempt cannot close its block o
 instructions. Before the panel is asked, an attempt with judge-directed instructions in it
 (`judges.injection`) scores 0, and so does one the matcher refuses whatever it means (several
 candidate answers, the question repeated). With a rubric only an exact match skips the panel:
-a token-F1 match must also be judged against the rubric items. The verdict must be a JSON boolean: a
-reply such as "yes", "maybe" or both answers is rejected (repaired once, then an error), and a
-panel left undecided by errors raises instead of scoring 0 or 1.
+a token-F1 match must also be judged against the rubric items. The verdict must be a JSON
+boolean: a reply such as "yes", "maybe" or both answers is rejected (repaired once, then an
+error), and a panel left undecided by errors raises instead of scoring 0 or 1.
 """
 
 from __future__ import annotations

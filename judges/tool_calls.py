@@ -19,9 +19,9 @@ from typing import Any
 
 from data.records import Task, ToolCall, ToolCallsSpec
 from harnesses.tool_replay import attempt_text, canonical, repeats
+from harnesses.world_replay import Call
 from judges.score import Score
 
-Call = tuple[str, dict[str, Any]]  # tool name, arguments
 # a value that stands for any value: nothing, only pattern characters, or a pattern's ends
 _WILDCARD = re.compile(r"[\s*%.?_^$]*|[*%].*|.*[*%]", re.DOTALL)
 _PERCENTAGE = re.compile(r"[-+]?\d[\d,.]*\s*%")
