@@ -4,10 +4,12 @@ Used by tasks whose verifier type is `llm_equivalence`, where exact match and to
 strict. A deterministic match is accepted without asking anyone. The question, gold answer and
 attempt (and the task's rubric, if it has one) sit in separate delimited blocks, and angle
 brackets inside them are escaped, so text in an attempt cannot close its block or pose as
-instructions. With a rubric only an exact match skips the panel: a token-F1 match must also be
-judged against the rubric items. The verdict must be a JSON boolean: a
-reply such as "yes", "maybe" or both answers is rejected (repaired once, then an error), and a
-panel left undecided by errors raises instead of scoring 0 or 1.
+instructions. Before the panel is asked, an attempt with judge-directed instructions in it
+(`judges.injection`) scores 0, and so does one the matcher refuses whatever it means (several
+candidate answers, the question repeated). With a rubric only an exact match skips the panel:
+a token-F1 match must also be judged against the rubric items. The verdict must be a JSON
+boolean: a reply such as "yes", "maybe" or both answers is rejected (repaired once, then an
+error), and a panel left undecided by errors raises instead of scoring 0 or 1.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from data.answer_match import refusal
 from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
@@ -25,6 +28,7 @@ from data.prompts import chat_messages, escape, load_prompt
 from data.records import AnswerSpec, LLMEquivalenceSpec, RubricSpec, Task, ToolCallsSpec
 from judges import tool_calls
 from judges.consensus import decide, majority
+from judges.injection import injection
 from judges.panel import panel_votes
 from judges.rewards import Score, columns_of, completion_text, score, trainer_task
 from judges.rubric_grade import rubric_grade
@@ -55,8 +59,9 @@ def messages_for(
 
 async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
     """Score `completion` for `task`; `llm_equivalence` tasks ask the judge panel when the
-    deterministic match fails; `rubric` tasks are graded by the panel against their rubric,
-    `tool_calls` tasks by their calls. Raises LLMError("judge_undecided") rather than guess."""
+    deterministic match fails (unless the attempt speaks to its judge or games the matcher);
+    `rubric` tasks are graded by the panel against their rubric, `tool_calls` tasks by their
+    calls. Raises LLMError("judge_undecided") rather than guess."""
     spec = task.verifier
     if isinstance(spec, RubricSpec):
         return await rubric_grade(task, completion, llm)
@@ -64,13 +69,18 @@ async def grade(task: Task, completion: str, llm: LLMClient) -> Score:
         return tool_calls.grade(spec, completion)
     if not isinstance(spec, AnswerSpec):
         raise TypeError(f"a {spec.type} verifier is graded by its family")
-    deterministic = score(spec, completion, task.answer)
+    if isinstance(spec, LLMEquivalenceSpec) and (found := injection(completion)):
+        return Score(0.0, f"injection: {found}")
+    deterministic = score(spec, completion, task.answer, task.question)
     if not isinstance(spec, LLMEquivalenceSpec) or deterministic.exact:
         return deterministic
     if deterministic.reward >= 1.0 and not spec.rubric:
         return deterministic
     if not completion.strip():
         return Score(0.0, "empty answer")
+    refused = refusal(completion, task.answer, spec.context, task.question)
+    if refused:
+        return Score(0.0, refused)
     messages = messages_for(task.question, task.answer, completion, spec.rubric)
     votes = await panel_votes(
         llm, messages, EquivalenceVerdict, lambda v: v.equivalent, lambda v: v.reason

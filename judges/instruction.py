@@ -5,8 +5,9 @@ A world task's verifier is exact (the world decides), but its instruction is wri
 generator model, and the deterministic checks only see that it states the values the solver
 needs. Each judge of the panel sees the request and what fulfils it (the gold calls with the
 tools' descriptions, and the value asked for) and votes faithful or not with the problem in one
-sentence; the configured consensus rule decides, as for answerability. A panel left open by
-errors is `undecided` and the task is retried by a later run.
+sentence; the configured consensus rule decides, as for answerability. A request with
+judge-directed instructions in it (`judges.injection`) is unfaithful without a judge being
+asked. A panel left open by errors is `undecided` and the task is retried by a later run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from data.prompts import chat_messages, escape, load_prompt
 from data.records import Consensus, Task, Verdict
 from harnesses.world import world_spec
 from judges.consensus import rule_from
-from judges.panel import panel_records, panel_votes
+from judges.injection import injection
+from judges.panel import panel_records, panel_votes, refused_votes
 
 SYSTEM = load_prompt(__file__, "instruction_system")
 USER = load_prompt(__file__, "instruction_user")
@@ -53,12 +55,15 @@ async def check(
     task: Task, llm: LLMClient, config: VerifyConfig
 ) -> tuple[list[Verdict], Consensus]:
     """The panel's verdicts on the task's instruction and their consensus."""
-    user = USER.render(instruction=escape(task.question), plan=escape(fulfilment(task)))
-    votes = await panel_votes(
-        llm,
-        chat_messages(SYSTEM, user),
-        InstructionVerdict,
-        lambda v: v.faithful,
-        lambda v: "faithful" if v.faithful else v.problem.strip(),
-    )
+    if found := injection(task.question):
+        votes = refused_votes(llm, f"injection: {found}")
+    else:
+        user = USER.render(instruction=escape(task.question), plan=escape(fulfilment(task)))
+        votes = await panel_votes(
+            llm,
+            chat_messages(SYSTEM, user),
+            InstructionVerdict,
+            lambda v: v.faithful,
+            lambda v: "faithful" if v.faithful else v.problem.strip(),
+        )
     return panel_records(task.task_id, CHECK, votes, llm, SYSTEM.version, rule_from(config))

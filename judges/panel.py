@@ -44,6 +44,12 @@ async def panel_votes(
     return list(await asyncio.gather(*(vote(role) for role in llm.judge_roles)))
 
 
+def refused_votes(llm: LLMClient, reason: str) -> list[JudgeVote]:
+    """Every judge's vote on text refused before any judge reads it (`judges.injection`): a
+    fail for `reason`, no judge asked."""
+    return [JudgeVote(role, "fail", reason) for role in llm.judge_roles]
+
+
 def panel_records(
     subject_id: str,
     check: str,

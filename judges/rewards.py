@@ -43,9 +43,10 @@ def distinct_attempts(
     return list(chosen.values())[:limit]
 
 
-def score(spec: AnswerSpec, completion: str, gold: str) -> Score:
-    """1.0 if the completion's answer matches the gold answer under `spec`, else 0.0."""
-    reward, why, exact = match(completion, gold, spec.f1_threshold, spec.context)
+def score(spec: AnswerSpec, completion: str, gold: str, question: str = "") -> Score:
+    """1.0 if the completion's answer matches the gold answer under `spec`, else 0.0; an
+    answer padded with `question` (the task's, where known) scores 0.0."""
+    reward, why, exact = match(completion, gold, spec.f1_threshold, spec.context, question)
     return Score(reward, why, exact=exact)
 
 
@@ -110,7 +111,7 @@ def verifier_reward(
     for prompt, completion, spec, gold, world in rows:
         text = completion_text(completion)
         if isinstance(spec, ExactOrF1Spec):
-            rewards.append(score(spec, text, gold).reward)
+            rewards.append(score(spec, text, gold, question_of(prompt)).reward)
         elif isinstance(spec, ToolCallsSpec):
             rewards.append(tool_calls.grade(spec, text).reward)
         elif isinstance(spec, WorldStateSpec) and world:
@@ -119,6 +120,14 @@ def verifier_reward(
         else:
             rewards.append(None)
     return rewards
+
+
+def question_of(prompt: Any) -> str:
+    """What a trainer's prompt asks: the text itself, or its last user message's content."""
+    if isinstance(prompt, str):
+        return prompt
+    asked = [m.get("content") or "" for m in prompt or [] if m.get("role") == "user"]
+    return str(asked[-1]) if asked else ""
 
 
 def trainer_task(

@@ -2,8 +2,9 @@
 
 For tasks made from production traces, where many replies are right and none is the reference
 word for word. The conversation, reference, rubric and reply sit in delimited blocks with angle
-brackets escaped, so a reply cannot pose as instructions. The panel's majority decides; a panel
-left undecided by errors raises instead of scoring.
+brackets escaped, so a reply cannot pose as instructions, and a reply with judge-directed
+instructions in it (`judges.injection`) scores 0 without a judge being asked. The panel's
+majority decides; a panel left undecided by errors raises instead of scoring.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from data.llm import LLMClient, LLMError
 from data.prompts import chat_messages, escape, load_prompt
 from data.records import Message, Task
 from judges.consensus import decide, majority
+from judges.injection import injection
 from judges.panel import panel_votes
 from judges.score import Score
 
@@ -46,6 +48,8 @@ async def rubric_grade(task: Task, completion: str, llm: LLMClient) -> Score:
     """1.0 when the panel's majority finds every rubric item met, else 0.0."""
     if not completion.strip():
         return Score(0.0, "empty answer")
+    if found := injection(completion):
+        return Score(0.0, f"injection: {found}")
     votes = await panel_votes(
         llm,
         grading_messages(task, completion),

@@ -1,9 +1,11 @@
 """Rating a production trace's outcome: did the assistant's final reply serve the user?
 
 The judge panel sees the scrubbed conversation (tool calls and results included) and the final
-reply, and each judge votes good or bad with a one-line failure. The majority decides, as for
-answerability; a panel left open by errors is `undecided` and the trace is retried later. A
-good trace becomes a reference task; a bad one a near-miss task naming its failure.
+reply, and each judge votes good or bad with a one-line failure; a final reply with
+judge-directed instructions in it (`judges.injection`) is bad without a judge being asked. The
+majority decides, as for answerability; a panel left open by errors is `undecided` and the
+trace is retried later. A good trace becomes a reference task; a bad one a near-miss task
+naming its failure.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from data.llm import LLMClient
 from data.prompts import chat_messages, escape, load_prompt, render_conversation
 from data.records import Consensus, Trace, Verdict
 from judges.consensus import majority
-from judges.panel import panel_records, panel_votes
+from judges.injection import injection
+from judges.panel import panel_records, panel_votes, refused_votes
 
 SYSTEM = load_prompt(__file__, "trace_outcome_system")
 USER = load_prompt(__file__, "trace_outcome_user")
@@ -40,16 +43,19 @@ class Rating:
 
 async def rate(trace: Trace, llm: LLMClient) -> Rating:
     """The panel's rating of the trace's final reply."""
-    user = USER.render(
-        conversation=render_conversation(trace.messages[:-1]), answer=escape(trace.answer)
-    )
-    votes = await panel_votes(
-        llm,
-        chat_messages(SYSTEM, user),
-        OutcomeVerdict,
-        lambda v: v.good,
-        lambda v: v.failure.strip() if not v.good else "good",
-    )
+    if found := injection(trace.answer):
+        votes = refused_votes(llm, f"injection: {found}")
+    else:
+        user = USER.render(
+            conversation=render_conversation(trace.messages[:-1]), answer=escape(trace.answer)
+        )
+        votes = await panel_votes(
+            llm,
+            chat_messages(SYSTEM, user),
+            OutcomeVerdict,
+            lambda v: v.good,
+            lambda v: v.failure.strip() if not v.good else "good",
+        )
     verdicts, consensus = panel_records(
         trace.trace_id, CHECK, votes, llm, SYSTEM.version, ("majority", majority)
     )

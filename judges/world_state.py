@@ -4,6 +4,13 @@ An attempt's calls are replayed on the task's world from its initial state
 (`harnesses.world_replay`); it passes when that leaves the gold final state and, where the task
 asks for a fact, its final answer matches the gold answer (`harnesses.world_check.passes`, the
 predicate the task's self-check tested before it was offered).
+
+Failed calls change nothing, so guessing is free unless it is refused: an attempt with more than
+`2 * gold + EXTRA_CALLS` calls, a wildcard argument, or an argument swept through more values
+than the gold calls give it scores 0 before it is replayed (`judges.tool_calls.spam`). A call of
+a tool the task's world does not have runs nothing (the world answers "unknown tool" and leaves
+the state as it was, as the harness does), so it can neither help nor, by itself, hurt: a
+solver that names a tool wrongly and then makes the right calls still passes.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from harnesses.world import world_spec
 from harnesses.world_check import passes, self_check
 from harnesses.world_replay import Call, gold_calls, replay, state_diff
 from judges.score import Score
-from judges.tool_calls import parse_calls
+from judges.tool_calls import parse_calls, spam
+
+EXTRA_CALLS = 2  # calls beyond twice the gold ones: a lookup the gold calls skip, a retry
 
 
 def attempt_of(completion: str | list[dict[str, Any]]) -> tuple[list[Call], str] | None:
@@ -55,6 +64,12 @@ def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:
     if task.world is None or not isinstance(verifier, WorldStateSpec):
         return Score(0.0, "the task has no world to replay on")
     calls, answer = attempt
+    gold = gold_calls(task)
+    if len(calls) > 2 * len(gold) + EXTRA_CALLS:
+        return Score(0.0, f"{len(calls)} calls for {len(gold)} gold calls")
+    refused = spam(calls, gold)
+    if refused:
+        return Score(0.0, refused)
     done = replay(world_spec(task), task.world.initial, calls)
     gold_final = verifier.final_state
     if passes(done.final, gold_final, answer, task.answer):

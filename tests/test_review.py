@@ -82,9 +82,10 @@ def run_review(task, attempts, respond, judges=1):
     return asyncio.run(review(task, attempts, llm)), llm
 
 
-def test_a_hedged_list_really_games_token_f1():
+def test_a_vague_hedge_still_games_token_f1_where_a_list_of_candidates_does_not():
     task = a_task()
-    assert score(task.verifier, f"{task.answer}, Other Place", task.answer).reward == 1.0
+    assert score(task.verifier, f"{task.answer}, something", task.answer).reward == 1.0
+    assert score(task.verifier, f"{task.answer}, Other Place", task.answer).reward == 0.0
     assert score(task.verifier, task.answer, task.answer).exact
 
 
@@ -130,7 +131,7 @@ def test_only_rewarded_non_exact_attempts_go_to_the_hack_panel():
 
 def test_a_hedge_is_flagged_and_exact_match_only_closes_it():
     task = a_task()
-    hedge = f"{task.answer}, Other Place"
+    hedge = f"{task.answer}, something"
     result, _ = run_review(task, attempts_of(task, task.answer, hedge, "Wrong"), reviewer())
     assert result.review.hackable and result.review.hack_attempts == ["attempt-1"]
     assert result.review.checked_attempts == 1
@@ -147,7 +148,7 @@ def test_a_hedge_is_flagged_and_exact_match_only_closes_it():
 
 def test_the_equivalence_judge_enforces_a_rubric_against_token_f1_matches():
     task = a_task(LLMEquivalenceSpec)
-    hedge = f"{task.answer}, Other Place"
+    hedge = f"{task.answer}, something"
     # without a rubric the token-F1 match stands and no judge is asked
     llm = ScriptedLLM(reviewer())
     assert asyncio.run(grade(task, hedge, llm)).reward == 1.0 and llm.requests == []
@@ -161,7 +162,7 @@ def test_the_equivalence_judge_enforces_a_rubric_against_token_f1_matches():
 
 def test_an_equivalence_task_is_remedied_with_a_rubric():
     task = a_task(LLMEquivalenceSpec)
-    hedge = f"{task.answer}, Other Place"
+    hedge = f"{task.answer}, something"
     result, _ = run_review(task, attempts_of(task, hedge, "Wrong"), reviewer())
     assert result.review.remedy == "equivalence_rubric"
     rubric = result.remedied.verifier.rubric
@@ -170,7 +171,7 @@ def test_an_equivalence_task_is_remedied_with_a_rubric():
 
 def test_a_hack_no_remedy_closes_leaves_the_task_hackable():
     task = a_task()
-    hedge = f"{task.answer}, Other Place"
+    hedge = f"{task.answer}, something"
     result, _ = run_review(task, attempts_of(task, hedge), reviewer(follows_rubric=False))
     # exact match only would close this hedge, so give the hedge the gold's exact tokens
     assert result.review.remedy == "exact_match_only"
@@ -185,7 +186,7 @@ def test_a_hack_no_remedy_closes_leaves_the_task_hackable():
 
 def test_a_judge_error_is_neither_genuine_nor_hack():
     task = a_task()
-    attempts = attempts_of(task, f"{task.answer}, Other Place")
+    attempts = attempts_of(task, f"{task.answer}, something")
 
     def one_broken(role):
         if role == "judge:0":
