@@ -3,25 +3,20 @@
 A task fixes the initial snapshot and the gold call sequence; replaying the gold calls gives
 the gold final state. An attempt passes when its calls leave the world in the gold final state
 (every table, row for row: nothing missing, nothing extra) and, where the task asks for a fact,
-its final answer matches the gold answer (`passes`). Before a task is offered, `self_check`
-makes sure the predicate can tell: the gold sequence passes, doing nothing fails, and a
-plausible wrong sequence (the gold one with one argument pointing at another record) fails.
-A generator runs the self-check on its candidates; the verifier (`judges.world_state`) grades
-attempts with the same predicate.
+its final answer matches the gold answer (`passes`, in `data.world_runtime`). Before a task is
+offered, `self_check` makes sure the predicate can tell: the gold sequence passes, doing
+nothing fails, and a plausible wrong sequence (the gold one with one argument pointing at
+another record) fails. A generator runs the self-check on its candidates; the verifier
+(`judges.world_state`) grades attempts with the same predicate.
 """
 
 from __future__ import annotations
 
-from data.answer_match import match
-from harnesses.world import Snapshot, WorldSpec, column_values
-from harnesses.world_replay import Call, replay_each
+from data.world_runtime import Call, Snapshot, WorldSpec, column_values, passes, replay_each
+
+__all__ = ["ALTERNATIVES", "passes", "self_check", "wrong_variants"]
 
 ALTERNATIVES = 4  # other values tried per argument for the plausible wrong sequences
-
-
-def passes(final: Snapshot, gold_final: Snapshot, answer: str = "", gold_answer: str = "") -> bool:
-    """The predicate: the gold final state exactly, and the gold answer where there is one."""
-    return final == gold_final and (not gold_answer or match(answer, gold_answer, 1.0)[0] == 1.0)
 
 
 def wrong_variants(spec: WorldSpec, initial: Snapshot, gold: list[Call]) -> list[list[Call]]:

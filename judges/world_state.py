@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from data.records import Task, WorldStateSpec
+from data.world_runtime import conversation_attempt
 from harnesses.world import world_spec
 from harnesses.world_check import passes, self_check
 from harnesses.world_replay import Call, gold_calls, replay, state_diff
@@ -39,19 +40,7 @@ def attempt_of(completion: str | list[dict[str, Any]]) -> tuple[list[Call], str]
             return None
         answer = str(json.loads(completion).get("answer") or "")
         return [(c.name, dict(c.arguments)) for c in calls], answer
-    made: list[Call] = []
-    for message in completion:
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", call)
-            arguments = function.get("arguments") or {}
-            try:
-                parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-            except json.JSONDecodeError:
-                continue  # a call whose arguments were not JSON ran nothing
-            made.append((str(function.get("name", "")), parsed))
-    last = completion[-1] if completion else {}
-    answer = "" if last.get("tool_calls") else str(last.get("content") or "")
-    return made, answer
+    return conversation_attempt(completion)
 
 
 def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:

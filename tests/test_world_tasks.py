@@ -14,6 +14,7 @@ import pytest
 
 from data.config import WorldsConfig
 from data.export import export_taskset
+from data.projections import project
 from data.trace_ingest import ingest_traces
 from families import export_kinds
 from families.world_stages import ingest_world_files
@@ -251,6 +252,10 @@ def test_worlds_and_traces_to_an_exported_taskset_a_trainer_scores(tmp_path, ora
     assert worlds and all(r["world"] and json.loads(r["tools"]) for r in worlds)
     ids = {json.loads(r["world"])["world_id"].split("@")[0] for r in worlds}
     assert {"outdoor_shop", "travel_agency"} <= ids
+    package = project(result.path, "verifiers", ctx.lake)  # the v1 package keeps world tasks
+    assert not any("world" in reason for reason in package.skipped), package.skipped
+    readme = (package.path / "taskset" / "README.md").read_text()
+    assert f"world_tool_use: {len(worlds)}" in readme
     columns = {
         "verifier": [r["verifier"] for r in worlds],
         "solution": [r["answer"] for r in worlds],

@@ -1,8 +1,10 @@
 """A taskfoundry taskset as a verifiers v1 taskset: the tasks of the parquet file beside this
-module, scored by the exact/F1 matcher shipped beside it; no model, no network.
+module, scored without a model or network. Answer tasks are scored by the exact/F1 matcher
+shipped beside it; world tool-use tasks act on their world through the world tool server
+(`world_tools`) and are scored by replaying their calls on the world (`world_runtime`).
 
-This file is copied as it is into each exported package (`data/projections.py`); it imports
-only the verifiers library, pyarrow and the package's own modules.
+This file is copied as it is into each exported package (`data/verifiers_package.py`); it
+imports only the verifiers library, pyarrow and the package's own modules.
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ import pyarrow.parquet as pq
 import verifiers.v1 as vf
 
 from .answer_match import match
+from .world_runtime import WorldSpec, conversation_attempt, passes, replay
+from .world_tools import WorldToolset
 
 TASKS = Path(__file__).resolve().parent / "tasks.parquet"
 
 
 class TaskfoundryData(vf.TaskData):
-    """One exported task: the prompt (in TaskData), its gold answer and verifier spec, and the
-    calibration's pass rate, band and prime-rl pool."""
+    """One exported task: the prompt (in TaskData), its gold answer and verifier spec, the
+    calibration's pass rate, band and prime-rl pool, and (world tasks) its world: the spec
+    as JSON text, the initial state and the turn limit."""
 
     answer: str
     verifier: dict[str, Any]
@@ -30,13 +35,24 @@ class TaskfoundryData(vf.TaskData):
     pass_rate: float
     band: str
     pool: str
+    world: dict[str, Any] | None = None
 
 
-class TaskfoundryTask(vf.Task[TaskfoundryData]):
+class TaskfoundryTaskConfig(vf.TaskConfig):
+    tools: vf.ToolsetConfig = vf.ToolsetConfig()
+    """Placement of the world tool server (world tasks)."""
+
+
+class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig]):
     @property
     def key(self) -> str:
         """The task's content hash from taskfoundry: durable across exports."""
         return self.data.id or self.hash
+
+    @classmethod
+    def toolsets(cls, config: TaskfoundryTaskConfig) -> list[vf.Toolset]:
+        """The world tool server, per rollout (it offers no tools to an answer task)."""
+        return [WorldToolset(config.tools)]
 
     def grade(self, reply: str) -> float:
         """1.0 if `reply` matches the gold answer as the verifier spec says, else 0.0. A
@@ -48,17 +64,39 @@ class TaskfoundryTask(vf.Task[TaskfoundryData]):
         )
         return 1.0 if reward == 1.0 and (exact or not spec.get("rubric")) else 0.0
 
+    def grade_world(self, messages: list[dict[str, Any]]) -> float:
+        """1.0 if the conversation's tool calls, replayed on the task's world from its initial
+        state, leave the gold final state (and its last reply matches the gold answer, where
+        the task asks a question), else 0.0: taskfoundry's `world_state` verifier."""
+        world = self.data.world or {}
+        calls, answer = conversation_attempt(messages)
+        done = replay(WorldSpec.model_validate_json(world["spec"]), world["initial"], calls)
+        gold_final = self.data.verifier["final_state"]
+        return 1.0 if passes(done.final, gold_final, answer, self.data.answer) else 0.0
+
     @vf.reward(weight=1.0)
     async def correct(self, trace: vf.Trace) -> float:
-        return self.grade(trace.last_reply or "")
+        if self.data.world is None:
+            return self.grade(trace.last_reply or "")
+        # every sampled turn, whichever branch it is on: each call ran on the rollout's world
+        return self.grade_world([m.model_dump() for m in trace.assistant_messages])
 
     async def validate(self, runtime: vf.Runtime | None = None) -> bool:
-        """The gold answer scores 1; an empty reply and every known wrong answer score 0."""
+        """The gold answer (world tasks: the gold calls, then the gold answer) scores 1; an
+        empty reply and every known wrong answer score 0."""
+        if self.data.world is not None:
+            gold = [
+                {"role": "assistant", "tool_calls": [call]}
+                for call in self.data.verifier["tool_calls"]
+            ]
+            gold.append({"role": "assistant", "content": self.data.answer})
+            return self.grade_world(gold) == 1.0 and self.grade_world([]) == 0.0
         wrong = ["", *self.data.verifier.get("negatives", [])]
         return self.grade(self.data.answer) == 1.0 and not any(self.grade(w) for w in wrong)
 
 
 class TaskfoundryConfig(vf.TasksetConfig):
+    task: TaskfoundryTaskConfig = TaskfoundryTaskConfig()
     data_path: str | None = None
     """A tasks parquet file to read instead of the one shipped in the package."""
 
@@ -77,5 +115,6 @@ class TaskfoundryTaskset(vf.Taskset[TaskfoundryTask, TaskfoundryConfig]):
                 pass_rate=row["pass_rate"],
                 band=row["band"],
                 pool=row["pool"],
+                world=json.loads(row["world"]) if row["world"] else None,
             )
             yield TaskfoundryTask(data, self.config.task)
