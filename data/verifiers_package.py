@@ -2,13 +2,14 @@
 
 The package (`pip install` it; its taskset id is `taskfoundry-<name>`) ships the tasks as
 parquet, the taskset module and world tool server in `data/taskset_package/`, and copies of
-`data/answer_match.py` and the world runtime `data/world_runtime.py` (the very modules
-taskfoundry scores with), so it imports neither taskfoundry nor its model client. It holds the
-tasks it can score without a model or sandbox: verifier types `exact_or_f1` and
+`data/answer_match.py`, `data/call_checks.py` and the world runtime `data/world_runtime.py` (the
+very modules taskfoundry scores with), so it imports neither taskfoundry nor its model client.
+It holds the tasks it can score without a model or sandbox: verifier types `exact_or_f1` and
 `llm_equivalence` (the latter by its exact/F1 path alone, which only ever rejects more: the gold
 answer still scores 1), and `world_state` (world tool-use tasks: the world's tools are the
-task's tools, run on a fresh DuckDB world per rollout, and the reward replays the calls as
-`judges.world_state` does). Other verifier types are left out and counted.
+task's tools, run on a fresh DuckDB world per rollout, and the reward is
+`world_runtime.grade_calls`, as in `judges.world_state`). Other verifier types are left out and
+counted.
 """
 
 from __future__ import annotations
@@ -23,13 +24,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data import answer_match, world_runtime
+from data import answer_match, call_checks, world_runtime
 from data.export import TASKSET_SCHEMA
 
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"
 ANSWER_TYPES = ("exact_or_f1", "llm_equivalence")
 TEMPLATES = ("__init__.py", "taskset.py", "world_tools.py")
-SHIPPED = (answer_match, world_runtime)  # taskfoundry's own modules, copied as they are
+SHIPPED = (
+    answer_match,
+    call_checks,
+    world_runtime,
+)  # taskfoundry's own modules, copied as they are
 REQUIREMENTS = ("verifiers>=0.4,<0.5", "pyarrow>=14", "duckdb>=1.1", "jsonschema>=4.18")
 # the canonical taskset's columns the package's tasks carry
 PACKAGE_SCHEMA = pa.schema(
@@ -134,6 +139,6 @@ takes exact matches only. A world task (`world_tool_use`) is a multi-turn tool t
 tool server (`world_tools`) offers the world's tools and runs each call on the rollout's own
 DuckDB world; the reward replays the conversation's calls on a fresh world from the initial
 state and is 1.0 when that leaves exactly the gold final state (and, where the task asks a
-question, the last reply matches the gold answer exactly). `world_runtime.py` and
-`answer_match.py` are taskfoundry's own modules, copied as they are.
+question, the last reply matches the gold answer exactly). `world_runtime.py`,
+`call_checks.py` and `answer_match.py` are taskfoundry's own modules, copied as they are.
 """

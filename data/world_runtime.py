@@ -2,10 +2,10 @@
 tool calls on them and the predicate a world task's attempt is graded by.
 
 This module is taskfoundry's one world runtime and is standalone: it imports only the standard
-library, duckdb, jsonschema, pydantic and the answer matcher beside it (`answer_match`), so the
-export copies it as it is into the verifiers v1 taskset package (`data/verifiers_package.py`),
-whose tool server and reward use it without taskfoundry. `harnesses.world`,
-`harnesses.world_replay` and `harnesses.world_check` build on it.
+library, duckdb, jsonschema, pydantic and the modules beside it (`answer_match`, `call_checks`),
+so the export copies it as it is into the verifiers v1 taskset package
+(`data/verifiers_package.py`), whose tool server and reward use it without taskfoundry.
+`harnesses.world`, `harnesses.world_replay` and `harnesses.world_check` build on it.
 
 A world spec (TOML or JSON, `WorldSpec`) names its tables (typed columns and a key), seed rows
 and tools. A tool has JSON-schema parameters (the OpenAI tools format) and, in order:
@@ -44,6 +44,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .answer_match import match
+from .call_checks import spam, too_many
 
 ColumnType = Literal["text", "integer", "number", "boolean", "date", "timestamp"]
 SQL_TYPES: dict[str, str] = {
@@ -437,6 +438,30 @@ def state_diff(before: Snapshot, after: Snapshot) -> dict[str, dict[str, list[di
 def passes(final: Snapshot, gold_final: Snapshot, answer: str = "", gold_answer: str = "") -> bool:
     """The predicate: the gold final state exactly, and the gold answer where there is one."""
     return final == gold_final and (not gold_answer or match(answer, gold_answer, 1.0)[0] == 1.0)
+
+
+def grade_calls(
+    spec: WorldSpec,
+    initial: Snapshot,
+    calls: list[Call],
+    answer: str,
+    gold_calls: list[Call],
+    gold_final: Snapshot,
+    gold_answer: str,
+) -> tuple[float, str]:
+    """A world attempt's reward and why: 0 for a net cast for the gold calls (too many calls, a
+    wildcard, guessed arguments: `call_checks`) before anything runs; else `calls` replayed
+    from `initial`, 1.0 when `passes`. A call of a tool the world does not have runs nothing."""
+    refused = too_many(calls, gold_calls) or spam(calls, gold_calls)
+    if refused:
+        return 0.0, refused
+    final = replay(spec, initial, calls).final
+    if passes(final, gold_final, answer, gold_answer):
+        return 1.0, f"gold final state after {len(calls)} calls"
+    if final != gold_final:
+        changed = ", ".join(sorted(state_diff(gold_final, final))) or "none"
+        return 0.0, f"final state differs from the gold one in: {changed}"
+    return 0.0, "the gold final state, but the answer does not match"
 
 
 def conversation_attempt(messages: list[dict[str, Any]]) -> tuple[list[Call], str]:

@@ -12,13 +12,12 @@ tool-call verifier scores. Every turn is one model call under the attempt's roll
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from data.call_checks import canonical
 from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
 from data.records import Task, ToolCall, ToolEnvironment
@@ -27,8 +26,6 @@ from harnesses.episode import Episode
 NAME = "tool_replay"
 SYSTEM = load_prompt(__file__, "tool_replay_system")
 EXTRA_TURNS = 2  # turns beyond one per recorded call: a lookup too many, and the answer
-NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?")  # "0123" is an id, not a number
-THOUSANDS = re.compile(r"-?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")  # 1,000.50
 NO_RESULT = (
     "No recorded result: production never made this call with these arguments, so it cannot"
     " be replayed. Call a tool with other arguments, or answer."
@@ -46,23 +43,6 @@ def same_value(expected: Any, actual: Any) -> bool:
     """Equal after `canonical`: numbers by value ("39.90" and 39.9), ids digit for digit
     ("02134" is not 2134), text with case and spacing ignored."""
     return canonical(expected) == canonical(actual)
-
-
-def canonical(value: Any) -> str:
-    """A value as compared: numbers in plain decimal form without trailing zeros, other
-    text lower-cased with spacing collapsed."""
-    if isinstance(value, bool) or value is None:
-        return str(value).lower()
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _plain(Decimal(repr(value)))
-    text = " ".join(str(value).lower().split())
-    if THOUSANDS.fullmatch(text):
-        text = text.replace(",", "")
-    if NUMBER.fullmatch(text):
-        return _plain(Decimal(text))
-    return text
 
 
 def repeats(call: ToolCall, name: str, key_arguments: dict[str, Any]) -> bool:
@@ -168,7 +148,3 @@ def _opening(task: Task, environment: ToolEnvironment) -> list[dict[str, str]]:
     if messages and messages[0]["role"] == "system":
         instructions += "\n\n" + messages.pop(0)["content"]
     return [{"role": "system", "content": instructions}, *messages]
-
-
-def _plain(number: Decimal) -> str:
-    return format(number.normalize(), "f")

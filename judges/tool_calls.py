@@ -5,26 +5,21 @@ An attempt (what the tool-replay harness returns) is JSON: `{"calls": [{"name", 
 tool name and equal key arguments (`harnesses.tool_replay.same_value`: numbers by value, text
 case- and space-insensitively); arguments the task leaves out (free text) are not compared. The
 reward is the share of expected calls matched. Three ways to have the expected calls among many
-score 0 (`spam`): more than twice as many calls as expected, an argument swept through more
-values than the expected calls give it ("guessed"), and a wildcard where the expected calls
-give a value (`*`, `%`, `.*`, an empty string, null, `Sm%`). The world verifier
-(`judges.world_state`) refuses the same.
+score 0: more than twice as many calls as expected, and the nets of `data.call_checks.spam`
+(an argument swept through more values than the expected calls give it, a wildcard where they
+give a value). The world verifier refuses the same (`data.world_runtime.grade_calls`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from data.call_checks import spam
 from data.records import Task, ToolCall, ToolCallsSpec
-from harnesses.tool_replay import attempt_text, canonical, repeats
+from harnesses.tool_replay import attempt_text, repeats
 from harnesses.world_replay import Call
 from judges.score import Score
-
-# a value that stands for any value: nothing, only pattern characters, or a pattern's ends
-_WILDCARD = re.compile(r"[\s*%.?_^$]*|[*%].*|.*[*%]", re.DOTALL)
-_PERCENTAGE = re.compile(r"[-+]?\d[\d,.]*\s*%")
 
 
 def parse_calls(completion: str) -> list[ToolCall] | None:
@@ -72,43 +67,6 @@ def grade(spec: ToolCallsSpec, completion: str) -> Score:
 
 def as_calls(calls: list[ToolCall]) -> list[Call]:
     return [(call.name, dict(call.arguments)) for call in calls]
-
-
-def is_wildcard(value: Any) -> bool:
-    """Whether an argument value stands for any value rather than naming one."""
-    if value is None:
-        return True
-    if isinstance(value, list | tuple):
-        return not value or any(is_wildcard(v) for v in value)
-    if not isinstance(value, str):
-        return False
-    text = value.strip()
-    return bool(_WILDCARD.fullmatch(text)) and not _PERCENTAGE.fullmatch(text)
-
-
-def spam(calls: list[Call], gold: list[Call]) -> str:
-    """Why `calls` cast a net for the `gold` calls rather than making them, or "": a wildcard
-    where a gold call of the tool gives the argument a value (not one of the gold values), or
-    an argument of a gold call's tool given more distinct values than the gold calls give it."""
-    wanted: dict[tuple[str, str], set[str]] = {}
-    for name, arguments in gold:
-        for key, value in arguments.items():
-            wanted.setdefault((name, key), set()).add(canonical(value))
-    tried: dict[tuple[str, str], set[str]] = {}
-    for name, arguments in calls:
-        for key, value in arguments.items() if isinstance(arguments, dict) else ():
-            if (name, key) not in wanted:
-                continue
-            if is_wildcard(value) and canonical(value) not in wanted[name, key]:
-                return f"wildcard argument: {name}.{key}={json.dumps(value)}"[:200]
-            tried.setdefault((name, key), set()).add(canonical(value))
-    for (name, key), values in tried.items():
-        if len(values) > len(wanted[name, key]):
-            return (
-                f"guessed arguments: {name}.{key} given {len(values)} values,"
-                f" the task {len(wanted[name, key])}"
-            )
-    return ""
 
 
 def perturbed(calls: list[ToolCall]) -> list[tuple[str, list[ToolCall]]]:

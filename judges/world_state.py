@@ -7,7 +7,8 @@ predicate the task's self-check tested before it was offered).
 
 Failed calls change nothing, so guessing is free unless it is refused: an attempt with more than
 `2 * gold + EXTRA_CALLS` calls, a wildcard argument, or an argument swept through more values
-than the gold calls give it scores 0 before it is replayed (`judges.tool_calls.spam`). A call of
+than the gold calls give it scores 0 before it is replayed (`data.call_checks`). The grading is
+`data.world_runtime.grade_calls`, which the verifiers package runs too. A call of
 a tool the task's world does not have runs nothing (the world answers "unknown tool" and leaves
 the state as it was, as the harness does), so it can neither help nor, by itself, hurt: a
 solver that names a tool wrongly and then makes the right calls still passes.
@@ -19,14 +20,12 @@ import json
 from typing import Any
 
 from data.records import Task, WorldStateSpec
-from data.world_runtime import conversation_attempt
+from data.world_runtime import conversation_attempt, grade_calls
 from harnesses.world import world_spec
-from harnesses.world_check import passes, self_check
-from harnesses.world_replay import Call, gold_calls, replay, state_diff
+from harnesses.world_check import self_check
+from harnesses.world_replay import Call, gold_calls, replay
 from judges.score import Score
-from judges.tool_calls import parse_calls, spam
-
-EXTRA_CALLS = 2  # calls beyond twice the gold ones: a lookup the gold calls skip, a retry
+from judges.tool_calls import parse_calls
 
 
 def attempt_of(completion: str | list[dict[str, Any]]) -> tuple[list[Call], str] | None:
@@ -53,20 +52,16 @@ def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:
     if task.world is None or not isinstance(verifier, WorldStateSpec):
         return Score(0.0, "the task has no world to replay on")
     calls, answer = attempt
-    gold = gold_calls(task)
-    if len(calls) > 2 * len(gold) + EXTRA_CALLS:
-        return Score(0.0, f"{len(calls)} calls for {len(gold)} gold calls")
-    refused = spam(calls, gold)
-    if refused:
-        return Score(0.0, refused)
-    done = replay(world_spec(task), task.world.initial, calls)
-    gold_final = verifier.final_state
-    if passes(done.final, gold_final, answer, task.answer):
-        return Score(1.0, f"gold final state after {len(calls)} calls", exact=True)
-    if done.final != gold_final:
-        changed = ", ".join(sorted(state_diff(gold_final, done.final))) or "none"
-        return Score(0.0, f"final state differs from the gold one in: {changed}")
-    return Score(0.0, "the gold final state, but the answer does not match")
+    reward, why = grade_calls(
+        world_spec(task),
+        task.world.initial,
+        calls,
+        answer,
+        gold_calls(task),
+        verifier.final_state,
+        task.answer,
+    )
+    return Score(reward, why, exact=reward == 1.0)
 
 
 def task_self_check(task: Task) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from data import answer_match, world_runtime
+from data import answer_match, call_checks, world_runtime
 from data.records import content_id
 from data.verifiers_package import module_name, packaged, taskset_id, write_package
 from generators.world_tasks import Candidate
@@ -56,7 +56,8 @@ def world_rows() -> list[dict[str, Any]]:
 def cases_of(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Completions as turns (tool calls, or a reply): the gold calls then the answer, a
     plausible wrong call sequence (`wrong_variants`: one argument pointing at another record)
-    with a wrong answer, and an empty reply."""
+    with a wrong answer, an empty reply, and a net cast for the gold calls (a wildcard call
+    beside them, or the gold calls five times over) with the gold answer."""
     setup, verifier = json.loads(row["world"]), json.loads(row["verifier"])
     spec = world_runtime.WorldSpec.model_validate_json(setup["spec"])
     gold = [(c["name"], c["arguments"]) for c in verifier["tool_calls"]]
@@ -70,10 +71,17 @@ def cases_of(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         ),
         gold[:-1],
     )
+    with_arguments = [(name, arguments) for name, arguments in gold if arguments]
+    if with_arguments:
+        name, arguments = with_arguments[0]
+        net = [(name, {**arguments, next(iter(arguments)): "%"}), *gold]
+    else:
+        net = gold * 5
     return {
         "gold": [{"calls": gold}, {"reply": row["answer"] or "Done."}],
         "wrong": [{"calls": wrong}, {"reply": "zzz qqq unrelated"}],
         "empty": [{"reply": ""}],
+        "net": [{"calls": net}, {"reply": row["answer"] or "Done."}],
     }
 
 
@@ -119,7 +127,7 @@ def test_the_package_holds_the_world_tasks_and_ships_the_runtime_as_it_is(world_
     package, rows, skipped = world_package
     assert rows and skipped == {} and all(packaged(row) is None for row in rows)
     module = package / module_name("worlds")
-    for shipped in (world_runtime, answer_match):
+    for shipped in (world_runtime, call_checks, answer_match):
         copied = module / Path(shipped.__file__).name
         assert copied.read_text() == Path(shipped.__file__).read_text()
     readme = (package / "README.md").read_text()
@@ -162,7 +170,7 @@ def test_the_package_and_verifier_reward_grade_world_completions_alike(world_pac
             answer=[row["answer"]] * len(names),
             world=[row["world"]] * len(names),
         )
-        assert rewards == [1.0, 0.0, 0.0]  # gold, wrong, empty
+        assert rewards == [1.0, 0.0, 0.0, 0.0]  # gold, wrong, empty, net
         assert [figures["rewards"][row["task_id"]][name] for name in names] == rewards
 
         setup = json.loads(row["world"])

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import verifiers.v1 as vf
 
 from .answer_match import match
-from .world_runtime import WorldSpec, conversation_attempt, passes, replay
+from .world_runtime import WorldSpec, conversation_attempt, grade_calls
 from .world_tools import WorldToolset
 
 TASKS = Path(__file__).resolve().parent / "tasks.parquet"
@@ -70,9 +70,17 @@ class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig])
         the task asks a question), else 0.0: taskfoundry's `world_state` verifier."""
         world = self.data.world or {}
         calls, answer = conversation_attempt(messages)
-        done = replay(WorldSpec.model_validate_json(world["spec"]), world["initial"], calls)
-        gold_final = self.data.verifier["final_state"]
-        return 1.0 if passes(done.final, gold_final, answer, self.data.answer) else 0.0
+        gold_calls = [(c["name"], dict(c["arguments"])) for c in self.data.verifier["tool_calls"]]
+        reward, _ = grade_calls(
+            WorldSpec.model_validate_json(world["spec"]),
+            world["initial"],
+            calls,
+            answer,
+            gold_calls,
+            self.data.verifier["final_state"],
+            self.data.answer,
+        )
+        return reward
 
     @vf.reward(weight=1.0)
     async def correct(self, trace: vf.Trace) -> float:
