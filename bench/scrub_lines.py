@@ -1,10 +1,13 @@
 """Scrubbing cost on one long line: ordinary prose against single words built to make
 backtracking regular expressions slow (issue 26: 10 kB of `_a` took 4.4 s before the EMAIL
-and SECRET patterns were anchored at word starts).
+and SECRET patterns were anchored at word starts; 100 kB of `pwd:` took 57 s while the SECRET
+pattern looked ahead for a digit from every name: now the value is checked once it matched).
 
 For each size, prints the seconds the scrubber takes on prose (the baseline) and on each
 adversarial word, and the ratio of each to the baseline; a linear scrubber keeps the ratios
-flat as the size grows. One run per cell. Run from the repository root:
+flat as the size grows. One run per cell, timed in CPU seconds of this process (scrubbing is
+single-threaded), so other load on the machine does not inflate the figures. Run from the
+repository root:
 `.venv/bin/python bench/scrub_lines.py [--sizes 10000 100000 1000000]`.
 """
 
@@ -23,7 +26,11 @@ from data.scrub import Scrubber  # noqa: E402
 
 PROSE = "The kettle ships with a two year warranty and a spare filter. "
 WORDS = {
+    "a": "a",
     "_a": "_a",
+    "pwd:": "pwd:",
+    "key=": "key=",
+    "+1": "+1",
     "x_password_": "x_password_",
     "a.": "a.",
     "a%40": "a%40",
@@ -37,9 +44,9 @@ def line(unit: str, size: int, prefix: str = "") -> str:
 
 
 def seconds(scrubber: Scrubber, text: str) -> float:
-    started = time.perf_counter()
+    started = time.process_time()
     scrubber.scrub(text)
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 def main() -> None:

@@ -3,29 +3,38 @@
 Runs on every trace before it is stored for generation, so nothing downstream (prompts, tasks,
 exports) ever sees the original. What is found is replaced by `[KIND]` (e.g. `[EMAIL]`,
 `[API_KEY]`) and counted per kind. Order matters: whole secrets (private-key blocks, auth
-headers, provider keys) go first, so a phone or card pattern never cuts one in half; checksummed
-numbers (cards: Luhn, IBANs: mod 97) go before phone numbers, which libphonenumber
-(`phonenumbers`) finds: it knows every country's numbering plan far better than a regular
-expression would. To keep ids, amounts and timestamps intact, a phone number counts only when
-it is written like one (a `+` or `(`, two separators, or a word such as "phone" or "call" just
-before it) and is not part of a longer token (`ORD-4471902`, `98765.43`). A placeholder matches
-no pattern, so scrubbing twice changes nothing. Numbers inside JSON values (tool arguments) are
-scrubbed through their text.
+headers, provider keys) go first, so a phone or card pattern never cuts one in half; then
+values that count only when a check accepts them (after a secret's name: one with a digit or a
+symbol; after a key's name: one shaped like key material; checksummed numbers: cards by Luhn,
+IBANs by mod 97); phone numbers go last, which libphonenumber (`phonenumbers`) finds: it knows
+every country's numbering plan far better than a regular expression would. To keep ids, amounts
+and timestamps intact, a phone number counts only when it is written like one (a `+` or `(`,
+two separators, or a word such as "phone" or "call me at" just before it) and is not part of a
+longer token (`ORD-4471902`, `98765.43`); what is written that way is a phone number even where
+libphonenumber rejects it as invalid (`+1 555 0100 1234`, a fictional range, a local number
+without its area code). A placeholder matches no pattern, so scrubbing twice changes nothing.
+Numbers inside JSON values (tool arguments) are scrubbed through their text.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import phonenumbers
 
+_PASSWORD_NAME = r"(?:password|passwd|pwd|passphrase|passcode)"
+# words that follow "password: " in advice and descriptions rather than as the password
+_NOT_A_PASSWORD = (
+    r"(?:the|its?|is|was|are|be|not|none|null|never|always|please|must|should|will|can|may"
+    r"|required|optional|incorrect|invalid|wrong|expired|forgotten|hidden|change|reset|update"
+    r"|enter|set|choose|use|type|see|same|new|old|your|my|our|their|this|that|and|or)"
+)
 _KEY_NAME = (
-    r"(?:password|passwd|pwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
-    r"|credentials?)"
+    rf"(?:{_PASSWORD_NAME}|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)"
 )
 # (kind, pattern), applied in this order; a named group `secret` limits the replacement
 SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -58,27 +67,48 @@ SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
         r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
         r"|gsk_[A-Za-z0-9]{30,}|xai-[A-Za-z0-9]{30,}|r8_[A-Za-z0-9]{30,}"  # Groq, xAI, Replicate
-        r"|npm_[A-Za-z0-9]{30,})",  # npm
+        r"|npm_[A-Za-z0-9]{30,}"  # npm
+        r"|(?:SK|AC)[0-9a-fA-F]{32})",  # Twilio (API key, account SID)
     ),
     # a match starts where a run of address characters starts (never inside one), so a long
     # run with no `@` is read once, not once per character: linear in the text's length
     ("EMAIL", r"(?<![\w.%+-])[\w.%+-]+(?:@|%40)[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}\b"),
     (
         "SECRET",
-        # DB_PASSWORD=..., client_secret: ..., "password is ...": the value after the name,
-        # when it has a digit or a symbol ("password: change it now" is advice, not a secret)
-        # (from the start of a word, with at most 64 characters around the name: linear in the
-        # text's length, as EMAIL)
-        rf"(?i)(?<!\w)(?:\w{{0,64}}_)?{_KEY_NAME}(?:_\w{{0,64}})?\b[\"']?"
-        r"(?:\s*[:=]\s*|\s+is\s+)"
-        r"[\"']?(?P<secret>(?=[^\s\"',;\[]*[\d!@#$%^&*_+=/\\-])[^\s\"',;\[]{6,})",
+        # a password of letters only: assigned (password=hunter, pwd:letmein) or given after
+        # "password: " ("my password: hunter"), unless the word is advice or a description
+        # ("password: change it", "password: required")
+        rf"(?i)(?<!\w)(?:\w{{0,64}}_)?{_PASSWORD_NAME}(?:_\w{{0,64}})?\b[\"']?"
+        rf"(?:\s*=\s*[\"']?|:[\"']?|:\s+[\"']?(?!{_NOT_A_PASSWORD}\b))"
+        r"(?P<secret>[^\W\d_]{3,})(?![^\s\"',;.!?)\]}])",  # (not the start of one with digits)
     ),
     ("SSN", r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b"),
+)
+# DB_PASSWORD=..., client_secret: ..., "password is ...": the value after the name, when it
+# has a digit or a symbol (`_secret_shaped`: "password: change it" is advice, not a secret)
+# (from the start of a word, with at most 64 characters around the name: linear in the text's
+# length, as EMAIL; the value is checked after it matched, so a value without a digit is read
+# once, not once per name inside it: `pwd:pwd:pwd:...`)
+NAMED_SECRET_CANDIDATE = re.compile(
+    rf"(?i)(?<!\w)(?:\w{{0,64}}_)?{_KEY_NAME}(?:_\w{{0,64}})?\b[\"']?(?:\s*[:=]\s*|\s+is\s+)"
+    r"[\"']?(?P<secret>[^\s\"',;\[]{6,})"
+)
+# AccountKey=<base64>, key=<hex>, primaryKey: ...: the value after a name ending in "key" when
+# it is shaped like a key (`_key_shaped`), not like a word or an identifier
+KEY_CANDIDATE = re.compile(
+    r"(?i)(?<![\w-])\w{0,64}key[\"']?\s*[:=]\s*[\"']?"
+    r"(?P<secret>[A-Za-z0-9+/_-]{16,}={0,2})(?![\w+/=-])"
 )
 CARD_CANDIDATE = re.compile(r"(?<![\w-])[3-6](?:[ -]?\d){12,18}(?![\w-])")
 IBAN_CANDIDATE = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
 PHONE_WORDS = re.compile(
-    r"(?i)(?:phone|tel|telephone|mobile|cell|call|ring|text|sms|whatsapp|fax|number)\b\W{0,4}$"
+    r"(?i)(?:phone|tel|telephone|mobile|cell|call|ring|text|sms|whatsapp|fax|number|dial|reach)"
+    r"\b(?:\W{1,4}(?:me|us|him|her|them|at|on|is|to|my|our|his|the|back|now)\b){0,3}\W{0,4}$"
+)
+# written as a phone number whether or not it is a valid one: a `+` and a country code, or
+# 415-555-0132 / (415) 555 0132, or 555-0199 (with a phone word before it: `_written_as_phone`)
+PHONE_SHAPED = re.compile(
+    r"(?<![\w+])(?:\+[1-9][\d ().-]{6,24}\d|\(?\d{3}\)?[ .-]?\d{3}[ .-]\d{4}|\d{3}[ .-]\d{4})"
 )
 SEVEN_DIGITS = re.compile(r"\d(?:\D{0,3}\d){6}")
 SEPARATOR_GROUPS = re.compile(r"\d[\s.\-/]+\d")
@@ -109,10 +139,10 @@ def iban_valid(text: str) -> bool:
 @dataclass
 class Scrubber:
     """Replaces secrets and personal data by `[KIND]` placeholders; `custom` adds configured
-    patterns (kind -> regular expression), applied after the built-in secrets. A pattern with
-    a named group `secret` has only that group replaced (`password: hunter22` ->
-    `password: [SECRET]`). Phone numbers without a country code are read as in each of
-    `phone_regions` in turn."""
+    patterns (kind -> regular expression), applied after the built-in patterns and before the
+    checked values. A pattern with a named group `secret` has only that group replaced
+    (`password: hunter22` -> `password: [SECRET]`). Phone numbers without a country code are
+    read as in each of `phone_regions` in turn."""
 
     custom: Mapping[str, str] = field(default_factory=dict)
     phone_regions: Sequence[str] = ("US",)
@@ -127,11 +157,11 @@ class Scrubber:
         for kind, pattern in self._patterns:
             text, found = pattern.subn(lambda m, kind=kind: _replace(m, kind), text)
             counts[kind] += found
-        text = CARD_CANDIDATE.sub(lambda m: _checked(m, counts, "CARD", _card), text)
-        text = IBAN_CANDIDATE.sub(lambda m: _checked(m, counts, "IBAN", iban_valid), text)
+        for kind, candidate, valid in CHECKED:
+            text = candidate.sub(lambda m, k=kind, v=valid: _checked(m, counts, k, v), text)
         for region in self.phone_regions:
             text = self._phones(text, region, counts)
-        return text
+        return PHONE_SHAPED.sub(lambda m: _shaped_phone(m, counts), text)
 
     def scrub_value(self, value: Any, counts: Counter) -> Any:
         """Every string inside a JSON-like value scrubbed, structure kept: dict keys too
@@ -188,11 +218,50 @@ def _card(text: str) -> bool:
     return 13 <= len(digits) <= 19 and luhn_valid(digits)
 
 
-def _checked(match: re.Match[str], counts: Counter, kind: str, valid: Any) -> str:
-    if not valid(match.group()):
+def _key_shaped(value: str) -> bool:
+    """Whether a value given for a key looks like key material: 32 or more hex digits, or
+    mixed case with a digit or a base64 symbol (`Zm9vYmFy...==`), or 40 characters of mixed
+    case; identifiers (`order_items_v2`) and words are not."""
+    body = value.rstrip("=")
+    if len(body) >= 32 and all(c in "0123456789abcdefABCDEF" for c in body):
+        return True
+    mixed = any(c.isupper() for c in body) and any(c.islower() for c in body)
+    return mixed and (len(body) >= 40 or any(c.isdigit() or c in "+/" for c in body))
+
+
+def _shaped_phone(match: re.Match[str], counts: Counter) -> str:
+    """A phone-shaped match as `[PHONE]` when it has a phone number's count of digits and
+    stands alone written as one, else kept."""
+    digits = sum(c.isdigit() for c in match.group())
+    if not 7 <= digits <= 15 or not _written_as_phone(match.string, match.start(), match.end()):
+        return match.group()
+    counts["PHONE"] += 1
+    return "[PHONE]"
+
+
+def _secret_shaped(value: str) -> bool:
+    """Whether a value given for a secret's name has a digit or a symbol."""
+    return any(c.isdigit() or c in "!@#$%^&*_+=/\\-" for c in value)
+
+
+# (kind, candidate, check), applied in this order after the patterns: a candidate is replaced
+# (its `secret` group, where it has one) when the check accepts it
+CHECKED: tuple[tuple[str, re.Pattern[str], Callable[[str], bool]], ...] = (
+    ("SECRET", NAMED_SECRET_CANDIDATE, _secret_shaped),
+    ("SECRET", KEY_CANDIDATE, _key_shaped),
+    ("CARD", CARD_CANDIDATE, _card),
+    ("IBAN", IBAN_CANDIDATE, iban_valid),
+)
+
+
+def _checked(match: re.Match[str], counts: Counter, kind: str, valid: Callable[[str], bool]) -> str:
+    """`match` replaced as `_replace` does when `valid` accepts the text it would replace
+    (its `secret` group if it has one), else kept."""
+    secret = "secret" if "secret" in match.re.groupindex else 0
+    if not valid(match.group(secret)):
         return match.group()
     counts[kind] += 1
-    return f"[{kind}]"
+    return _replace(match, kind)
 
 
 def _written_as_phone(text: str, start: int, end: int) -> bool:

@@ -1,0 +1,159 @@
+"""Held-out scrubbing: kinds of secrets and personal data that the sample traces do not plant,
+ordinary text left as it is, and every table that holds trace text (traces, status,
+proxy_calls, LLM usage) and the LLM cache free of what was planted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from data.lake import TABLES, Lake
+from data.records import ProxyCall, utcnow
+from data.scrub import Scrubber
+from data.trace_ingest import ingest_traces
+from harnesses.proxy import CallRecorder
+from tests.conftest import endpoints_for, make_context, run_llm_stages
+
+SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
+
+AZURE = "Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx5d2FsZG9mcmVkcGx1Z2g0Mg=="
+HEX_KEY = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+TWILIO = "SK0123456789abcdef0123456789abcdef"
+HELD_OUT = [  # (text, the planted value that must not survive)
+    (
+        "DefaultEndpointsProtocol=https;AccountName=acme;"
+        f"AccountKey={AZURE};EndpointSuffix=core.windows.net",
+        AZURE,
+    ),
+    ("AccountName=ops;AccountKey=q8Lw3N0vHf2xYbR7tPz1KsJ5mGd9Ce4Ua6Vn8Ho0Ti2X+/Wl7Qy==", "q8Lw3N"),
+    (f"key={HEX_KEY}", HEX_KEY),
+    ("signing key: 'E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855'", "E3B0C4"),
+    (f"twilio {TWILIO} for the SMS", TWILIO),
+    ("api key SKA1B2C3D4E5F60718293A4B5C6D7E8F90.", "SKA1B2C3"),
+    ("my password: hunter", "hunter"),
+    ("password=correcthorsebattery", "correcthorsebattery"),
+    ("pwd: letmein", "letmein"),
+    ('{"password": "swordfish"}', "swordfish"),
+    ("Password: Opensesame. Thanks!", "Opensesame"),
+    ("db_passwd=trustno", "trustno"),
+    ("my phone +44 20 7946 0000", "7946 0000"),
+    ("+1 555 0100 1234", "0100 1234"),
+    ("call me at 555-0199", "555-0199"),
+    ("text me on (555) 010-0000 after six", "010-0000"),
+    ("reach me back at 555 0142.", "555 0142"),
+]
+KEPT = [
+    "def compute_total(order_items, tax_rate=0.2): return sum(i.price for i in order_items)",
+    "see https://example.com/docs/v2/install?page=3#keys and https://github.com/acme/kettle/pull/44",
+    "released v3.12.1002 on 2024-01-05T10:30:00Z (build 20240105.3), 1.2.3 -> 1.2.4",
+    "price $1,299.99, was 1.049,00 EUR; 3 x 12.50 = 37.50; 45% off until 31.12.2024",
+    "meeting 10:30-11:45 in room 4-201; tracking 1Z999AA10123456784; port 5432",
+    "primary key: order_items_v2; key=value; sort key: created_at; monkey: George",
+    "never share your password: change it if you think someone saw it",
+    "the password field is required; reset your password in settings",
+    "Date: Mon Jan 5 10:00:00 2024 +0000, commit 3f2a9c1d, +5 points, 2+2=4",
+    "invoice 555-0199 and order 447-1902 are paid",
+]
+
+
+def test_held_out_secrets_and_phone_numbers_do_not_survive():
+    scrubber = Scrubber()
+    assert [text for text, secret in HELD_OUT if secret in scrubber.scrub(text)] == []
+    scrubbed = [scrubber.scrub(text) for text, _ in HELD_OUT]
+    assert [scrubber.scrub(text) for text in scrubbed] == scrubbed  # placeholders stay
+
+
+def test_ordinary_text_is_kept():
+    scrubber = Scrubber()
+    assert [text for text in KEPT if scrubber.scrub(text) != text] == []
+
+
+def test_the_sample_documents_lose_no_line():
+    """The bundled documents plant nothing: scrubbing changes none of their lines."""
+    scrubber = Scrubber()
+    lines = [ln for p in sorted(SAMPLE_DOCS.iterdir()) for ln in p.read_text().splitlines()]
+    assert len(lines) > 300
+    assert [ln for ln in lines if scrubber.scrub(ln) != ln] == []
+
+
+def test_planted_values_reach_no_table_nor_the_llm_cache(tmp_path, oracle_server):
+    """Secrets planted in a trace file (messages, tool arguments and results, the model name,
+    a malformed line's detail) and in a proxied call: after ingestion, every
+    LLM stage and the recorder's flush, no text column of any lake table and no cached LLM
+    request or response holds one."""
+    planted = [secret for _, secret in HELD_OUT]
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "chat.jsonl").write_text("\n".join(json.dumps(line) for line in chat_lines()))
+    ctx = make_context(tmp_path / "home")
+    counts = ingest_traces([str(traces)], ctx.lake, ctx.config.traces, "r1", lambda m: None)
+    assert counts["done:ingested"] == 2
+    assert counts["rejected:bad_message"] == 1
+    run_llm_stages(ctx, endpoints_for(oracle_server))
+    recorder = CallRecorder(ctx.lake, "r1", scrubber=Scrubber())
+    recorder.add(proxy_call(HELD_OUT))
+    recorder.flush()
+
+    stored = {table: lake_text(ctx.lake, table) for table in TABLES}
+    assert stored["traces"] and stored["status"] and stored["proxy_calls"]
+    assert "[SECRET]" in stored["traces"] and "[PHONE]" in stored["proxy_calls"]
+    cached = [p.read_text() for p in (ctx.config.home / "cache").rglob("*.json")]
+    assert cached  # the stages asked the model about the traces
+    stored["llm cache"] = "".join(cached)
+    found = {where: [p for p in planted if p in text] for where, text in stored.items()}
+    assert {where: values for where, values in found.items() if values} == {}
+
+
+def chat_lines() -> list[dict]:
+    """Two exchanges holding every held-out value, and a line whose role quotes a password."""
+    texts = [text for text, _ in HELD_OUT]
+    lookup = {"type": "function", "function": {"name": "lookup_order", "parameters": {}}}
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": json.dumps({"note": texts[2]})},
+    }
+    first = [
+        {"role": "user", "content": f"Where is order ORD-1? {' '.join(texts[:9])}"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"ok": texts[0]})},
+        {"role": "assistant", "content": f"It ships Friday. {texts[6]}"},
+    ]
+    second = [
+        {"role": "user", "content": f"Can I change my delivery address? {' '.join(texts[9:])}"},
+        {"role": "assistant", "content": "Yes, from your order page until it ships."},
+    ]
+    broken = [{"role": "password=correcthorsebattery", "content": "hi"}]
+    return [
+        {"messages": first, "tools": [lookup], "model": f"m {TWILIO}"},
+        {"messages": second, "model": "m"},
+        {"messages": broken, "model": "m"},
+    ]
+
+
+def proxy_call(held_out: list[tuple[str, str]]) -> ProxyCall:
+    texts = [text for text, _ in held_out]
+    messages = [{"role": "user", "content": " ".join(texts)}]
+    choices = [{"message": {"role": "assistant", "content": texts[-1]}}]
+    return ProxyCall(
+        call_id="p1",
+        rollout_id=TWILIO,
+        started_at=utcnow(),
+        model="m",
+        messages=json.dumps(messages),
+        params=json.dumps({"tools": [{"description": texts[3]}]}),
+        response=json.dumps(choices),
+        finish_reason="stop",
+        prompt_tokens=1,
+        completion_tokens=1,
+        latency_s=0.1,
+        status=502,
+        error=texts[7],
+        stream=False,
+        retry=0,
+    )
+
+
+def lake_text(lake: Lake, table: str) -> str:
+    """Every row of `table` as JSON text."""
+    return json.dumps(lake.rows(f"SELECT * FROM {table}"), default=str)
