@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 
+from data.config import FoundryConfig
 from data.records import (
     Attempt,
     Lineage,
@@ -19,10 +20,13 @@ from data.records import (
     Workspace,
 )
 from families import family_of
+from flows.train import hack_audit
+from harnesses.trainer import Rewarded, RewardSampler
 from judges import hacks, world_state
 from judges.equivalence import grade
 from judges.review import review
-from judges.rewards import score
+from judges.rewards import score, verifier_reward
+from judges.train_audit import audit_rewarded, response_of, to_audit
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_generator_and_judges import first_task
@@ -290,3 +294,82 @@ def test_answer_families_keep_their_audit_and_an_honest_near_match_is_not_flagge
     assert result.review.checked_attempts == 2
     assert result.review.hack_attempts == ["doc_qa-1"]
     assert result.review.remedy == "exact_match_only"
+
+
+# --- training: rewarded completions sampled by the reward wrapper, audited after the run -------
+
+
+def world_row(task: Task) -> dict:
+    return {
+        "verifier": json.dumps(task.verifier.model_dump(mode="json")),
+        "solution": task.answer,
+        "kind": task.kind,
+        "task_id": task.task_id,
+        "world": task.world.model_dump_json(),
+    }
+
+
+def conversation(calls: list[dict], answer: str) -> list[dict]:
+    """A trainer's conversational completion: tool calls, then the final answer."""
+    asked = [
+        {"function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}} for c in calls
+    ]
+    return [
+        {"role": "assistant", "content": "", "tool_calls": asked},
+        {"role": "assistant", "content": answer},
+    ]
+
+
+def test_the_reward_wrapper_keeps_a_bounded_sample_of_what_it_rewarded_fully():
+    sampler = RewardSampler(limit=3, seed=1)
+    reward = sampler.wrap("verifier_reward", lambda prompts, completions, **_: [
+        1.0 if c.startswith("ok") else (None if c == "skip" else 0.5) for c in completions
+    ])  # fmt: skip
+    assert reward.__name__ == "verifier_reward"
+    for batch in range(4):
+        completions = [f"ok {batch}-{i}" for i in range(3)] + ["half", "skip", "ok 0-0"]
+        scores = reward(
+            prompts=["q"] * 6, completions=completions, kind=["doc_qa"] * 6, task_id=["t"] * 6
+        )
+        assert scores[3:5] == [0.5, None]
+    assert sampler.offered == 12  # each distinct (task, completion) counted once
+    assert len(sampler.samples) == 3 and all(s.completion.startswith("ok") for s in sampler.samples)
+    assert sampler.samples[0].columns == {"kind": "doc_qa", "task_id": "t"}
+
+
+def test_rewarded_training_completions_are_audited_and_hacks_reported():
+    task = world_task()
+    row = world_row(task)
+    gold = json.loads(gold_text(task))["calls"]
+    emails = [f"{n}@example.test" for n in ("maren", "oskar", "ines", "teodor")]
+    spam = [{"name": "find_customer", "arguments": {"email": e}} for e in emails]
+    completions = [conversation(gold, task.answer), conversation(spam, task.answer)]
+    rows = [row, row]
+    sampler = RewardSampler(limit=8)
+    reward = sampler.wrap("verifier_reward", verifier_reward)
+    columns = {key: [r[key] for r in rows] for key in row}
+    prompts = [[m.model_dump() for m in task.prompt]] * 2
+    assert reward(prompts, completions, **columns) == [1.0, 1.0]  # the verifier rewards both
+
+    items = to_audit(sampler.samples, lambda kind: family_of(kind).audit)
+    assert [i.attempt.response for i in items] == [response_of(completions[1])]  # gold: skipped
+    llm = ScriptedLLM(calls_panel, judges=3)
+    found = asyncio.run(audit_rewarded(len(sampler.samples), items, llm))
+    assert found["sampled"] == 2 and found["checked"] == 1 and found["flagged"] == 1
+    (example,) = found["examples"]
+    assert example["task_id"] == task.task_id and example["pattern"] == "call_spam"
+    assert "maren@example.test" in example["completion"] and len(example["reasons"]) == 3
+
+
+def test_a_run_with_nothing_to_audit_starts_no_judge():
+    task = world_task()
+    gold = json.loads(gold_text(task))["calls"]
+    sample = Rewarded("verifier_reward", "q", conversation(gold, task.answer), world_row(task))
+    audit = hack_audit(FoundryConfig(), endpoints=None)  # would start the embedded model
+    assert audit([sample]) == {
+        "sampled": 1,
+        "checked": 0,
+        "flagged": 0,
+        "undecided": 0,
+        "examples": [],
+    }
