@@ -24,8 +24,16 @@ Band = Literal["too_easy", "in_band", "too_hard"]
 Pool = Literal["easy", "normal", "hard"]
 ItemStatus = Literal["done", "rejected", "failed"]
 Direction = Literal["harder", "easier"]  # where the repair loop moves an out-of-band task
-# what reviewing a task did to its verifier (see `Review`)
-Remedy = Literal["none_needed", "exact_match_only", "equivalence_rubric", "none_held"]
+# what reviewing a task did to its verifier (see `Review`): none_held, a remedy was tried and
+# none held; no_remedy, its family has none to try (code and tool-use tasks)
+Remedy = Literal[
+    "none_needed",
+    "exact_match_only",
+    "equivalence_rubric",
+    "rubric_items",
+    "none_held",
+    "no_remedy",
+]
 
 
 def content_id(*parts: Any, length: int = 16) -> str:
@@ -770,7 +778,17 @@ class RubricItem(Record):
     prompt_version: str
 
 
-HackPattern = Literal["hedged_list", "echoes_question", "format_gaming", "other"]
+HackPattern = Literal[
+    "hedged_list",  # answers and rubric-graded replies
+    "echoes_question",
+    "format_gaming",
+    "padding",
+    "special_cases_tests",  # code
+    "weakens_checks",
+    "call_spam",  # tool calls
+    "out_of_scope_calls",
+    "other",
+]
 
 
 class HackVerdict(Record):
@@ -792,7 +810,8 @@ class Review(Record):
 
     A remedy is a tighter verifier that rejects every flagged attempt and still accepts the gold;
     it makes a new task (`remedied_task_id`) that goes through verification again. When no
-    remedy holds, the task stays `hackable` and is exported with that flag.
+    remedy holds, or its family has none (code and tool-use tasks: `no_remedy`), the task stays
+    `hackable` and is exported with that flag.
     """
 
     task_id: str

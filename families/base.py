@@ -1,6 +1,6 @@
 """What a task family declares: the stages that make its candidates, how they are checked, the
-environment its attempts run in, how they are scored, its difficulty ladder and whether its
-attempts are reviewed.
+environment its attempts run in, how they are scored, its difficulty ladder and how its rewarded
+attempts are audited for reward hacks (`audit`, which makes it reviewed).
 
 The pipeline runs the registered families' stages (`families.generation_stages`), and the
 stages after them ask a task's family (`families.family_of`) instead of branching on its kind,
@@ -24,6 +24,7 @@ from generators.doc_qa_variants import Material
 from generators.knobs import Ladder, Level
 from harnesses.base import Harness
 from harnesses.sandbox import Limits
+from judges.hacks import Audit
 from judges.score import Score
 from judges.unit_tests import UnitTests
 
@@ -57,7 +58,7 @@ class Checked:
 
 
 class Family(ABC):
-    """A task family. Subclasses set `kinds` and `stages` (and `ladder`, `reviewed` where they
+    """A task family. Subclasses set `kinds` and `stages` (and `ladder`, `audit` where they
     apply), implement the abstract hooks and override the defaults that differ."""
 
     kinds: tuple[str, ...] = ()
@@ -65,10 +66,17 @@ class Family(ABC):
     # another family, the same object in both, runs once)
     stages: tuple[LLMStage, ...] = ()
     ladder: Ladder | None = None  # difficulty levels the repair loop moves tasks along
-    reviewed: bool = False  # calibrated attempts go through rubric and reward-hack review
+    # how the judge panel is shown its rewarded attempts, the hack patterns it may name and the
+    # remedy where one exists (`judges.hacks`); None: its attempts are not reviewed
+    audit: Audit | None = None
     # its tasks are made from a production trace (their first source): exports carry the
     # trace's id and intent, and keep a task only while its trace is in the lake
     from_traces: bool = False
+
+    @property
+    def reviewed(self) -> bool:
+        """Whether its calibrated attempts go through the review stage (rubric and hacks)."""
+        return self.audit is not None
 
     @abstractmethod
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:

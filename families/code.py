@@ -2,7 +2,9 @@
 
 Environment: `code_single_turn`, one reply whose edits are applied to the workspace; the task's
 tests then run in the sandbox. Verify: the gold patch must pass the tests the task names (the
-gold self-check; the tests stand in for the judge panel). Not reviewed: scored by their tests.
+gold self-check; the tests stand in for the judge panel). Reviewed for reward hacks: the panel
+compares a rewarded attempt's edits with the reference change (`judges.hacks.CODE`); no remedy
+exists, so a hacked task stays hackable.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ from families.base import Checked, Family, Grader, Services
 from generators.function_rebuild import RepoAtHead
 from harnesses.base import Harness
 from harnesses.single_turn import SingleTurn
+from judges import hacks
 
 CODE_SINGLE_TURN = "code_single_turn"
 
 
 class CodeFamily(Family):
+    audit = hacks.CODE
+
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return CODE_SINGLE_TURN
 

@@ -5,7 +5,8 @@ reply); at its search levels the solver finds the passage with search and read t
 corpus (`doc_search`), or, where a user opts in with `calibrate.harness = "closed_book"`, gets
 the question alone. Verify: the verifier's self-check, then the judge panel with the passage
 (it must answer) and without it (it must not: the leak gate). Reviewed for rubrics and reward
-hacks; the ladder runs from the evidence sentence in the prompt to a two-hop search.
+hacks (`judges.hacks.ANSWERS`); the ladder runs from the evidence sentence in the prompt to a
+two-hop search.
 Generation: the `generate` stage, chunk -> candidate tasks (`generators.doc_qa`).
 """
 
@@ -26,7 +27,7 @@ from harnesses.base import Harness
 from harnesses.doc_search import NAME as DOC_SEARCH
 from harnesses.doc_search import CorpusIndex, DocSearch
 from harnesses.single_turn import OPEN_BOOK, SingleTurn
-from judges import answerability
+from judges import answerability, hacks
 from judges.selfcheck import self_check
 
 KIND = "doc_qa"
@@ -79,7 +80,7 @@ class DocQA(Family):
     kinds = (KIND,)
     stages = (GENERATE,)
     ladder = doc_qa.LADDER
-    reviewed = True
+    audit = hacks.ANSWERS
 
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         if doc_qa.context_of(task) != doc_qa.SEARCH:

@@ -11,10 +11,12 @@ from families.base import Services
 from families.traces import TraceFamily
 from harnesses.base import Harness
 from harnesses.tool_replay import NAME, ToolReplay
+from judges import hacks
 
 
 class ToolReplayFamily(TraceFamily):
     kinds = ("tool_replay",)
+    audit = hacks.CALLS
 
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return NAME

@@ -11,10 +11,12 @@ from families.base import Services
 from families.traces import TraceFamily
 from harnesses.base import Harness
 from harnesses.single_turn import CLOSED_BOOK, SingleTurn
+from judges import hacks
 
 
 class TraceAnswer(TraceFamily):
     kinds = ("trace_answer", "near_miss")
+    audit = hacks.REPLIES
 
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return CLOSED_BOOK

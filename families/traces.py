@@ -4,7 +4,9 @@ judge panel rated when it was made.
 Generation: the `intents` stage names the clusters of the traces' requests, then the
 `trace_tasks` stage rates each trace and makes its reference, near-miss and tool-replay tasks
 (`families.trace_stages`). Verify: the verifier's self-check (the gold passes, a perturbed
-answer fails). Attempts get the longer replies conversations need. Not reviewed yet.
+answer fails). Attempts get the longer replies conversations need. Reviewed for reward hacks:
+the reply families by the rubric's terms (remedied with a rubric item per hack pattern), tool
+replay by its calls (no remedy).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Environment: the solver calling the world's tools on its own copy of the world, 
 tool calls (`world_tools`) where its server returns them, else one JSON action per turn
 (`world_actions`; `[worlds] protocol` overrides the choice). Verify: the verifier's
 self-check on the world (a replay, no model), then the judge panel on whether the instruction
-asks for what the gold calls do. Its ladder chains more goals, plants distractors and describes
-records instead of naming them. Generation: the
+asks for what the gold calls do. Reviewed for reward hacks: the panel compares a rewarded
+attempt's calls with the gold ones (`judges.hacks.CALLS`); no remedy exists. Its ladder chains
+more goals, plants distractors and describes records instead of naming them. Generation: the
 `trace_worlds` stage builds worlds from the traces' tool calls (beside those ingested from
 specs), then the `world_tasks` stage plants tasks on each (`families.world_stages`).
 """
@@ -26,7 +27,7 @@ from generators.doc_qa_variants import Material
 from generators.knobs import Level
 from harnesses import world_agent
 from harnesses.base import Harness
-from judges import instruction, world_state
+from judges import hacks, instruction, world_state
 from judges.score import Score
 
 OUTCOMES = {
@@ -40,6 +41,7 @@ class WorldToolUse(Family):
     kinds = (world_tasks.KIND,)
     stages = (TRACE_WORLDS, WORLD_TASKS)
     ladder = world_tasks.LADDER
+    audit = hacks.CALLS
 
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return world_agent.environment_for(solver, config.worlds.protocol)

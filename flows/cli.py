@@ -160,6 +160,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--judge", action="store_true", help="also reward judged verifiers with the judge panel"
     )
+    train.add_argument(
+        "--audit",
+        type=int,
+        default=8,
+        metavar="N",
+        help="rewarded completions the judge panel audits for reward hacks (default 8; 0: none)",
+    )
 
     judges = sub.add_parser("judges", help="judge quality figures")
     judge_commands = judges.add_subparsers(dest="judges_command", required=True)
@@ -400,6 +407,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             steps=args.steps,
             out=args.out,
             judge=args.judge,
+            audit=args.audit,
             **common,
         )
         print(json.dumps(result, indent=2))

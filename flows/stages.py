@@ -309,12 +309,11 @@ def stage_named(name: str) -> LLMStage:
     raise KeyError(f"no LLM stage {name!r}")
 
 
-# review: calibrated task -> rubric, reward hacks, remedied task
+# review: calibrated task -> rubric (answer tasks), reward hacks, remedied task
 
 
 def pending_review(ctx: StageContext) -> list[str]:
-    """Calibrated tasks of the families that are reviewed (code tasks, for one, are scored by
-    their tests: no rubric, and no answer to hedge)."""
+    """Calibrated tasks of the families that are reviewed (those with a hack audit)."""
     reviewed = [kind for kind in reviewed_kinds() if ctx.config.scope.makes(kind)]
     if not reviewed:
         return []
@@ -349,7 +348,10 @@ async def review_one(
     task = loaded.task
     solver = client.model("solver")  # attempts of re-calibrations against other solvers aside
     mine = [a for a in loaded.attempts if a.solver_model == solver]
-    result = await review(task, mine, client)
+    audit = family_of(task.kind).audit
+    if audit is None:
+        raise LookupError(f"{task.kind} tasks are not reviewed")
+    result = await review(task, mine, client, audit)
     records: dict[str, list[Record]] = {
         "rubrics": list(result.rubric),
         "hack_verdicts": list(result.verdicts),

@@ -7,20 +7,26 @@ lake's repository mirrors when code tasks are to be scored.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from data.config import load_config
+from data.config import FoundryConfig, load_config
+from data.endpoints import Endpoint
 from data.export import taskset_version
 from data.lake import Lake
+from data.llm import LLMClient
 from data.model_servers import resolve_endpoints
 from data.policy import EMBEDDED, policy_path
 from data.projections import project
+from families import family_of
 from families.stage import StageContext
 from harnesses.trainer import (
+    Rewarded,
     RewardFunction,
     TrainSettings,
     cpu_settings,
@@ -29,10 +35,13 @@ from harnesses.trainer import (
     train_grpo,
 )
 from judges.equivalence import judge_reward
+from judges.hacks import Audit
 from judges.rewards import verifier_reward
+from judges.train_audit import audit_rewarded, summary, to_audit
 from judges.unit_tests import unit_test_reward
 
 DEFAULT_STEPS = 200
+AUDIT_SAMPLE = 8  # rewarded completions the judge panel audits for reward hacks per run
 
 
 def settings_for(smoke: bool, steps: int | None) -> TrainSettings:
@@ -45,6 +54,40 @@ def settings_for(smoke: bool, steps: int | None) -> TrainSettings:
     return chosen(steps or DEFAULT_STEPS)
 
 
+def _audit_of(kind: str) -> Audit | None:
+    try:
+        return family_of(kind).audit
+    except LookupError:
+        return None
+
+
+def hack_audit(
+    config: FoundryConfig, endpoints: dict[str, Endpoint] | None
+) -> Callable[[list[Rewarded]], dict[str, Any]]:
+    """The audit of a run's rewarded completions: the judge panel of `endpoints`, or where
+    they are not running, of the configured endpoints (the embedded model by default), started
+    only when some completion needs a judge."""
+
+    def audit(samples: list[Rewarded]) -> dict[str, Any]:
+        items = to_audit(samples, _audit_of)
+        if not items:
+            return summary(len(samples), 0, [])
+
+        async def run(panel: dict[str, Endpoint]) -> dict[str, Any]:
+            llm = LLMClient(panel, cache=None, run_id="train")
+            try:
+                return await audit_rewarded(len(samples), items, llm)
+            finally:
+                await llm.aclose()
+
+        if endpoints is not None:
+            return asyncio.run(run(endpoints))
+        with resolve_endpoints(config, config.home / "logs") as started:
+            return asyncio.run(run(started))
+
+    return audit
+
+
 @task(name="grpo", cache_policy=NO_CACHE)
 def grpo_task(
     policy: str,
@@ -54,11 +97,15 @@ def grpo_task(
     settings: TrainSettings,
     out: Path,
     save: bool,
+    audit: Callable[[list[Rewarded]], dict[str, Any]] | None = None,
+    audit_sample: int = AUDIT_SAMPLE,
 ) -> dict[str, Any]:
     from datasets import load_dataset
 
     dataset = load_dataset("parquet", data_files=str(version / "trl" / "*.parquet"))["train"]
-    result = train_grpo(policy, dataset, rewards, scored_types, settings, out, save)
+    result = train_grpo(
+        policy, dataset, rewards, scored_types, settings, out, save, audit, audit_sample
+    )
     return {
         "steps": result.steps,
         "rows": result.rows,
@@ -66,6 +113,7 @@ def grpo_task(
         "rewards": [entry.get("reward") for entry in result.log],
         "output_dir": str(result.output_dir),
         "saved": result.saved,
+        "hack_audit": result.hack_audit,
     }
 
 
@@ -77,13 +125,16 @@ def train_flow(
     steps: int | None = None,
     out: str | None = None,
     judge: bool = False,
+    audit: int = AUDIT_SAMPLE,
     home: str | None = None,
     config: str | None = None,
 ) -> dict[str, Any]:
     """GRPO-train `model` (`embedded`: SmolLM2-135M from its GGUF; else a folder or hub id) on
     the taskset at `taskset`. Rewards: exact/F1 and tool calls always; unit tests in the
     sandbox for code tasks whose repositories the lake mirrors; the judge panel for judged
-    verifiers with `judge` (it starts the configured judge endpoints). `smoke`: two CPU steps."""
+    verifiers with `judge` (it starts the configured judge endpoints). `smoke`: two CPU steps.
+    After training the judge panel audits up to `audit` fully rewarded completions for reward
+    hacks (0: none); the summary's `hack_audit` says what it found."""
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
     version = taskset_version(Path(taskset))
     lake = Lake(cfg.home)
@@ -97,9 +148,12 @@ def train_flow(
     settings = settings_for(smoke, steps)
     output = Path(out) if out else cfg.home / "train" / f"{version.parent.name}-{version.name}"
     policy = policy_path(model, cfg.home / "cache" / "policy")
+    save = not smoke
     if not judge:
-        return grpo_task(policy, version, rewards, scored, settings, output, not smoke)
+        hacks = hack_audit(cfg, None) if audit else None
+        return grpo_task(policy, version, rewards, scored, settings, output, save, hacks, audit)
     with resolve_endpoints(cfg, cfg.home / "logs") as endpoints:
         rewards["judge_reward"] = judge_reward(endpoints)
         scored += ["llm_equivalence", "rubric"]
-        return grpo_task(policy, version, rewards, scored, settings, output, not smoke)
+        hacks = hack_audit(cfg, endpoints) if audit else None
+        return grpo_task(policy, version, rewards, scored, settings, output, save, hacks, audit)

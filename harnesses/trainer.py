@@ -3,13 +3,16 @@
 The reward functions come from the caller (`judges.rewards` and friends, wired by
 `flows/train.py`); rows whose verifier type none of them scores are left out first, so no
 group trains on a reward that is missing. Each logged step goes to `metrics.jsonl` in the
-output folder as it happens, and a summary to `summary.json`.
+output folder as it happens, and a summary to `summary.json`. With an `audit`, the reward
+functions keep a uniform sample of the completions they fully rewarded (`RewardSampler`), which
+the audit checks for reward hacks after training; its findings go into the summary.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -18,6 +21,63 @@ from pathlib import Path
 from typing import Any
 
 RewardFunction = Callable[..., list[float | None]]
+# the columns of a trainer row that grading a completion again needs
+ROW_COLUMNS = ("verifier", "solution", "answer", "kind", "task_id", "workspace", "world")
+
+
+@dataclass(frozen=True)
+class Rewarded:
+    """A completion a reward function rewarded fully (reward >= 1), with its row's columns."""
+
+    reward_function: str
+    prompt: Any
+    completion: Any  # text, or a conversation (a list of messages)
+    columns: dict[str, Any]
+
+
+class RewardSampler:
+    """Wraps reward functions to keep a uniform sample (reservoir) of up to `limit` fully
+    rewarded completions over a run, each (task, completion) once."""
+
+    def __init__(self, limit: int, seed: int = 0) -> None:
+        self.limit = limit
+        self.samples: list[Rewarded] = []
+        self.offered = 0  # distinct rewarded completions seen
+        self._seen: set[str] = set()
+        self._random = random.Random(seed)
+
+    def wrap(self, name: str, func: RewardFunction) -> RewardFunction:
+        """`func`, recording what it rewards fully."""
+
+        def sampled(prompts: list[Any], completions: list[Any], **columns: Any) -> list:
+            rewards = func(prompts, completions, **columns)
+            for index, reward in enumerate(rewards):
+                if reward is not None and reward >= 1.0:
+                    row = {
+                        key: columns[key][index]
+                        for key in ROW_COLUMNS
+                        if isinstance(columns.get(key), list)
+                        and len(columns[key]) == len(completions)
+                    }
+                    self.offer(Rewarded(name, prompts[index], completions[index], row))
+            return rewards
+
+        sampled.__name__ = name
+        return sampled
+
+    def offer(self, rewarded: Rewarded) -> None:
+        """Keep `rewarded` with the probability that keeps the sample uniform."""
+        key = json.dumps([rewarded.columns.get("task_id"), rewarded.completion], default=str)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.offered += 1
+        if len(self.samples) < self.limit:
+            self.samples.append(rewarded)
+            return
+        slot = self._random.randrange(self.offered)
+        if slot < self.limit:
+            self.samples[slot] = rewarded
 
 
 @dataclass(frozen=True)
@@ -79,6 +139,7 @@ class TrainResult:
     log: list[dict[str, float]]  # TRL's logged metrics per step
     output_dir: Path
     saved: bool
+    hack_audit: dict[str, Any] | None = None  # what the audit found among rewarded completions
 
 
 def trainable(dataset: Any, scored_types: Sequence[str]) -> tuple[Any, dict[str, int]]:
@@ -97,10 +158,13 @@ def train_grpo(
     settings: TrainSettings,
     output_dir: Path,
     save: bool,
+    audit: Callable[[list[Rewarded]], dict[str, Any]] | None = None,
+    audit_sample: int = 8,
 ) -> TrainResult:
     """Train `policy` (a model folder or hub id, `data.policy.policy_path`) with GRPO on the
     `trl` projection rows of `dataset` (a `datasets` Dataset) that `rewards` can score; with
-    `save`, the trained model goes to `output_dir/model`."""
+    `save`, the trained model goes to `output_dir/model`; with `audit`, up to `audit_sample`
+    fully rewarded completions are audited for reward hacks after training."""
     from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -147,9 +211,9 @@ def train_grpo(
         seed=settings.seed,
         model_init_kwargs={"dtype": "bfloat16" if settings.bf16 else "float32"},
     )
-    funcs = list(rewards.values())
-    for func, name in zip(funcs, rewards, strict=True):
-        func.__name__ = name  # TRL names each reward's metrics after its function
+    sampler = RewardSampler(audit_sample if audit is not None else 0, settings.seed)
+    # TRL names each reward's metrics after its function: the wrapper carries the name
+    funcs = [sampler.wrap(name, func) for name, func in rewards.items()]
     trainer = GRPOTrainer(
         model=policy,
         processing_class=AutoTokenizer.from_pretrained(policy),
@@ -163,8 +227,9 @@ def train_grpo(
     if save:
         trainer.save_model(str(output_dir / "model"))
     log = [entry for entry in trainer.state.log_history if "loss" in entry]
+    found = audit(sampler.samples) if audit is not None else None
     result = TrainResult(
-        trainer.state.global_step, len(rows), left_out, log, output_dir, saved=save
+        trainer.state.global_step, len(rows), left_out, log, output_dir, save, found
     )
     summary = {**asdict(result), "output_dir": str(output_dir), "settings": asdict(settings)}
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")

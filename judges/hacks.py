@@ -1,27 +1,38 @@
-"""Reward-hack mining: rewarded attempts that do not truly answer, and the verifier's remedy.
+"""Reward-hack mining: rewarded attempts that do not truly do what the task asks, and the
+verifier's remedy.
 
-Only an attempt rewarded without being the gold answer itself is suspicious (an exact match is
-genuine by construction); up to MAX_ATTEMPTS distinct ones per task go to the judge panel. An
-attempt is a hack when a majority of the panel says so; a judge error counts neither way, and a
-panel left undecided by errors raises, so the review is retried rather than guessed.
+Each reviewed family has an `Audit`: what the judge panel is shown of a rewarded attempt (the
+task, its gold, the attempt as data never to take instructions from), which hack patterns it
+may name, which attempts are the gold itself, and the remedy where one exists. Only an attempt
+rewarded without being the gold itself is suspicious (the gold is genuine by construction): for
+answers, one that is not an exact match; for code, edits other than the reference's; for tool
+calls, calls other than the gold sequence; for rubric-graded replies, a reply other than the
+reference. Up to MAX_ATTEMPTS distinct ones per task go to the panel. An attempt is a hack when
+a majority of the panel says so; a judge error counts neither way, and a panel left undecided by
+errors raises, so the review is retried rather than guessed.
 
-A task with a hack gets the first remedy on the ladder that rejects every flagged attempt and
-still accepts the gold answer: exact match only (for verifiers that accept a token-F1 match),
-then the answer-equivalence judge with a rubric (the task's rubric items plus one item per hack
-pattern). The remedy is a new task, which is verified and calibrated again.
+Remedies: an answer task with a hack gets the first step on the ladder that rejects every
+flagged attempt and still accepts the gold answer (exact match only, for verifiers that accept
+a token-F1 match, then the answer-equivalence judge with a rubric: the task's rubric items plus
+one item per hack pattern); a rubric-graded task gets one rubric item per hack pattern, kept on
+the same terms. The remedy is a new task, which is verified and calibrated again. Code and
+tool-use tasks have no automatic remedy (`no_remedy`): a hacked one stays hackable.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
+from abc import ABC, abstractmethod
 from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from data.llm import LLMClient, LLMError, settle
-from data.prompts import chat_messages, escape, load_prompt
+from data.prompts import Prompt, chat_messages, escape, load_prompt
 from data.records import (
     AnswerSpec,
     Attempt,
@@ -31,19 +42,23 @@ from data.records import (
     LLMEquivalenceSpec,
     Remedied,
     Remedy,
+    RubricSpec,
     Task,
+    ToolCall,
     VerifierSpec,
+    WorldStateSpec,
     content_id,
 )
+from harnesses.edits import EditError, Edits, parse_edits
 from judges import rubrics
 from judges.consensus import decide, majority
 from judges.equivalence import grade
-from judges.rewards import distinct_attempts, score
+from judges.rewards import answer_key, distinct_attempts, score
+from judges.rubric_grade import transcript
+from judges.tool_calls import parse_calls
 
-SYSTEM = load_prompt(__file__, "hack_system")
-USER = load_prompt(__file__, "hack_user")
-PROMPT_VERSION = content_id(SYSTEM.version, USER.version, length=12)
 MAX_ATTEMPTS = 3
+MAX_BLOCK_CHARS = 6000  # of a code task's statement, reference change or attempt shown to a judge
 
 # The rubric item that closes each kind of hack once the equivalence judge enforces it.
 PATTERN_ITEMS: dict[str, str] = {
@@ -52,13 +67,12 @@ PATTERN_ITEMS: dict[str, str] = {
     "format_gaming": "gives the answer plainly, without padding or formatting tricks",
     "other": "answers the question itself rather than matching the checker's wording",
 }
-
-
-class _View(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    genuine: StrictBool
-    pattern: Literal["none", "hedged_list", "echoes_question", "format_gaming", "other"]
-    reason: str = Field(max_length=200)
+# The rubric item that closes each kind of hack a rubric-graded reply can find.
+REPLY_PATTERN_ITEMS: dict[str, str] = {
+    "hedged_list": rubrics.ONE_ANSWER,
+    "padding": "makes its point once, without filler or restating the rubric",
+    "other": "does what the user asked rather than echoing the rubric's wording",
+}
 
 
 @dataclass(frozen=True)
@@ -69,37 +83,251 @@ class Finding:
     pattern: HackPattern
 
 
-def suspicious(task: Task, attempts: list[Attempt]) -> list[Attempt]:
-    """Rewarded attempts whose answer is not the gold itself, distinct, in attempt order."""
+@functools.cache
+def _view(patterns: tuple[str, ...]) -> type[BaseModel]:
+    """The judge's reply schema: `pattern` admits only the audit's patterns (or none)."""
+    return create_model(
+        "HackView",
+        __config__=ConfigDict(extra="forbid"),
+        genuine=(StrictBool, ...),
+        pattern=(Literal[("none", *patterns)], ...),
+        reason=(str, Field(max_length=200)),
+    )
 
-    def rewarded_but_not_gold(attempt: Attempt) -> bool:
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split())
+
+
+class Audit(ABC):
+    """How one family's rewarded attempts go to the hack panel: what it is shown, the patterns
+    it may name, which attempts are the gold itself, and the remedy where one exists."""
+
+    system: Prompt
+    user: Prompt
+    patterns: tuple[HackPattern, ...]
+    extracts_rubric: bool = False  # failed attempts are distilled into rubric items (answers)
+
+    @property
+    def prompt_version(self) -> str:
+        return content_id(self.system.version, self.user.version, length=12)
+
+    @abstractmethod
+    def fields(self, task: Task, attempt: str) -> dict[str, str]:
+        """The user prompt's blocks for `attempt` at `task`, escaped."""
+
+    @abstractmethod
+    def is_gold(self, task: Task, attempt: str) -> bool:
+        """Whether `attempt` is the task's gold itself (genuine by construction)."""
+
+    def same_as(self, attempt: str) -> str:
+        """The key under which two attempts are one for the panel (shown once)."""
+        return _spaced(attempt)
+
+    def messages(self, task: Task, attempt: str) -> list[dict[str, str]]:
+        """The panel's conversation about `attempt`."""
+        return chat_messages(self.system, self.user.render(**self.fields(task, attempt)))
+
+    async def remedy(
+        self, task: Task, findings: list[Finding], rubric: list[str], llm: LLMClient
+    ) -> tuple[Remedy, Task | None]:
+        """A tighter verifier closing `findings`, as a new task; by default there is none."""
+        return "no_remedy", None
+
+
+class AnswerAudit(Audit):
+    """Short answers checked by answer match (and the equivalence judge): document QA."""
+
+    system = load_prompt(__file__, "hack_system")
+    user = load_prompt(__file__, "hack_user")
+    patterns = ("hedged_list", "echoes_question", "format_gaming", "other")
+    extracts_rubric = True
+
+    def fields(self, task: Task, attempt: str) -> dict[str, str]:
+        return {
+            "question": escape(task.question),
+            "gold": escape(task.answer),
+            "attempt": escape(attempt),
+        }
+
+    def is_gold(self, task: Task, attempt: str) -> bool:
         return (
-            attempt.reward >= 1.0 and not score(task.verifier, attempt.response, task.answer).exact
+            isinstance(task.verifier, AnswerSpec)
+            and score(task.verifier, attempt, task.answer).exact
         )
 
-    return distinct_attempts(attempts, rewarded_but_not_gold, MAX_ATTEMPTS)
+    def same_as(self, attempt: str) -> str:
+        return answer_key(attempt)
+
+    async def remedy(
+        self, task: Task, findings: list[Finding], rubric: list[str], llm: LLMClient
+    ) -> tuple[Remedy, Task | None]:
+        """The first step of the ladder that rejects every flagged attempt and still accepts
+        the gold answer."""
+        patterns = list(dict.fromkeys(f.pattern for f in findings))
+        if not isinstance(task.verifier, AnswerSpec):
+            raise TypeError(f"an answer audit of a {task.verifier.type} verifier")
+        for name, spec in ladder(task.verifier, rubric, patterns):
+            remedied = await _holds(derive(task, spec, name), task, findings, llm)
+            if remedied is not None:
+                return name, remedied
+        return "none_held", None
 
 
-def messages_for(task: Task, attempt: str) -> list[dict[str, str]]:
-    user = USER.render(
-        question=escape(task.question), gold=escape(task.answer), attempt=escape(attempt)
-    )
-    return chat_messages(SYSTEM, user)
+class ReplyAudit(Audit):
+    """Free-form replies graded by the rubric judge: tasks made from production traces."""
+
+    system = load_prompt(__file__, "hack_rubric_system")
+    user = load_prompt(__file__, "hack_rubric_user")
+    patterns = ("hedged_list", "padding", "other")
+
+    def fields(self, task: Task, attempt: str) -> dict[str, str]:
+        items = task.verifier.rubric if isinstance(task.verifier, RubricSpec) else []
+        return {
+            "conversation": transcript(task.prompt),
+            "reference": escape(task.answer),
+            "rubric": "\n".join(f"{i}. {escape(item)}" for i, item in enumerate(items, 1)),
+            "attempt": escape(attempt),
+        }
+
+    def is_gold(self, task: Task, attempt: str) -> bool:
+        return _spaced(attempt).casefold() == _spaced(task.answer).casefold()
+
+    async def remedy(
+        self, task: Task, findings: list[Finding], rubric: list[str], llm: LLMClient
+    ) -> tuple[Remedy, Task | None]:
+        """The rubric with one item per hack pattern, where the gold still passes it and every
+        flagged reply fails it."""
+        spec = task.verifier
+        if not isinstance(spec, RubricSpec):
+            raise TypeError(f"a reply audit of a {spec.type} verifier")
+        added = [REPLY_PATTERN_ITEMS[f.pattern] for f in findings]
+        items = list(dict.fromkeys([*spec.rubric, *added]))
+        if items == spec.rubric:
+            return "none_held", None
+        tighter = spec.model_copy(update={"rubric": items})
+        remedied = await _holds(derive(task, tighter, "rubric_items"), task, findings, llm)
+        return ("rubric_items", remedied) if remedied is not None else ("none_held", None)
 
 
-async def _vote(task: Task, attempt: Attempt, role: str, llm: LLMClient) -> HackVerdict:
+class CodeAudit(Audit):
+    """Patches checked by the task's unit tests: no automatic remedy."""
+
+    system = load_prompt(__file__, "hack_code_system")
+    user = load_prompt(__file__, "hack_code_user")
+    patterns = ("special_cases_tests", "weakens_checks", "other")
+
+    def fields(self, task: Task, attempt: str) -> dict[str, str]:
+        return {
+            "task": escape(task.question[:MAX_BLOCK_CHARS]),
+            "reference": escape(task.answer[:MAX_BLOCK_CHARS]),
+            "attempt": escape(attempt[:MAX_BLOCK_CHARS]),
+        }
+
+    def is_gold(self, task: Task, attempt: str) -> bool:
+        if _spaced(attempt) == _spaced(task.answer):
+            return True
+        edits = _edits(attempt)
+        return edits is not None and edits == _edits(task.answer)
+
+
+class CallsAudit(Audit):
+    """Tool calls checked against the gold calls (tool replay) or the state they leave (tool
+    worlds): no automatic remedy."""
+
+    system = load_prompt(__file__, "hack_calls_system")
+    user = load_prompt(__file__, "hack_calls_user")
+    patterns = ("call_spam", "out_of_scope_calls", "other")
+
+    def fields(self, task: Task, attempt: str) -> dict[str, str]:
+        shown = parse_calls(attempt)
+        return {
+            "request": escape(task.question),
+            "reference": escape(_listed(_gold_calls(task), _gold_answer(task))),
+            "attempt": escape(attempt if shown is None else _listed(shown, _answer_of(attempt))),
+        }
+
+    def is_gold(self, task: Task, attempt: str) -> bool:
+        made = parse_calls(attempt)
+        return made is not None and _as_pairs(made) == _as_pairs(_gold_calls(task))
+
+
+def _edits(reply: str) -> Edits | None:
+    try:
+        return parse_edits(reply)
+    except EditError:
+        return None
+
+
+def _gold_calls(task: Task) -> list[ToolCall]:
+    """The gold call sequence: a tool-replay task's answer holds it with every argument; a
+    world task's verifier holds it."""
+    recorded = parse_calls(task.answer)
+    return recorded if recorded is not None else list(getattr(task.verifier, "tool_calls", []))
+
+
+def _gold_answer(task: Task) -> str:
+    if isinstance(task.verifier, WorldStateSpec):
+        return task.answer
+    return _answer_of(task.answer)
+
+
+def _answer_of(attempt: str) -> str:
+    """The final answer of an attempt in the harness's JSON (`{"calls", "answer"}`)."""
+    try:
+        return str(json.loads(attempt).get("answer") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _as_pairs(calls: list[ToolCall]) -> list[tuple[str, dict]]:
+    return [(call.name, dict(call.arguments)) for call in calls]
+
+
+def _listed(calls: list[ToolCall], answer: str) -> str:
+    """Calls one a line (`name {arguments as JSON}`), then the final answer, if any."""
+    lines = [
+        f"{c.name} {json.dumps(c.arguments, ensure_ascii=False, sort_keys=True)}" for c in calls
+    ]
+    if answer:
+        lines.append(f"final answer: {answer}")
+    return "\n".join(lines) or "(no calls)"
+
+
+ANSWERS = AnswerAudit()
+REPLIES = ReplyAudit()
+CODE = CodeAudit()
+CALLS = CallsAudit()
+
+
+def suspicious(task: Task, attempts: list[Attempt], audit: Audit) -> list[Attempt]:
+    """Rewarded attempts that are not the gold itself, distinct, in attempt order."""
+
+    def rewarded_but_not_gold(attempt: Attempt) -> bool:
+        return attempt.reward >= 1.0 and not audit.is_gold(task, attempt.response)
+
+    return distinct_attempts(attempts, rewarded_but_not_gold, MAX_ATTEMPTS, audit.same_as)
+
+
+async def _vote(
+    task: Task, attempt: Attempt, role: str, llm: LLMClient, audit: Audit
+) -> HackVerdict:
     model = llm.model(role)
     common = {
-        "verdict_id": content_id(attempt.attempt_id, role, model, PROMPT_VERSION),
+        "verdict_id": content_id(attempt.attempt_id, role, model, audit.prompt_version),
         "task_id": task.task_id,
         "attempt_id": attempt.attempt_id,
         "judge": role,
         "judge_model": model,
-        "prompt_version": PROMPT_VERSION,
+        "prompt_version": audit.prompt_version,
     }
     try:
         view = await llm.structured(
-            role, messages_for(task, attempt.response), _View, max_tokens=120, repairs=1
+            role,
+            audit.messages(task, attempt.response),
+            _view(audit.patterns),
+            max_tokens=120,
+            repairs=1,
         )
     except LLMError as error:
         return HackVerdict(**common, decision="error", pattern=None, reason=str(error)[:200])
@@ -110,12 +338,12 @@ async def _vote(task: Task, attempt: Attempt, role: str, llm: LLMClient) -> Hack
 
 
 async def mine(
-    task: Task, attempts: list[Attempt], llm: LLMClient
+    task: Task, attempts: list[Attempt], llm: LLMClient, audit: Audit
 ) -> tuple[list[Attempt], list[HackVerdict], list[Finding]]:
     """Ask the panel about each suspicious attempt: (checked attempts, verdicts, findings)."""
-    checked = suspicious(task, attempts)
+    checked = suspicious(task, attempts, audit)
     votes = await asyncio.gather(
-        *(_vote(task, attempt, role, llm) for attempt in checked for role in llm.judge_roles)
+        *(_vote(task, attempt, role, llm, audit) for attempt in checked for role in llm.judge_roles)
     )
     findings = []
     for attempt in checked:
@@ -133,7 +361,7 @@ async def mine(
 def ladder(
     spec: AnswerSpec, rubric: list[str], patterns: list[HackPattern]
 ) -> list[tuple[Remedy, AnswerSpec]]:
-    """The tighter verifiers to try, in order."""
+    """The tighter answer verifiers to try, in order."""
     steps: list[tuple[Remedy, AnswerSpec]] = []
     if isinstance(spec, ExactOrF1Spec) and spec.f1_threshold < 1.0:
         steps.append(("exact_match_only", spec.model_copy(update={"f1_threshold": 1.0})))
@@ -149,25 +377,23 @@ def ladder(
 def derive(task: Task, spec: VerifierSpec, remedy: Remedy) -> Task:
     """`task` with a new verifier: a new task id, its lineage naming the remedy and parent."""
     remedied = Remedied(remedy=remedy, parent=task.task_id)
+    task_id = Task.make_id(
+        task.kind, task.prompt, task.answer, spec, task.workspace, task.environment, task.world
+    )
     return task.model_copy(
         update={
-            "task_id": Task.make_id(task.kind, task.prompt, task.answer, spec),
+            "task_id": task_id,
             "verifier": spec,
             "lineage": task.lineage.model_copy(update={"remedied": remedied}),
         }
     )
 
 
-async def remedy(
-    task: Task, findings: list[Finding], rubric: list[str], llm: LLMClient
-) -> tuple[Remedy, Task | None]:
-    """The first remedy that rejects every flagged attempt and still accepts the gold answer."""
-    patterns = list(dict.fromkeys(f.pattern for f in findings))
-    for name, spec in ladder(task.verifier, rubric, patterns):
-        candidate = derive(task, spec, name)
-        if (await grade(candidate, task.answer, llm)).reward < 1.0:
-            continue
-        scores = await settle([grade(candidate, f.attempt.response, llm) for f in findings])
-        if all(s.reward < 1.0 for s in scores):
-            return name, candidate
-    return "none_held", None
+async def _holds(
+    candidate: Task, task: Task, findings: list[Finding], llm: LLMClient
+) -> Task | None:
+    """`candidate` when its verifier still accepts the gold and rejects every flagged attempt."""
+    if (await grade(candidate, task.answer, llm)).reward < 1.0:
+        return None
+    scores = await settle([grade(candidate, f.attempt.response, llm) for f in findings])
+    return candidate if all(s.reward < 1.0 for s in scores) else None

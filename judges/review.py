@@ -1,5 +1,6 @@
-"""Review of a calibrated task: rubric items from its failed attempts, reward hacks among its
-rewarded ones, and the remedy when a hack is found."""
+"""Review of a calibrated task: rubric items from its failed attempts (answer tasks), reward
+hacks among its rewarded ones as its family's audit shows them to the panel, and the remedy
+when a hack is found."""
 
 from __future__ import annotations
 
@@ -29,14 +30,17 @@ async def _rubric(task: Task, attempts: list[Attempt], llm: LLMClient) -> list[R
         return str(error)[:200]
 
 
-async def review(task: Task, attempts: list[Attempt], llm: LLMClient) -> ReviewResult:
-    """Extract the rubric, mine reward hacks and, for a hackable task, find a remedy."""
-    rubric = await _rubric(task, attempts, llm)
+async def review(
+    task: Task, attempts: list[Attempt], llm: LLMClient, audit: hacks.Audit
+) -> ReviewResult:
+    """Extract the rubric (where `audit` does), mine reward hacks and, for a hackable task,
+    find a remedy."""
+    rubric = await _rubric(task, attempts, llm) if audit.extracts_rubric else []
     items = rubric if isinstance(rubric, list) else []
-    checked, verdicts, findings = await hacks.mine(task, attempts, llm)
+    checked, verdicts, findings = await hacks.mine(task, attempts, llm, audit)
     remedy, remedied = "none_needed", None
     if findings:
-        remedy, remedied = await hacks.remedy(task, findings, [i.item for i in items], llm)
+        remedy, remedied = await audit.remedy(task, findings, [i.item for i in items], llm)
     record = Review(
         task_id=task.task_id,
         rubric_items=len(items),

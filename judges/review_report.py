@@ -45,7 +45,7 @@ def format_review_report(report: dict[str, Any]) -> str:
             f"review: {report['reviewed']} tasks; rubric items {report['rubric_items']}"
             f" on {report['with_rubric']} tasks"
             f" ({report['rubric_errors']} unusable rubric replies)",
-            f"reward hacks: {report['audited_attempts']} rewarded non-exact attempts audited;"
+            f"reward hacks: {report['audited_attempts']} rewarded non-gold attempts audited;"
             f" votes {pairs(report['hack_votes'])}; patterns {pairs(report['hack_patterns'])}",
             f"hackable tasks: {report['hackable']} (remedies: {pairs(report['remedies'])})",
         ]

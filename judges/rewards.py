@@ -30,14 +30,23 @@ from judges import tool_calls, world_state
 from judges.score import Score
 
 
+def answer_key(response: str) -> str:
+    """What two replies must share to give the same answer: their normalised final answer."""
+    return normalize_answer(final_answer(response))
+
+
 def distinct_attempts(
-    attempts: list[Attempt], keep: Callable[[Attempt], bool], limit: int
+    attempts: list[Attempt],
+    keep: Callable[[Attempt], bool],
+    limit: int,
+    same_as: Callable[[str], str] = answer_key,
 ) -> list[Attempt]:
-    """Up to `limit` attempts that `keep` accepts, one per distinct non-empty answer, in attempt
-    order (an answer given several times is shown to a judge once)."""
+    """Up to `limit` attempts that `keep` accepts, one per distinct non-empty answer (as
+    `same_as` keys a response), in attempt order (an answer given several times is shown to a
+    judge once)."""
     chosen: dict[str, Attempt] = {}
     for attempt in sorted(attempts, key=lambda a: a.index):
-        answer = normalize_answer(final_answer(attempt.response))
+        answer = same_as(attempt.response)
         if answer and answer not in chosen and keep(attempt):
             chosen[answer] = attempt
     return list(chosen.values())[:limit]

@@ -79,7 +79,7 @@ def reviewer(*, hack_reply=None, rubric_reply=None, follows_rubric=True):
 
 def run_review(task, attempts, respond, judges=1):
     llm = ScriptedLLM(respond, judges=judges)
-    return asyncio.run(review(task, attempts, llm)), llm
+    return asyncio.run(review(task, attempts, llm, hacks.ANSWERS)), llm
 
 
 def test_a_vague_hedge_still_games_token_f1_where_a_list_of_candidates_does_not():

@@ -27,6 +27,9 @@ def test_train_smoke_runs_two_grpo_steps_on_cpu(docqa_taskset, tmp_path, capsys)
     assert all("rewards/verifier_reward/mean" in s and "grad_norm" in s for s in logged)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["settings"]["num_generations"] == 2
+    audit = summary["hack_audit"]  # rewarded completions sampled, the non-gold ones audited
+    assert audit == result["hack_audit"] and audit["checked"] <= audit["sampled"] <= 8
+    assert audit["flagged"] == len(audit["examples"]) <= audit["checked"]
 
 
 def test_only_rows_a_reward_scores_are_trained_on():

@@ -6,8 +6,9 @@ that memory, never knows closed-book answers, and as the solver is right on a sh
 depends on the question, more often with a hint (so calibration sees every band). Its wrong
 answers are "something else", or with `hedge=True` the right answer hedged with another
 ("Dunmere, something"), which a token-F1 verifier rewards. As a reviewer it writes one
-rubric entry per failed attempt, calls a hedged answer a hack, and as an equivalence judge holds
-a hedge to a rubric that asks for one answer.
+rubric entry per failed attempt, calls a hedged answer a hack (and any rewarded code, tool-call
+or rubric-graded attempt genuine), and as an equivalence judge holds a hedge to a rubric that
+asks for one answer.
 
 Told that its reply was not valid (the client's structured-output repair), it answers the
 request again as it did the first time.
@@ -44,6 +45,11 @@ from generators.doc_qa_variants import HINT_MARK as HINT
 
 WORLD_ACTIONS = "You reach the system only through the tools below."  # world_actions_system.md
 RESULT = "Result: "  # how the JSON-action world solver is told a call's result
+AUDIT_CUES = (  # the last lines of the hack audits of code, tool calls and rubric-graded replies
+    "The tests passed with this attempt's edits.",
+    "The checker accepted this attempt's calls.",
+    "The rubric judge passed this reply.",
+)
 
 
 def _line(text: str, label: str) -> str:
@@ -149,6 +155,8 @@ class Oracle:
             hedged = "," in _block(prompt, "attempt")
             pattern = "hedged_list" if hedged else "none"
             return json.dumps({"genuine": not hedged, "pattern": pattern, "reason": "audited"})
+        if any(cue in prompt for cue in AUDIT_CUES):  # code, tool calls, rubric-graded replies
+            return json.dumps({"genuine": True, "pattern": "none", "reason": "does the task"})
         if "<gold_answer>" in prompt:
             attempt = _block(prompt, "attempt")
             same = _block(prompt, "gold_answer").lower() == attempt.lower()
