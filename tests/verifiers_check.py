@@ -15,21 +15,7 @@ import tomllib
 from pathlib import Path
 
 import verifiers.v1 as vf
-from verifiers.v1.graph import MessageNode
-from verifiers.v1.state import state_cls
-
-
-def reply_trace(task: vf.Task, reply: str) -> vf.Trace:
-    """A finished episode whose only sampled turn is `reply`."""
-    trace = vf.Trace(
-        task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-        state=state_cls(type(task))(),
-        agent=vf.AgentInfo(config=vf.AgentConfig(), name="check", trainable=False),
-    )
-    for message in task.data.prompt:
-        trace.nodes.append(MessageNode(message=message))
-    trace.nodes.append(MessageNode(message=vf.AssistantMessage(content=reply), sampled=True))
-    return trace
+from verifiers_world_check import trace_of  # beside this script
 
 
 async def check(taskset_id: str, rl_toml: str) -> dict:
@@ -41,7 +27,7 @@ async def check(taskset_id: str, rl_toml: str) -> dict:
     figures["validated"] = [await t.validate(None) for t in tasks]
     for task in tasks:
         for name, reply in (("gold", task.data.answer), ("wrong", "zzz qqq unrelated")):
-            trace = reply_trace(task, reply)
+            trace = trace_of(task, [{"reply": reply}])
             await task.score(trace)
             figures[name].append(trace.reward)
     figures["id"] = taskset_id == source["env"]["taskset"]["id"]
