@@ -4,8 +4,9 @@ in the sandbox, every fail-to-pass test passes and every pass-to-pass test still
 A commit sequence has a checkpoint per step: the attempt's `## Step N` edits are applied in
 order, each followed by its step's tests, and the reward is the share of checkpoints passed.
 Edits to test files are set aside (and named in the reason): the task's tests decide, not the
-solver's. The gold self-check asks the same question of the reference patch (must pass) and of
-the empty patch (must fail) before a code task is accepted.
+solver's. Edits whose added code reaches for the grader (`judges.grader_reach`) score 0 as
+`tampered` before anything runs. The gold self-check asks the same question of the reference
+patch (must pass) and of the empty patch (must fail) before a code task is accepted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from data.records import Checkpoint, Task, UnitTestsSpec
 from harnesses.edits import EditError, Edits, parse_edits, split_steps
 from harnesses.sandbox import Limits
 from harnesses.workspace import Step, Trial, try_steps
+from judges.grader_reach import reaches_for_grader
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
 
@@ -57,6 +59,9 @@ class UnitTests:
         edits, notes = self._edits(task, completion)
         if all(e is None for e in edits):
             return Score(0.0, "; ".join(notes)[:300])
+        tampered = self._reaches_for_grader(task, edits)
+        if tampered:
+            return Score(0.0, f"tampered: {tampered}"[:300])
         score = await asyncio.to_thread(self.score, task, edits)
         return Score(score.reward, "; ".join([score.why, *notes])[:300])
 
@@ -79,6 +84,15 @@ class UnitTests:
                 notes.append(f"{where}ignored edits to tests: {', '.join(dropped)}")
             edits.append(kept if kept.paths else None)
         return edits, notes
+
+    def _reaches_for_grader(self, task: Task, edits: list[Edits | None]) -> str:
+        """Evidence that a step's edits reach for the grader (`judges.grader_reach`), or ""."""
+        reference, _ = self._edits(task, task.answer)
+        for number, (made, gold) in enumerate(zip(edits, reference, strict=False), start=1):
+            evidence = reaches_for_grader(made, gold) if made is not None else ""
+            if evidence:
+                return f"step {number}: {evidence}" if len(edits) > 1 else evidence
+        return ""
 
     async def self_check(self, task: Task) -> str | None:
         """Why the task's own verifier does not hold (None: the reference patch passes and

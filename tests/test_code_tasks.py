@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -145,6 +146,17 @@ def test_an_attempt_that_edits_the_tests_gains_nothing(code_run):
     reply += f"\n```python\n# file: {task.workspace.files[0]}\nx = 1\n```"
     score = asyncio.run(ctx.unit_tests.grade(task, reply))
     assert score.reward == 0.0 and "ignored edits to tests" in score.why
+
+
+def test_the_reference_fix_with_code_that_walks_the_frames_scores_nothing(code_run):
+    ctx, _, _ = code_run
+    task = next(t for t in ctx.lake.records("tasks") if t.kind == "commit_replay")
+    beside = Path(next(p for p in task.workspace.files if "test" not in p)).with_name("_walk.py")
+    walker = "import sys\n\nFRAME = sys._getframe()\n"
+    reply = f"{task.answer}\n```python\n# file: {beside}\n{walker}```"
+    score = asyncio.run(ctx.unit_tests.grade(task, reply))
+    assert score.reward == 0.0 and score.why.startswith("tampered: frame walking: `_getframe`")
+    assert asyncio.run(ctx.unit_tests.grade(task, task.answer)).reward == 1.0  # the control
 
 
 def test_a_rerun_finds_nothing_to_do(code_run):
