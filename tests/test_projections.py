@@ -98,7 +98,7 @@ def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(docqa_tas
     assert figures["id"] and figures["unique_keys"] and figures["env"] == "SingleAgentEnv"
     assert figures["tasks"] == projections["prime-rl"].rows > 0
     assert figures["gold"] == [1.0] * figures["tasks"] and all(figures["validated"])
-    assert figures["wrong"] == [0.0] * figures["tasks"]
+    assert figures["wrong"] == figures["padded"] == [0.0] * figures["tasks"]
 
 
 def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_taskset):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import verifiers.v1 as vf
+from verifiers.v1.types import content_text
 
 from .answer_match import match
 from .world_runtime import WorldSpec, conversation_attempt, grade_calls
@@ -59,10 +60,19 @@ class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig])
         verifier with rubric items (mined from failed or gamed attempts) takes exact matches
         only, as taskfoundry's own verifier does without its judge panel."""
         spec = self.data.verifier
-        reward, _, exact = match(
-            reply, self.data.answer, float(spec.get("f1_threshold", 0.6)), spec.get("context", [])
-        )
+        threshold, context = float(spec.get("f1_threshold", 0.6)), spec.get("context", [])
+        reward, _, exact = match(reply, self.data.answer, threshold, context, self.question)
         return 1.0 if reward == 1.0 and (exact or not spec.get("rubric")) else 0.0
+
+    @property
+    def question(self) -> str:
+        """What the prompt asks (its last user message), as taskfoundry's reward reads it: an
+        answer padded with it scores 0."""
+        prompt = self.data.prompt
+        if isinstance(prompt, str):
+            return prompt
+        asked = [content_text(m.content) for m in prompt or [] if m.role == "user"]
+        return asked[-1] if asked else ""
 
     def grade_world(self, messages: list[dict[str, Any]]) -> float:
         """1.0 if the conversation's tool calls, replayed on the task's world from its initial
