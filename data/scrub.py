@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +84,20 @@ SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
     ),
     ("SSN", r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b"),
 )
+# What a text must hold (lower-cased) for a pattern to have anything to find: a pass over text
+# without it is skipped (a substring test reads 1 MB in about a millisecond, a pattern in 50)
+NEEDLES: dict[str, tuple[str, ...]] = {
+    "PRIVATE_KEY": ("private key",),
+    "BEARER_TOKEN": ("bearer",),
+    "AUTH_HEADER": ("authorization",),
+    "JWT": ("eyj",),
+    "AWS_ACCESS_KEY": ("akia", "asia", "agpa", "aida", "aroa", "anpa"),
+    "AWS_SECRET_KEY": ("secret",),
+    "WEBHOOK_URL": ("hooks.slack.com",),
+    "EMAIL": ("@", "%40"),
+    "SECRET": ("pass", "pwd"),
+    "SSN": ("-",),
+}
 # DB_PASSWORD=..., client_secret: ..., "password is ...": the value after the name, when it
 # has a digit or a symbol (`_secret_shaped`: "password: change it" is advice, not a secret)
 # (from the start of a word, with at most 64 characters around the name: linear in the text's
@@ -111,6 +125,12 @@ PHONE_SHAPED = re.compile(
     r"(?<![\w+])(?:\+[1-9][\d ().-]{6,24}\d|\(?\d{3}\)?[ .-]?\d{3}[ .-]\d{4}|\d{3}[ .-]\d{4})"
 )
 SEVEN_DIGITS = re.compile(r"\d(?:\D{0,3}\d){6}")
+# Where a phone number as written can sit: digits and the separators numbers are written with,
+# a "+" or "(" only first. libphonenumber reads windows of these runs, never the whole text, so
+# its cost follows the runs, not the length of one word that only looks numeric ("+1+1+1...").
+PHONE_RUN = re.compile(r"[+(]?\d[\d\s().\-/]{5,}")  # 7 characters at least
+NOT_A_PHONE = re.compile(r"\d{18,}")  # more digits in a row than any phone number has
+PHONE_WINDOW, PHONE_OVERLAP = 256, 48  # a run longer than a window is read in overlapping ones
 SEPARATOR_GROUPS = re.compile(r"\d[\s.\-/]+\d")
 
 
@@ -148,17 +168,28 @@ class Scrubber:
     phone_regions: Sequence[str] = ("US",)
 
     def __post_init__(self) -> None:
-        kinds = [*SECRET_PATTERNS, *((k.upper(), p) for k, p in self.custom.items())]
-        self._patterns = [(kind, re.compile(pattern)) for kind, pattern in kinds]
+        built_in = [(kind, re.compile(p), NEEDLES.get(kind, ())) for kind, p in SECRET_PATTERNS]
+        custom = [(kind.upper(), re.compile(p), ()) for kind, p in self.custom.items()]
+        self._patterns = [*built_in, *custom]
 
     def scrub(self, text: str, counts: Counter | None = None) -> str:
         """`text` with every finding replaced; findings are added to `counts` by kind."""
         counts = Counter() if counts is None else counts
-        for kind, pattern in self._patterns:
+        lowered = text.lower()
+        for kind, pattern, needles in self._patterns:
+            if needles and not any(needle in lowered for needle in needles):
+                continue
             text, found = pattern.subn(lambda m, kind=kind: _replace(m, kind), text)
-            counts[kind] += found
-        for kind, candidate, valid in CHECKED:
+            if found:
+                counts[kind] += found
+                lowered = text.lower()  # what the next patterns may find has changed
+        for kind, candidate, valid, needles in CHECKED:
+            if needles and not any(needle in lowered for needle in needles):
+                continue
+            before = counts[kind]
             text = candidate.sub(lambda m, k=kind, v=valid: _checked(m, counts, k, v), text)
+            if counts[kind] != before:
+                lowered = text.lower()
         for region in self.phone_regions:
             text = self._phones(text, region, counts)
         return PHONE_SHAPED.sub(lambda m: _shaped_phone(m, counts), text)
@@ -200,17 +231,53 @@ class Scrubber:
         return value if rest == str(value) else rest
 
     def _phones(self, text: str, region: str, counts: Counter) -> str:
-        if not SEVEN_DIGITS.search(text):  # no phone number is shorter
-            return text
-        found = phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID)
         pieces, last = [], 0
-        for match in found:
-            if not _written_as_phone(text, match.start, match.end):
+        for start, end in phone_spans(text, region):
+            if not _written_as_phone(text, start, end):
                 continue
-            pieces += [text[last : match.start], "[PHONE]"]
-            last = match.end
+            pieces += [text[last:start], "[PHONE]"]
+            last = end
             counts["PHONE"] += 1
         return "".join(pieces) + text[last:] if pieces else text
+
+
+def phone_spans(text: str, region: str) -> list[tuple[int, int]]:
+    """Where libphonenumber finds valid numbers for `region` in `text`, in order and without
+    overlaps, reading only the windows where a number can be written (`_phone_windows`)."""
+    found = set()
+    for start, end in _phone_windows(text):
+        window = text[start:end]
+        for match in phonenumbers.PhoneNumberMatcher(
+            window, region, leniency=phonenumbers.Leniency.VALID
+        ):
+            raw = match.raw_string  # a window's edge can leave it a space before the number
+            lead = len(raw) - len(raw.lstrip())
+            found.add((start + match.start + lead, start + match.start + len(raw.rstrip())))
+    spans, last = [], 0
+    for start, end in sorted(found):
+        if start >= last:  # windows overlap: a number seen twice is kept once
+            spans.append((start, end))
+            last = end
+    return spans
+
+
+def _phone_windows(text: str) -> Iterator[tuple[int, int]]:
+    """Spans of `text` where a phone number may be written: runs of `PHONE_RUN` with seven
+    digits or more, split where more digits stand in a row than a phone number has, cut into
+    overlapping windows, each with a character of context either side (libphonenumber looks
+    at what touches a number)."""
+    for run in PHONE_RUN.finditer(text):
+        run_start, run_end = run.span()
+        piece_start = run_start
+        for long in [*NOT_A_PHONE.finditer(text, run_start, run_end), None]:
+            piece_end = long.start() if long else run_end
+            if SEVEN_DIGITS.search(text, piece_start, piece_end):
+                for start in range(piece_start, piece_end, PHONE_WINDOW - PHONE_OVERLAP):
+                    end = min(start + PHONE_WINDOW, piece_end)
+                    yield max(0, start - 1), min(len(text), end + 1)
+                    if end == piece_end:
+                        break
+            piece_start = long.end() if long else run_end
 
 
 def _card(text: str) -> bool:
@@ -246,11 +313,17 @@ def _secret_shaped(value: str) -> bool:
 
 # (kind, candidate, check), applied in this order after the patterns: a candidate is replaced
 # (its `secret` group, where it has one) when the check accepts it
-CHECKED: tuple[tuple[str, re.Pattern[str], Callable[[str], bool]], ...] = (
-    ("SECRET", NAMED_SECRET_CANDIDATE, _secret_shaped),
-    ("SECRET", KEY_CANDIDATE, _key_shaped),
-    ("CARD", CARD_CANDIDATE, _card),
-    ("IBAN", IBAN_CANDIDATE, iban_valid),
+# (kind, candidate, the check a candidate must pass, what a text must hold for any candidate)
+CHECKED: tuple[tuple[str, re.Pattern[str], Callable[[str], bool], tuple[str, ...]], ...] = (
+    (
+        "SECRET",
+        NAMED_SECRET_CANDIDATE,
+        _secret_shaped,
+        ("pass", "pwd", "secret", "token", "key", "credential"),
+    ),
+    ("SECRET", KEY_CANDIDATE, _key_shaped, ("key",)),
+    ("CARD", CARD_CANDIDATE, _card, ()),
+    ("IBAN", IBAN_CANDIDATE, iban_valid, ()),
 )
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import phonenumbers
+
 from data.lake import TABLES, Lake
 from data.records import ProxyCall, utcnow
-from data.scrub import Scrubber
+from data.scrub import PHONE_WINDOW, Scrubber, phone_spans
 from data.trace_ingest import ingest_traces
 from harnesses.proxy import CallRecorder
 from tests.conftest import endpoints_for, make_context, run_llm_stages
@@ -157,3 +159,22 @@ def proxy_call(held_out: list[tuple[str, str]]) -> ProxyCall:
 def lake_text(lake: Lake, table: str) -> str:
     """Every row of `table` as JSON text."""
     return json.dumps(lake.rows(f"SELECT * FROM {table}"), default=str)
+
+
+def test_phone_numbers_in_a_long_run_are_found_across_window_edges():
+    """libphonenumber reads windows of the runs where numbers can be written: every number it
+    finds reading the whole text, at any offset from a window's edge, is found in the windows
+    too (they may find more: a window starts without the digits before it)."""
+    numbers = "415-555-0132 / 212 555 0187 / 4155550199 "  # inside the run: no "+" or "("
+    found = 0
+    for offset in range(0, 2 * PHONE_WINDOW, 7):
+        text = "rows " + ("7 " * PHONE_WINDOW)[:offset] + numbers + "7 " * 100
+        windowed = phone_spans(text, "US")
+        for match in phonenumbers.PhoneNumberMatcher(
+            text, "US", leniency=phonenumbers.Leniency.VALID
+        ):
+            number = match.raw_string.strip()
+            start = match.start + match.raw_string.index(number)
+            found += 1
+            assert any(a <= start and start + len(number) <= b for a, b in windowed), offset
+    assert found
