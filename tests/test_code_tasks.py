@@ -34,7 +34,7 @@ from generators.function_rebuild import (
 )
 from generators.replay_tasks import hunk_regions
 from harnesses import sandbox
-from harnesses.edits import file_diff
+from harnesses.edits import file_diff, parse_edits
 from judges.unit_tests import unit_test_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -150,13 +150,14 @@ def test_an_attempt_that_edits_the_tests_gains_nothing(code_run):
 
 def test_the_reference_fix_with_code_that_walks_the_frames_scores_nothing(code_run):
     ctx, _, _ = code_run
-    task = next(t for t in ctx.lake.records("tasks") if t.kind == "commit_replay")
-    beside = Path(next(p for p in task.workspace.files if "test" not in p)).with_name("_walk.py")
+    tasks = [t for t in ctx.lake.records("tasks") if t.kind == "commit_replay"]
     walker = "import sys\n\nFRAME = sys._getframe()\n"
-    reply = f"{task.answer}\n```python\n# file: {beside}\n{walker}```"
-    score = asyncio.run(ctx.unit_tests.grade(task, reply))
-    assert score.reward == 0.0 and score.why.startswith("tampered: frame walking: `_getframe`")
-    assert asyncio.run(ctx.unit_tests.grade(task, task.answer)).reward == 1.0  # the control
+    for task in tasks:
+        beside = Path(parse_edits(task.answer).paths[0]).with_name("_walk.py")  # a source folder
+        reply = f"{task.answer}\n```python\n# file: {beside}\n{walker}```"
+        score = asyncio.run(ctx.unit_tests.grade(task, reply))
+        assert score.reward == 0.0 and score.why.startswith("tampered: frame walking: `_getframe`")
+    assert tasks and asyncio.run(ctx.unit_tests.grade(tasks[0], tasks[0].answer)).reward == 1.0
 
 
 def test_a_rerun_finds_nothing_to_do(code_run):
