@@ -131,6 +131,7 @@ SEVEN_DIGITS = re.compile(r"\d(?:\D{0,3}\d){6}")
 PHONE_RUN = re.compile(r"[+(]?\d[\d\s().\-/]{5,}")  # 7 characters at least
 NOT_A_PHONE = re.compile(r"\d{18,}")  # more digits in a row than any phone number has
 PHONE_WINDOW, PHONE_OVERLAP = 256, 48  # a run longer than a window is read in overlapping ones
+PHONE_CONTEXT = 8  # characters around a window that libphonenumber sees too
 SEPARATOR_GROUPS = re.compile(r"\d[\s.\-/]+\d")
 
 
@@ -264,8 +265,9 @@ def phone_spans(text: str, region: str) -> list[tuple[int, int]]:
 def _phone_windows(text: str) -> Iterator[tuple[int, int]]:
     """Spans of `text` where a phone number may be written: runs of `PHONE_RUN` with seven
     digits or more, split where more digits stand in a row than a phone number has, cut into
-    overlapping windows, each with a character of context either side (libphonenumber looks
-    at what touches a number)."""
+    overlapping windows, each with `PHONE_CONTEXT` characters of context either side
+    (libphonenumber looks at what touches a number: "2026-11-24 10:42" is a time, not a
+    number, because ":42" follows it)."""
     for run in PHONE_RUN.finditer(text):
         run_start, run_end = run.span()
         piece_start = run_start
@@ -274,7 +276,7 @@ def _phone_windows(text: str) -> Iterator[tuple[int, int]]:
             if SEVEN_DIGITS.search(text, piece_start, piece_end):
                 for start in range(piece_start, piece_end, PHONE_WINDOW - PHONE_OVERLAP):
                     end = min(start + PHONE_WINDOW, piece_end)
-                    yield max(0, start - 1), min(len(text), end + 1)
+                    yield max(0, start - PHONE_CONTEXT), min(len(text), end + PHONE_CONTEXT)
                     if end == piece_end:
                         break
             piece_start = long.end() if long else run_end

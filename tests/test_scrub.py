@@ -178,3 +178,8 @@ def test_phone_numbers_in_a_long_run_are_found_across_window_edges():
             found += 1
             assert any(a <= start and start + len(number) <= b for a, b in windowed), offset
     assert found
+
+
+def test_a_time_after_a_date_is_not_a_phone_number():
+    for text in ('"at": "2026-11-24 10:42"', "delivered 2026-11-28 14:07:42 to the door"):
+        assert Scrubber().scrub(text) == text
