@@ -44,7 +44,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .answer_match import match
-from .call_checks import spam, too_many
+from .call_checks import Call, spam, too_many
 
 ColumnType = Literal["text", "integer", "number", "boolean", "date", "timestamp"]
 SQL_TYPES: dict[str, str] = {
@@ -361,7 +361,6 @@ def _json_value(value: Any) -> Any:
 
 # --- replaying calls ------------------------------------------------------------------------
 
-Call = tuple[str, dict[str, Any]]  # tool name, arguments
 IDLE_WORLDS = 8  # worlds kept open for the next replay, in all
 _IDLE: list[World] = []  # least recently used first
 _IDLE_LOCK = threading.Lock()

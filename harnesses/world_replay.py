@@ -9,12 +9,28 @@ over does not pay for opening a database each time.
 
 from __future__ import annotations
 
-from data.records import Task
+from collections.abc import Iterable
+
+from data.records import Task, ToolCall
 from data.world_runtime import IDLE_WORLDS, Call, Replay, replay, replay_each, state_diff
 
-__all__ = ["IDLE_WORLDS", "Call", "Replay", "gold_calls", "replay", "replay_each", "state_diff"]
+__all__ = [
+    "IDLE_WORLDS",
+    "Call",
+    "Replay",
+    "as_calls",
+    "gold_calls",
+    "replay",
+    "replay_each",
+    "state_diff",
+]
+
+
+def as_calls(calls: Iterable[ToolCall]) -> list[Call]:
+    """Recorded tool calls as replayed and compared: (name, arguments) pairs."""
+    return [(call.name, dict(call.arguments)) for call in calls]
 
 
 def gold_calls(task: Task) -> list[Call]:
     """A tool-use task's gold call sequence, as replayed."""
-    return [(call.name, dict(call.arguments)) for call in task.verifier.tool_calls]
+    return as_calls(task.verifier.tool_calls)

@@ -50,6 +50,7 @@ from data.records import (
     content_id,
 )
 from harnesses.edits import EditError, Edits, parse_edits
+from harnesses.world_replay import as_calls
 from judges import rubrics
 from judges.consensus import decide, majority
 from judges.equivalence import grade
@@ -249,7 +250,7 @@ class CallsAudit(Audit):
 
     def is_gold(self, task: Task, attempt: str) -> bool:
         made = parse_calls(attempt)
-        return made is not None and _as_pairs(made) == _as_pairs(_gold_calls(task))
+        return made is not None and as_calls(made) == as_calls(_gold_calls(task))
 
 
 def _edits(reply: str) -> Edits | None:
@@ -278,10 +279,6 @@ def _answer_of(attempt: str) -> str:
         return str(json.loads(attempt).get("answer") or "")
     except (ValueError, AttributeError):
         return ""
-
-
-def _as_pairs(calls: list[ToolCall]) -> list[tuple[str, dict]]:
-    return [(call.name, dict(call.arguments)) for call in calls]
 
 
 def _listed(calls: list[ToolCall], answer: str) -> str:

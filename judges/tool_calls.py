@@ -18,7 +18,7 @@ from typing import Any
 from data.call_checks import spam
 from data.records import Task, ToolCall, ToolCallsSpec
 from harnesses.tool_replay import attempt_text, repeats
-from harnesses.world_replay import Call
+from harnesses.world_replay import as_calls
 from judges.score import Score
 
 
@@ -63,10 +63,6 @@ def grade(spec: ToolCallsSpec, completion: str) -> Score:
     missing = "" if matched == len(expected) else f"; missing {expected[matched].name}"
     why = f"{matched}/{len(expected)} expected calls made in order{missing}"
     return Score(matched / len(expected), why, exact=matched == len(expected))
-
-
-def as_calls(calls: list[ToolCall]) -> list[Call]:
-    return [(call.name, dict(call.arguments)) for call in calls]
 
 
 def perturbed(calls: list[ToolCall]) -> list[tuple[str, list[ToolCall]]]:

@@ -23,7 +23,7 @@ from data.records import Task, WorldStateSpec
 from data.world_runtime import conversation_attempt, grade_calls
 from harnesses.world import world_spec
 from harnesses.world_check import self_check
-from harnesses.world_replay import Call, gold_calls, replay
+from harnesses.world_replay import Call, as_calls, gold_calls, replay
 from judges.score import Score
 from judges.tool_calls import parse_calls
 
@@ -38,7 +38,7 @@ def attempt_of(completion: str | list[dict[str, Any]]) -> tuple[list[Call], str]
         if calls is None:
             return None
         answer = str(json.loads(completion).get("answer") or "")
-        return [(c.name, dict(c.arguments)) for c in calls], answer
+        return as_calls(calls), answer
     return conversation_attempt(completion)
 
 
