@@ -22,6 +22,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from data.corpus_index import CORPUS_FILE
+from data.corpus_index import HARNESS as SEARCH_HARNESS
 from data.funnel import MEASURED_BY, funnel
 from data.lake import Lake
 from data.records import SCHEMA_VERSION, WorldSetup, utcnow
@@ -193,6 +195,7 @@ def export_taskset(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    corpus = _write_corpus(lake, tmp, fingerprint) if tally.by_harness[SEARCH_HARNESS] else 0
     digest = fingerprint.hexdigest(band)
     if latest is not None and _manifest(latest).get("fingerprint") == digest:
         shutil.rmtree(tmp)
@@ -200,12 +203,29 @@ def export_taskset(
             _point_latest(root, latest.name)  # a crash came between the rename and the link
         return ExportResult(latest, tally.n_tasks, written=False)
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
+    manifest["corpus"] = {"file": CORPUS_FILE, "chunks": corpus} if corpus else None
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (tmp / "README.md").write_text(_dataset_card(manifest))
     final = root / version
     os.replace(tmp, final)
     _point_latest(root, version)
     return ExportResult(final, tally.n_tasks, written=True)
+
+
+def _write_corpus(lake: Lake, folder: Path, fingerprint: _Fingerprint) -> int:
+    """The corpus the search tasks' environment searches (every chunk, as calibration indexed
+    it) into `corpus.parquet`, streamed; returns the chunks written. It is part of the
+    version's fingerprint: a new document makes a new version even with the same tasks."""
+    schema = pa.schema([("chunk_id", pa.string()), ("text", pa.string())])
+    written = 0
+    with pq.ParquetWriter(folder / CORPUS_FILE, schema) as writer:
+        sql = "SELECT chunk_id, text FROM chunks ORDER BY chunk_id"
+        for batch in lake.batches(sql, (), ROWS_PER_BATCH):
+            for row in batch:
+                fingerprint.add(row)
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            written += len(batch)
+    return written
 
 
 def _taskset_row(row: dict[str, Any], tally: _Tally) -> dict[str, Any]:
@@ -487,23 +507,23 @@ holds the passages it may read at the open-book levels, none at the search level
 `llm_equivalence` asks a judge when that fails, and enforces its `rubric` items), `evidence` and
 `source` (JSON), `pass_rate`, `pass_n`, `pass_ci_low`/`pass_ci_high` (Wilson interval), `band`
 (`too_easy`/`in_band`/`too_hard`), `pool` (prime-rl: hard/normal/easy), `learnability` (4p(1-p)),
-`solver_model`, `harness` (the environment the pass rate was measured in and the one to train
-in: `open_book`, one reply to the prompt as it is; `doc_search`, search and read tools over the
-corpus, the source withheld; `closed_book`, the question alone, only where a user opted in to
-closed-book training; `code_single_turn`, `tool_replay`, `world_tools` or `world_actions`, a
-world's tools through native tool calls or JSON actions), `verdicts` (each judge's decision and
-reason, JSON), `consensus` (the panel's decision per check with its rule,
-vote counts and agreement, JSON), `rubric` (checkable items distilled from failed solver
-attempts, each with the attempt it came from, JSON; grader-side only, never show it to the
-policy), `hackable` (a judge panel found a rewarded attempt that games the verifier and no
-tighter verifier closed it: filter these out or grade them with care),
-`lineage` (JSON; `knobs` hold the difficulty level: for documents `evidence_hinted` <
-`evidence` < `passage` < `distractors` (open book: the evidence sentence, with the answer's
-shape, then alone; its passage; the passage among its nearest neighbours) < `hinted` <
-`pointed` < `base` < `paraphrased` < `two_hop` (search); a variant made by the repair loop
-has `repair`: its `parent`, the original task `root`, the `step`, the levels it went through
-(`path`) and the `direction`; a task whose verifier was tightened after a reward hack has
-`remedied`: the `remedy` and its `parent`), `schema_version`. A taskset holds one task per
+`solver_model`, `harness` (the environment the pass rate was measured in and the one to train in:
+`open_book`, one reply to the prompt as it is; `doc_search`, search and read tools over the corpus,
+the source withheld: the corpus is `corpus.parquet` beside the parts, `chunk_id` and `text`,
+BM25-searched as `data/corpus_index.py` does; `closed_book`, the question alone, only where a user
+opted in to closed-book training; `code_single_turn`, `tool_replay`, `world_tools` or
+`world_actions`, a world's tools through native tool calls or JSON actions), `verdicts` (each
+judge's decision and reason, JSON), `consensus` (the panel's decision per check with its rule, vote
+counts and agreement, JSON), `rubric` (checkable items distilled from failed solver attempts, each
+with the attempt it came from, JSON; grader-side only, never show it to the policy), `hackable` (a
+judge panel found a rewarded attempt that games the verifier and no tighter verifier closed it:
+filter these out or grade them with care), `lineage` (JSON; `knobs` hold the difficulty level: for
+documents `evidence_hinted` < `evidence` < `passage` < `distractors` (open book: the evidence
+sentence, with the answer's shape, then alone; its passage; the passage among its nearest
+neighbours) < `hinted` < `pointed` < `base` < `paraphrased` < `two_hop` (search); a variant made by
+the repair loop has `repair`: its `parent`, the original task `root`, the `step`, the levels it
+went through (`path`) and the `direction`; a task whose verifier was tightened after a reward hack
+has `remedied`: the `remedy` and its `parent`), `schema_version`. A taskset holds one task per
 original: the variant in the band if the repair loop found one.
 
 Code tasks: the `prompt` holds the statement and the files that matter, and asks for whole files

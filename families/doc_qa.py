@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from data.config import FoundryConfig
+from data.corpus_index import CorpusIndex
 from data.endpoints import Endpoint
 from data.llm import LLMClient
 from data.records import Chunk, Direction, Task
@@ -25,7 +26,7 @@ from generators.doc_qa_variants import Material, make_variant
 from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.doc_search import NAME as DOC_SEARCH
-from harnesses.doc_search import CorpusIndex, DocSearch
+from harnesses.doc_search import DocSearch
 from harnesses.single_turn import OPEN_BOOK, SingleTurn
 from judges import answerability, hacks
 from judges.selfcheck import self_check

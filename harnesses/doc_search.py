@@ -1,12 +1,12 @@
 """The document-search harness: the solver finds the fact with tools over the corpus, then answers.
 
-Tools over the ingested chunks: `search(query)` (BM25 via `bm25s`, the best few passages with
-their ids and a snippet) and `read(chunk_id)` (a whole passage). Each turn the solver replies with
-one JSON action, `{"tool": "search" | "read" | "answer", "argument": ...}`; the tool's result
-comes back as the next user message, and an unusable reply is told so and costs its turn. An
-attempt that has not answered after `max_turns` turns has answered nothing (reward 0). Every turn
-is a model call under the attempt's rollout id, so the recording proxy holds the whole
-trajectory (messages, actions, results, final answer).
+Tools over the ingested chunks (`data.corpus_index`): `search(query)` (BM25, the best few
+passages with their ids and a snippet) and `read(chunk_id)` (a whole passage). Each turn the
+solver replies with one JSON action, `{"tool": "search" | "read" | "answer", "argument": ...}`;
+the tool's result comes back as the next user message, and an unusable reply is told so and
+costs its turn. An attempt that has not answered after `max_turns` turns has answered nothing
+(reward 0). Every turn is a model call under the attempt's rollout id, so the recording proxy
+holds the whole trajectory (messages, actions, results, final answer).
 """
 
 from __future__ import annotations
@@ -14,57 +14,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-import bm25s
 from pydantic import BaseModel, ConfigDict, Field
 
+from data.corpus_index import HARNESS, CorpusIndex
 from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
 from data.records import Task
 from harnesses.episode import Episode
 
-NAME = "doc_search"
+NAME = HARNESS
 SYSTEM = load_prompt(__file__, "doc_search_system")
-RESULTS = 3
-SNIPPET_CHARS = 240
 
 
 class Action(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tool: Literal["search", "read", "answer"]
     argument: str = Field(max_length=400)
-
-
-class CorpusIndex:
-    """BM25 over the corpus chunks, plus lookup by id."""
-
-    def __init__(self, chunks: list[tuple[str, str]]) -> None:
-        if not chunks:
-            raise ValueError("the corpus has no chunks to search")
-        self.ids = [chunk_id for chunk_id, _ in chunks]
-        self.texts = dict(chunks)
-        self.retriever = bm25s.BM25()
-        tokens = bm25s.tokenize([text for _, text in chunks], stopwords="en", show_progress=False)
-        self.searchable = bool(tokens.vocab)  # a corpus of stopwords alone has nothing to index
-        if self.searchable:
-            self.retriever.index(tokens, show_progress=False)
-
-    def search(self, query: str, k: int = RESULTS) -> list[tuple[str, str]]:
-        """(chunk id, snippet) of the best matches, best first; [] when nothing matches."""
-        tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
-        if not tokens.vocab or not self.searchable:
-            return []
-        found, scores = self.retriever.retrieve(
-            tokens, k=min(k, len(self.ids)), show_progress=False
-        )
-        return [
-            (self.ids[i], " ".join(self.texts[self.ids[i]].split())[:SNIPPET_CHARS])
-            for i, score in zip(found[0], scores[0], strict=True)
-            if score > 0
-        ]
-
-    def read(self, chunk_id: str) -> str | None:
-        """A passage by id ("c1" or "[c1]", as the results show it)."""
-        return self.texts.get(chunk_id.strip().strip("[]").strip())
 
 
 @dataclass(frozen=True)
@@ -115,14 +80,8 @@ class DocSearch:
 
     def _run(self, action: Action) -> str:
         if action.tool == "search":
-            hits = self.index.search(action.argument)
-            if not hits:
-                return f"No passage matches {action.argument!r}. Try other keywords."
-            return "Results:\n" + "\n".join(f"[{cid}] {snippet}" for cid, snippet in hits)
-        text = self.index.read(action.argument)
-        if text is None:
-            return f"There is no passage {action.argument!r}. Use an id from the results."
-        return f"Passage {action.argument.strip()}:\n{text}"
+            return self.index.search_result(action.argument)
+        return self.index.read_result(action.argument)
 
 
 def _opening(task: Task) -> list[dict[str, str]]:

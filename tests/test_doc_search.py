@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pyarrow.parquet as pq
+
+from data.corpus_index import CorpusIndex
 from data.export import export_taskset
 from data.records import Evidence
 from families import export_kinds
 from flows.stages import ingest_docs
-from harnesses.doc_search import CorpusIndex, DocSearch
+from harnesses.doc_search import DocSearch
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
@@ -99,7 +102,14 @@ def test_pipeline_calibrates_through_the_doc_search_harness(tmp_path, oracle_ser
     attempts = ctx.lake.rows("SELECT rollout_id FROM attempts")
     assert {a["rollout_id"] for a in attempts} <= {r["rollout_id"] for r in per_rollout}
     assert max(r["turns"] for r in per_rollout) == 3  # search, read, answer
-    assert export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds()).n_tasks > 0
+    exported = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    assert exported.n_tasks > 0
+    # the environment travels with the tasks: every chunk calibration searched, in its order
+    corpus = pq.read_table(exported.path / "corpus.parquet").to_pylist()
+    chunks = ctx.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
+    assert corpus == chunks
+    manifest = json.loads((exported.path / "manifest.json").read_text())
+    assert manifest["corpus"] == {"file": "corpus.parquet", "chunks": len(chunks)}
 
 
 def test_a_corpus_of_stopwords_searches_to_nothing_and_ids_read_with_brackets():
