@@ -46,6 +46,7 @@ TRL_SCHEMA = pa.schema(
         ("band", pa.string()),
         ("pool", pa.string()),
         ("harness", pa.string()),
+        ("evidence", pa.string()),
     ]
 )
 VERIFIERS_SCHEMA = pa.schema(
@@ -150,6 +151,7 @@ def trl_row(task: dict[str, Any]) -> dict[str, Any]:
         "band": task["band"],
         "pool": task["pool"],
         "harness": task["harness"],  # the environment its pass rate was measured in
+        "evidence": task["evidence"],  # grader-side, like `solution`: what a gold episode reads
     }
 
 

@@ -154,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--model", default="embedded", help="policy: embedded (SmolLM2-135M), a folder or hub id"
     )
-    train.add_argument("--smoke", action="store_true", help="two short CPU steps: the wiring")
+    train.add_argument(
+        "--smoke", action="store_true", help="one CPU step, one task per environment: the wiring"
+    )
     train.add_argument("--steps", type=int, help="training steps (default 200)")
     train.add_argument("--out", help="output folder (default $FOUNDRY_HOME/train/NAME-VERSION)")
     train.add_argument(

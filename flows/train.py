@@ -25,6 +25,7 @@ from data.policy import EMBEDDED, policy_path
 from data.projections import project
 from families import family_of
 from families.stage import StageContext
+from harnesses.train_episodes import EpisodeRecorder
 from harnesses.trainer import (
     Rewarded,
     RewardFunction,
@@ -45,7 +46,7 @@ AUDIT_SAMPLE = 8  # rewarded completions the judge panel audits for reward hacks
 
 
 def settings_for(smoke: bool, steps: int | None) -> TrainSettings:
-    """Two CPU steps for a smoke run; else a GPU run where there is one, a small CPU run not."""
+    """One CPU step for a smoke run; else a GPU run where there is one, a small CPU run not."""
     if smoke:
         return smoke_settings()
     import torch
@@ -97,6 +98,8 @@ def grpo_task(
     settings: TrainSettings,
     out: Path,
     save: bool,
+    search_calls: int,
+    recorder: EpisodeRecorder,
     audit: Callable[[list[Rewarded]], dict[str, Any]] | None = None,
     audit_sample: int = AUDIT_SAMPLE,
 ) -> dict[str, Any]:
@@ -104,13 +107,28 @@ def grpo_task(
 
     dataset = load_dataset("parquet", data_files=str(version / "trl" / "*.parquet"))["train"]
     result = train_grpo(
-        policy, dataset, rewards, scored_types, settings, out, save, audit, audit_sample
+        policy,
+        dataset,
+        rewards,
+        scored_types,
+        settings,
+        out,
+        save,
+        version=version,
+        search_calls=search_calls,
+        recorder=recorder,
+        audit=audit,
+        audit_sample=audit_sample,
     )
     return {
         "steps": result.steps,
         "rows": result.rows,
         "left_out": result.left_out,
+        "environments": result.environments,
+        "warm_start_rows": result.warm_start_rows,
+        "episodes_recorded": result.episodes_recorded,
         "rewards": [entry.get("reward") for entry in result.log],
+        "tool_calls": [entry.get("tools/call_frequency") for entry in result.log],
         "output_dir": str(result.output_dir),
         "saved": result.saved,
         "hack_audit": result.hack_audit,
@@ -130,9 +148,12 @@ def train_flow(
     config: str | None = None,
 ) -> dict[str, Any]:
     """GRPO-train `model` (`embedded`: SmolLM2-135M from its GGUF; else a folder or hub id) on
-    the taskset at `taskset`. Rewards: exact/F1 and tool calls always; unit tests in the
-    sandbox for code tasks whose repositories the lake mirrors; the judge panel for judged
-    verifiers with `judge` (it starts the configured judge endpoints). `smoke`: two CPU steps.
+    the taskset at `taskset`, tasks with tools multi-turn in their environments. Rewards:
+    exact/F1, tool calls and world state always; unit tests in the sandbox for code tasks whose
+    repositories the lake mirrors; the judge panel for judged verifiers with `judge` (it starts
+    the configured judge endpoints). `smoke`: one CPU step on one task per environment (a
+    doc-search and a world task call their tools), after a short warm start. Every episode is
+    recorded as proxy records in the lake (`foundry ingest traces HOME/lake/proxy_calls`).
     After training the judge panel audits up to `audit` fully rewarded completions for reward
     hacks (0: none); the summary's `hack_audit` says what it found."""
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
@@ -140,20 +161,25 @@ def train_flow(
     lake = Lake(cfg.home)
     project(version, "trl", lake)
     rewards: dict[str, RewardFunction] = {"verifier_reward": verifier_reward}
-    scored = ["exact_or_f1", "tool_calls"]
+    scored = ["exact_or_f1", "tool_calls", "world_state"]
     unit_tests = StageContext(lake=lake, config=cfg, run_id="train").unit_tests
     if unit_tests.mirrors:
         rewards["unit_test_reward"] = unit_test_reward(unit_tests)
         scored.append("unit_tests")
     settings = settings_for(smoke, steps)
-    output = Path(out) if out else cfg.home / "train" / f"{version.parent.name}-{version.name}"
+    run = f"{version.parent.name}-{version.name}"
+    output = Path(out) if out else cfg.home / "train" / run
     policy = policy_path(model, cfg.home / "cache" / "policy")
     save = not smoke
+    # a doc-search episode may call as many tools as calibration's turns left before the answer
+    search_calls = max(1, cfg.calibrate.max_turns - 1)
+    recorder = EpisodeRecorder(lake, f"train-{run}", model)
+    args = (policy, version, rewards, scored, settings, output, save, search_calls, recorder)
     if not judge:
         hacks = hack_audit(cfg, None) if audit else None
-        return grpo_task(policy, version, rewards, scored, settings, output, save, hacks, audit)
+        return grpo_task(*args, hacks, audit)
     with resolve_endpoints(cfg, cfg.home / "logs") as endpoints:
         rewards["judge_reward"] = judge_reward(endpoints)
         scored += ["llm_equivalence", "rubric"]
         hacks = hack_audit(cfg, endpoints) if audit else None
-        return grpo_task(policy, version, rewards, scored, settings, output, save, hacks, audit)
+        return grpo_task(*args, hacks, audit)

@@ -2,10 +2,17 @@
 
 The reward functions come from the caller (`judges.rewards` and friends, wired by
 `flows/train.py`); rows whose verifier type none of them scores are left out first, so no
-group trains on a reward that is missing. Each logged step goes to `metrics.jsonl` in the
-output folder as it happens, and a summary to `summary.json`. With an `audit`, the reward
-functions keep a uniform sample of the completions they fully rewarded (`RewardSampler`), which
-the audit checks for reward hacks after training; its findings go into the summary.
+group trains on a reward that is missing. Tasks with tools train multi-turn: each row runs in
+the environment its family was calibrated in (`harnesses.train_environments`, TRL's
+`environment_factory`), the policy calls the tools and reads their results, and the reward
+grades the whole episode. A policy whose chat template cannot render tool calls but speaks
+ChatML (SmolLM2) gets Qwen2.5's tool-calling ChatML template, and a few supervised steps on
+the tasks' gold episodes first (`harnesses.warm_start`). With a `recorder`, every episode is
+written as recording-proxy records (`harnesses.train_episodes`). Each logged step goes to
+`metrics.jsonl` in the output folder as it happens, and a summary to `summary.json`. With an
+`audit`, the reward functions keep a uniform sample of the completions they fully rewarded
+(`RewardSampler`), which the audit checks for reward hacks after training; its findings go
+into the summary.
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from harnesses.train_environments import SINGLE_TURN, Environments, environments_for
+from harnesses.train_episodes import EpisodeRecorder
+from harnesses.warm_start import WarmStart, warm_start, warm_start_rows
 
 RewardFunction = Callable[..., list[float | None]]
 # the columns of a trainer row that grading a completion again needs
@@ -89,19 +100,27 @@ class TrainSettings:
     learning_rate: float
     bf16: bool
     use_vllm: bool  # generate with vLLM, colocated on the training GPU
+    max_tool_turns: int  # tool-calling rounds per episode (TRL's max_tool_calling_iterations)
+    warm_start: WarmStart | None  # supervised steps on gold episodes before GRPO (tool tasks)
+    one_per_environment: bool = False  # train on one task per kind of environment (smoke)
     seed: int = 0
 
 
 def smoke_settings() -> TrainSettings:
-    """Two short steps on CPU: proves the wiring (data, rewards, loss, update), learns nothing."""
+    """One step on CPU over one task per kind of environment (a doc-search task and a world
+    task call their tools), after a short warm start: proves the wiring (environments, tool
+    calls, rewards, loss, update, episode records), learns nothing."""
     return TrainSettings(
-        max_steps=2,
-        batch_size=2,
+        max_steps=1,
+        batch_size=4,
         num_generations=2,
-        max_completion_length=16,
+        max_completion_length=320,  # a tool call, its result (search results run ~200 tokens)
         learning_rate=1e-6,
         bf16=False,
         use_vllm=False,
+        max_tool_turns=2,
+        warm_start=WarmStart(steps=5, learning_rate=3e-4, batch_size=4),
+        one_per_environment=True,
     )
 
 
@@ -115,6 +134,8 @@ def gpu_settings(max_steps: int) -> TrainSettings:
         learning_rate=1e-6,
         bf16=True,
         use_vllm=importlib.util.find_spec("vllm") is not None,
+        max_tool_turns=6,
+        warm_start=WarmStart(steps=50, learning_rate=1e-4, batch_size=8),
     )
 
 
@@ -124,10 +145,12 @@ def cpu_settings(max_steps: int) -> TrainSettings:
         max_steps=max_steps,
         batch_size=4,
         num_generations=4,
-        max_completion_length=64,
+        max_completion_length=512,
         learning_rate=1e-6,
         bf16=False,
         use_vllm=False,
+        max_tool_turns=4,
+        warm_start=WarmStart(steps=20, learning_rate=1e-4, batch_size=4),
     )
 
 
@@ -135,10 +158,13 @@ def cpu_settings(max_steps: int) -> TrainSettings:
 class TrainResult:
     steps: int
     rows: int  # taskset rows trained on
-    left_out: dict[str, int]  # verifier type -> rows no reward function scores
+    left_out: dict[str, int]  # why rows were left out: a verifier type no reward scores, ...
     log: list[dict[str, float]]  # TRL's logged metrics per step
     output_dir: Path
     saved: bool
+    environments: dict[str, int]  # rows per kind of environment (doc_search, world, ...)
+    warm_start_rows: int  # assistant turns of gold episodes the warm start trained on
+    episodes_recorded: int  # episodes written as recording-proxy records
     hack_audit: dict[str, Any] | None = None  # what the audit found among rewarded completions
 
 
@@ -150,6 +176,46 @@ def trainable(dataset: Any, scored_types: Sequence[str]) -> tuple[Any, dict[str,
     return dataset.select(keep), dict(sorted(left_out.items()))
 
 
+def with_environments(
+    rows: Any, version: Path, search_calls: int, one_per_environment: bool
+) -> tuple[Any, Environments]:
+    """`rows` with an `environment` column naming each row's training environment (the
+    projection's tool-replay `environment` column becomes `replay`), rows without a usable
+    environment left out; with `one_per_environment`, the first row of each kind only."""
+    rows = rows.rename_column("environment", "replay")
+    found = environments_for(rows, version, search_calls)
+    keep, kinds = [], set()
+    for index, name in enumerate(found.names):
+        kind = family_of_environment(name) if name else None
+        if kind is None or (one_per_environment and kind in kinds):
+            continue
+        kinds.add(kind)
+        keep.append(index)
+    names = [found.names[i] for i in keep]
+    return rows.select(keep).add_column("environment", names), found
+
+
+def family_of_environment(name: str) -> str:
+    """The kind of an environment name: `doc_search`, `world`, `replay` or `single_turn`."""
+    return name.split(":", 1)[0]
+
+
+def tool_tokenizer(policy: str) -> Any:
+    """The policy's tokenizer, able to render tool calls: as it is where its chat template can,
+    else (a ChatML template without tools, as SmolLM2's) Qwen2.5's tool-calling ChatML template,
+    whose tokens it shares, with TRL's response parser for it."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import qwen2_5_chat_template, supports_tool_calling
+
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    if supports_tool_calling(tokenizer):
+        return tokenizer
+    if "<|im_start|>" not in (tokenizer.chat_template or ""):
+        raise ValueError(f"the chat template of {policy} can render no tool call")
+    tokenizer.chat_template = qwen2_5_chat_template
+    return tokenizer
+
+
 def train_grpo(
     policy: str,
     dataset: Any,
@@ -158,22 +224,50 @@ def train_grpo(
     settings: TrainSettings,
     output_dir: Path,
     save: bool,
+    *,
+    version: Path,
+    search_calls: int = 3,
+    recorder: EpisodeRecorder | None = None,
     audit: Callable[[list[Rewarded]], dict[str, Any]] | None = None,
     audit_sample: int = 8,
 ) -> TrainResult:
     """Train `policy` (a model folder or hub id, `data.policy.policy_path`) with GRPO on the
-    `trl` projection rows of `dataset` (a `datasets` Dataset) that `rewards` can score; with
-    `save`, the trained model goes to `output_dir/model`; with `audit`, up to `audit_sample`
-    fully rewarded completions are audited for reward hacks after training."""
+    `trl` projection rows of `dataset` (a `datasets` Dataset) of taskset `version` that
+    `rewards` can score, each in its environment (a doc-search episode makes at most
+    `search_calls` calls); with `save`, the trained model goes to `output_dir/model`; with a
+    `recorder`, every episode is recorded; with `audit`, up to `audit_sample` fully rewarded
+    completions are audited for reward hacks after training."""
     from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     rows, left_out = trainable(dataset, scored_types)
+    rows, environments = with_environments(
+        rows, version, search_calls, settings.one_per_environment
+    )
+    left_out = dict(sorted((Counter(left_out) + Counter(environments.left_out)).items()))
     if len(rows) == 0:
         raise ValueError(f"no task in the taskset has a verifier the rewards score: {left_out}")
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics = output_dir / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
+    with_tools = any(name != SINGLE_TURN for name in rows["environment"])
+    tokenizer = tool_tokenizer(policy) if with_tools else AutoTokenizer.from_pretrained(policy)
+    warmed = 0
+    if with_tools and settings.warm_start is not None:
+        gold = warm_start_rows(
+            rows.to_list(), rows["environment"], environments.factories, _gold_reward(rewards)
+        )
+        if gold:
+            policy = warm_start(
+                policy,
+                tokenizer,
+                gold,
+                settings.warm_start,
+                output_dir / "warm_start",
+                bf16=settings.bf16,
+                seed=settings.seed,
+            )
+            warmed = len(gold)
 
     class StepLog(TrainerCallback):
         """Each logged step to metrics.jsonl, and a line of it to stderr."""
@@ -187,7 +281,8 @@ def train_grpo(
                 print(
                     f"train: step {state.global_step}/{state.max_steps}"
                     f" reward {logs.get('reward', float('nan')):.3f}"
-                    f" loss {logs['loss']:.4f}",
+                    f" loss {logs['loss']:.4f}"
+                    f" tool calls {logs.get('tools/call_frequency', 0.0):.2f}",
                     file=sys.stderr,
                 )
 
@@ -197,6 +292,7 @@ def train_grpo(
         per_device_train_batch_size=settings.batch_size,
         num_generations=settings.num_generations,
         max_completion_length=settings.max_completion_length,
+        max_tool_calling_iterations=settings.max_tool_turns,
         learning_rate=settings.learning_rate,
         bf16=settings.bf16,
         use_cpu=not settings.bf16,
@@ -214,13 +310,16 @@ def train_grpo(
     sampler = RewardSampler(audit_sample if audit is not None else 0, settings.seed)
     # TRL names each reward's metrics after its function: the wrapper carries the name
     funcs = [sampler.wrap(name, func) for name, func in rewards.items()]
+    if recorder is not None:
+        funcs[0] = recorder.wrap(funcs[0])
     trainer = GRPOTrainer(
         model=policy,
-        processing_class=AutoTokenizer.from_pretrained(policy),
+        processing_class=tokenizer,
         reward_funcs=funcs,
         args=config,
         train_dataset=rows,
         callbacks=[StepLog()],
+        environment_factory=environments.factories if with_tools else None,
     )
     trainer.remove_callback(PrinterCallback)  # StepLog reports instead, on stderr
     trainer.train()
@@ -229,8 +328,27 @@ def train_grpo(
     log = [entry for entry in trainer.state.log_history if "loss" in entry]
     found = audit(sampler.samples) if audit is not None else None
     result = TrainResult(
-        trainer.state.global_step, len(rows), left_out, log, output_dir, save, found
+        steps=trainer.state.global_step,
+        rows=len(rows),
+        left_out=left_out,
+        log=log,
+        output_dir=output_dir,
+        saved=save,
+        environments=dict(Counter(map(family_of_environment, rows["environment"]))),
+        warm_start_rows=warmed,
+        episodes_recorded=recorder.episodes if recorder is not None else 0,
+        hack_audit=found,
     )
     summary = {**asdict(result), "output_dir": str(output_dir), "settings": asdict(settings)}
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return result
+
+
+def _gold_reward(rewards: dict[str, RewardFunction]) -> RewardFunction:
+    """The reward a gold episode must earn: the sum TRL trains on, capped at 1."""
+
+    def total(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
+        scores = [func(prompts, completions, **columns) for func in rewards.values()]
+        return [min(1.0, sum(s for s in row if s is not None)) for row in zip(*scores, strict=True)]
+
+    return total

@@ -20,12 +20,15 @@ from data.records import (
     Lineage,
     Message,
     Task,
+    ToolCall,
     ToolCallsSpec,
     VerifierSpec,
     Workspace,
     WorldSetup,
     WorldStateSpec,
 )
+from data.world_runtime import conversation_attempt
+from harnesses.tool_replay import attempt_text
 from judges import tool_calls, world_state
 from judges.score import Score
 
@@ -122,13 +125,23 @@ def verifier_reward(
         if isinstance(spec, ExactOrF1Spec):
             rewards.append(score(spec, text, gold, question_of(prompt)).reward)
         elif isinstance(spec, ToolCallsSpec):
-            rewards.append(tool_calls.grade(spec, text).reward)
+            rewards.append(tool_calls.grade(spec, replay_attempt(completion)).reward)
         elif isinstance(spec, WorldStateSpec) and world:
             task = trainer_task(prompt, gold, spec, "world_tool_use", world=world)
             rewards.append(world_state.grade(task, completion).reward)
         else:
             rewards.append(None)
     return rewards
+
+
+def replay_attempt(completion: Completion) -> str:
+    """A tool-replay attempt's JSON text: the completion itself (the harness's attempt), or a
+    conversation's tool calls and final answer (a trainer's multi-turn episode)."""
+    if isinstance(completion, str):
+        return completion
+    calls, answer = conversation_attempt(completion)
+    made = [ToolCall(name=name, arguments=arguments) for name, arguments in calls]
+    return attempt_text(made, answer)
 
 
 def question_of(prompt: Any) -> str:

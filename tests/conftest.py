@@ -104,3 +104,27 @@ def docqa_taskset(tmp_path_factory):
     version = export_taskset(ctx.lake, "docqa", root / "tasksets", kinds=export_kinds()).path
     projections = {fmt: project(version, fmt, ctx.lake) for fmt in FORMATS}
     return ctx, version, projections
+
+
+@pytest.fixture(scope="session")
+def agentic_taskset(tmp_path_factory):
+    """A taskset of tasks with tools, the oracle as every model: doc-QA tasks calibrated in the
+    doc-search environment (three sample documents) and world tasks on the bundled worlds,
+    exported with its `trl` projection: (context, version folder)."""
+    from families.world_stages import ingest_world_files
+
+    root = tmp_path_factory.mktemp("agentic")
+    ctx = make_context(
+        root / "home",
+        generate={"max_chunks": 3},
+        calibrate={"harness": "doc_search", "method": "fixed", "k": 2, "max_turns": 3},
+        worlds={"tasks_per_world": 1},
+        repair={"max_steps": 0},
+    )
+    ingest_docs([str(d) for d in sorted(SAMPLE_DOCS.glob("*.md"))[:3]], ctx)
+    ingest_world_files([str(SAMPLE_DOCS.parent / "worlds")], ctx)
+    with FakeOpenAIServer(Oracle()) as server:
+        run_llm_stages(ctx, endpoints_for(server))
+    version = export_taskset(ctx.lake, "agentic", root / "tasksets", kinds=export_kinds()).path
+    project(version, "trl", ctx.lake)
+    return ctx, version

@@ -1,0 +1,145 @@
+"""A warm start for tool use: a few supervised steps on gold episodes before GRPO.
+
+A small policy that has never called a tool through its chat template makes no tool call in
+a GRPO group, so every episode is one reply and the tools teach nothing. The warm start shows
+it the calls, once per task: each tool task's gold episode is played in its own training
+environment (the tool results are the environment's), and every assistant turn of it, with
+what came before as the prompt, is one prompt-completion row for TRL's SFTTrainer (loss on
+the turn alone, never on a tool result).
+
+Gold episodes: a world task's gold calls then its answer; a tool-replay task's expected calls
+then its answer; a doc-search task searches its question, reads its evidence passage and
+answers. A task whose gold episode does not score 1 with the training reward is not used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from data.corpus_index import HARNESS as DOC_SEARCH
+from harnesses.train_environments import SINGLE_TURN, tool_schemas
+
+Row = dict[str, Any]
+Reward = Callable[..., list[float | None]]
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    steps: int
+    learning_rate: float
+    batch_size: int
+
+
+def gold_calls(row: Row) -> list[tuple[str, dict[str, Any]]] | None:
+    """The calls a gold episode of trainer row `row` makes, or None for a row without tools."""
+    spec = json.loads(row["verifier"])
+    if spec.get("type") in ("world_state", "tool_calls"):
+        return [(c["name"], dict(c.get("arguments") or {})) for c in spec["tool_calls"]]
+    if row.get("harness") == DOC_SEARCH and row.get("evidence"):
+        evidence = json.loads(row["evidence"])
+        if not evidence:
+            return None
+        question = row["prompt"][-1]["content"]
+        return [("search", {"query": question}), ("read", {"passage_id": evidence[0]["chunk_id"]})]
+    return None
+
+
+def gold_episode(row: Row, environment: Any) -> tuple[list[Row], list[Row]] | None:
+    """(prompt, completion) of `row`'s gold episode played in `environment` (an instance of
+    its training environment), as TRL's GRPOTrainer would hold it; None without one."""
+    calls = gold_calls(row)
+    if not calls:
+        return None
+    prompt = [dict(m) for m in row["prompt"]]
+    observation = environment.reset(**row)
+    if isinstance(observation, str):
+        prompt[-1] = {**prompt[-1], "content": prompt[-1]["content"] + observation}
+    completion: list[Row] = []
+    for name, arguments in calls:
+        call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+        completion.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        result = getattr(environment, name)(**arguments)
+        completion.append({"role": "tool", "name": name, "content": str(result)})
+    completion.append({"role": "assistant", "content": row["solution"] or "Done."})
+    return prompt, completion
+
+
+def warm_start_rows(
+    rows: list[Row], names: list[str], factories: dict[str, Callable[[], Any]], reward: Reward
+) -> list[Row]:
+    """SFT rows (prompt, completion, tools) from the gold episodes of the tool rows among
+    `rows` (each in the environment `names` gives it) that `reward` scores 1."""
+    sft: list[Row] = []
+    for row, name in zip(rows, names, strict=True):
+        if name == SINGLE_TURN:
+            continue
+        environment = factories[name]()
+        episode = gold_episode(row, environment)
+        if episode is None:
+            continue
+        prompt, completion = episode
+        columns = {k: [v] for k, v in row.items() if k not in ("prompt", "completion")}
+        if reward([prompt], [completion], **columns) != [1.0]:
+            continue
+        tools = json.dumps(tool_schemas(type(environment)))
+        for turn in range(len(completion)):
+            if completion[turn]["role"] == "assistant":
+                sft.append(
+                    {
+                        "prompt": prompt + completion[:turn],
+                        "completion": [completion[turn]],
+                        "tools": tools,
+                    }
+                )
+    return sft
+
+
+def warm_start(
+    policy: str,
+    tokenizer: Any,
+    rows: list[Row],
+    settings: WarmStart,
+    output_dir: Path,
+    *,
+    bf16: bool,
+    seed: int,
+) -> str:
+    """Train `policy` on `rows` (`warm_start_rows`) for `settings.steps` steps with TRL's
+    SFTTrainer (on a GPU in bf16 with `bf16`, else on CPU); returns the folder of the warmed
+    policy."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    if not rows:
+        raise ValueError("no gold episode to warm start on")
+    config = SFTConfig(
+        output_dir=str(output_dir),
+        max_steps=settings.steps,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        completion_only_loss=True,  # the turn alone: never the prompt or a tool result
+        max_length=None,  # a world's tool schemas alone can fill TRL's default 1,024 tokens
+        use_cpu=not bf16,
+        bf16=bf16,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=seed,
+    )
+    trainer = SFTTrainer(
+        model=policy,
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    folder = output_dir / "model"
+    trainer.save_model(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return str(folder)
