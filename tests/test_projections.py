@@ -18,7 +18,7 @@ from datasets import load_dataset
 from data.errors import ReasonedError
 from data.hub import push_version
 from data.projections import SFT_SCHEMA, canonical_rows, episode_message, project
-from data.verifiers_package import packaged, taskset_id
+from data.verifiers_package import has_corpus, packaged, taskset_id
 from flows.cli import main
 from judges.rewards import verifier_reward
 
@@ -103,7 +103,8 @@ def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(docqa_tas
 
 def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_taskset):
     _, version, projections = docqa_taskset
-    left_out = sum(packaged(task) is not None for task in canonical_rows(version))
+    corpus = has_corpus(version)
+    left_out = sum(packaged(task, corpus) is not None for task in canonical_rows(version))
     skipped = projections["verifiers"].skipped
     assert sum(skipped.values()) == left_out
     assert all(reason.startswith("from_v1_package:") for reason in skipped)
