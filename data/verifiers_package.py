@@ -196,6 +196,11 @@ packages = ["{module}"]
 """
 
 
+def why(reason: str) -> str:
+    """What a reason for leaving a task out means."""
+    return REASONS.get(reason, "a verifier this package cannot run without a model or sandbox")
+
+
 def tools_of(row: dict[str, Any]) -> str:
     """Which tools the package's tool server offers a packaged task."""
     if row["world"]:
@@ -214,11 +219,11 @@ def _readme(
     )
     reasons = Counter(reason for reason, _, _ in left_out)
     reason_lines = "\n".join(
-        f"| {reason} | {n} | {REASONS.get(reason, 'a verifier this package cannot run')} |"
-        for reason, n in sorted(reasons.items())
+        f"| {reason} | {n} | {why(reason)} |" for reason, n in sorted(reasons.items())
     )
     task_lines = "\n".join(
-        f"- `{task_id}` ({kind}): {reason}" for reason, task_id, kind in sorted(left_out)
+        f"- `{task_id}` ({kind}): {reason}: {why(reason)}"
+        for reason, task_id, kind in sorted(left_out)
     )
     left = (
         f"{len(left_out)} tasks, each needing what this package cannot give (a model, a"
