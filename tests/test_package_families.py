@@ -36,6 +36,7 @@ from harnesses.doc_search import DocSearch
 from harnesses.tool_replay import attempt_text, replay
 from judges import tool_calls
 from judges.rewards import trainer_task, verifier_reward
+from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_doc_search import CHUNKS
 from tests.test_trace_tasks import REFUND, refund_trace
@@ -437,3 +438,82 @@ def test_the_package_grades_and_serves_every_family_as_taskfoundry_does(family_p
     (summary,) = (tmp_path / "validate").glob("*/summary.json")
     outcomes = json.loads(summary.read_text())["outcomes"]
     assert outcomes["valid"] == len(cases) and sum(outcomes.values()) == len(cases)
+
+
+def scripted_model(plans: dict[str, list[Any]]):
+    """A model that plays, for the task whose question it is asked, its plan's turns in order
+    (a list of calls, or a reply), the last one again past the plan's end."""
+
+    def respond(body: dict[str, Any]) -> str | dict[str, Any]:
+        messages = body["messages"]
+        question = [m["content"] for m in messages if m["role"] == "user"][-1]
+        plan = plans[question]
+        turn = sum(m["role"] == "assistant" for m in messages)
+        step = plan[min(turn, len(plan) - 1)]
+        if isinstance(step, str):
+            return step
+        calls = [
+            {"id": f"call-{turn}-{i}", "name": name, "arguments": json.dumps(arguments)}
+            for i, (name, arguments) in enumerate(step)
+        ]
+        return {"tool_calls": calls}
+
+    return respond
+
+
+@needs_verifiers
+def test_a_rollout_searches_replays_and_stops_at_the_turn_limit(tmp_path):
+    version = write_version(tmp_path)
+    search = {r["task_id"]: r for r in search_rows()}
+    replayed = replay_rows()[1]  # three recorded calls
+    write_package(
+        tmp_path / "taskset", version, [search["search-mill"], search["search-bridge"], replayed]
+    )
+    site = tmp_path / "site"
+    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
+    install += ["--no-build-isolation", "--target", site, tmp_path / "taskset"]
+    subprocess.run([str(a) for a in install], check=True, timeout=300)
+    made = [(c["name"], c["arguments"]) for c in json.loads(replayed["answer"])["calls"]]
+    plans = {
+        QUESTIONS[0][1]: [
+            [("search", {"query": "Harlow mill close"})],
+            [("read", {"passage_id": "c-mill"})],
+            "1887",
+        ],
+        QUESTIONS[1][1]: [[("search", {"query": "bridge vehicles"})]],  # never answers
+        replayed["prompt"][-1]["content"]: [*([call] for call in made), "Refunded."],
+    }
+    env = {**os.environ, "PYTHONPATH": str(site), "FAKE_API_KEY": "k"}
+    with FakeOpenAIServer(scripted_model(plans)) as server:
+        run = subprocess.run(
+            [VERIFIERS_PYTHON, ROOT / "tests" / "verifiers_rollout.py", taskset_id(NAME)]
+            + [server.base_url, tmp_path / "eval"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=tmp_path,
+        )
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    rollouts = json.loads(run.stdout.strip().splitlines()[-1])
+    index = corpus_index.CorpusIndex(CHUNKS)
+    assert rollouts["search-mill"] == {
+        "reward": 1.0,
+        "stop": "agent_completed",
+        "turns": 3,
+        "tools": [index.search_result("Harlow mill close"), index.read_result("c-mill")],
+    }
+    assert rollouts["search-bridge"] == {
+        "reward": 0.0,
+        "stop": "turn_limit",  # the package's @vf.stop, at calibrate.max_turns
+        "turns": SEARCH_TURNS,
+        # the last call's result would come with the refused call: the trace never holds it
+        "tools": [index.search_result("bridge vehicles")] * (SEARCH_TURNS - 1),
+    }
+    recorded = json.loads(replayed["environment"])["recorded"]
+    assert rollouts[replayed["task_id"]] == {
+        "reward": 1.0,
+        "stop": "agent_completed",
+        "turns": len(made) + 1,
+        "tools": [r["result"] for r in recorded],
+    }
