@@ -106,15 +106,21 @@ def has_corpus(version: Path) -> bool:
     return (version / corpus_index.CORPUS_FILE).exists()
 
 
+def setup_of(task: dict[str, Any], column: str) -> dict[str, Any] | None:
+    """A task's `world` or `environment` column, parsed: None where the task has none (an
+    empty cell, or JSON null)."""
+    return json.loads(task[column]) if task[column] else None
+
+
 def packaged(task: dict[str, Any], corpus: bool) -> str | None:
     """None if the package can score `task` (of a version with a `corpus` or without), else
     why it is left out."""
     verifier = json.loads(task["verifier"])
     kind = verifier.get("type", "exact_or_f1")
     if kind == "world_state":
-        return None if task["world"] else "world_state_without_world"
+        return None if setup_of(task, "world") else "world_state_without_world"
     if kind == "tool_calls":
-        if not task["environment"]:
+        if not setup_of(task, "environment"):
             return "tool_calls_without_environment"
         return None if verifier.get("tool_calls") else "tool_calls_without_calls"
     if kind not in ANSWER_TYPES:
@@ -128,10 +134,11 @@ def packaged(task: dict[str, Any], corpus: bool) -> str | None:
 
 def max_turns(task: dict[str, Any]) -> int:
     """The model calls an attempt at a packaged task may make, as taskfoundry's harness allows."""
-    if task["world"]:
-        return int(json.loads(task["world"])["max_turns"])
-    if task["environment"]:
-        return len(json.loads(task["environment"])["recorded"]) + replay_runtime.EXTRA_TURNS
+    world, environment = setup_of(task, "world"), setup_of(task, "environment")
+    if world:
+        return int(world["max_turns"])
+    if environment:
+        return len(environment["recorded"]) + replay_runtime.EXTRA_TURNS
     return SEARCH_TURNS if task["harness"] == corpus_index.HARNESS else 1
 
 
@@ -203,9 +210,9 @@ def why(reason: str) -> str:
 
 def tools_of(row: dict[str, Any]) -> str:
     """Which tools the package's tool server offers a packaged task."""
-    if row["world"]:
+    if setup_of(row, "world"):
         return "world"
-    if row["environment"]:
+    if setup_of(row, "environment"):
         return "replay"
     return "search" if row["harness"] == corpus_index.HARNESS else "none"
 

@@ -162,7 +162,7 @@ class TaskfoundryTaskset(vf.Taskset[TaskfoundryTask, TaskfoundryConfig]):
                 pool=row["pool"],
                 harness=row["harness"] or "",
                 max_turns=row["max_turns"],
-                world=json.loads(row["world"]) if row["world"] else None,
-                environment=json.loads(row["environment"]) if row["environment"] else None,
+                world=json.loads(row["world"] or "null"),
+                environment=json.loads(row["environment"] or "null"),
             )
             yield TaskfoundryTask(data, self.config.task)
