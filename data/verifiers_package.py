@@ -56,7 +56,8 @@ REQUIREMENTS = (
     "jsonschema>=4.18",
     "bm25s>=0.2",
 )
-SEARCH_SYSTEM = load_prompt(__file__, "package_search_system")
+# what a solver with native `search` and `read` tools is told, before the task's system message
+SEARCH_INSTRUCTION = load_prompt(__file__, "search_tools_instruction")
 SEARCH_TURNS: int = CalibrateConfig.model_fields["max_turns"].default
 # why a task is left out, for the README (a reason not named here is an unscorable verifier)
 REASONS = {
@@ -149,7 +150,7 @@ def package_row(task: dict[str, Any]) -> dict[str, Any]:
     row["max_turns"] = max_turns(task)
     if task["harness"] == corpus_index.HARNESS:
         prompt = [dict(m) for m in task["prompt"]]
-        instructions = SEARCH_SYSTEM.template.strip()
+        instructions = SEARCH_INSTRUCTION.template.strip()
         if prompt and prompt[0]["role"] == "system":
             prompt[0]["content"] = f"{instructions}\n\n{prompt[0]['content']}"
         else:
