@@ -4,7 +4,9 @@ It adds one `[[orchestrator.train.source]]` for the package (`data/verifiers_pac
 the difficulty-pool sampler: pools at the ceilings calibration labels tasks with (`pool`
 column), prime-rl's default weights, and the calibrated share of tasks in each pool as comments.
 prime-rl re-scores pools from its own rollouts as training goes; tasks flagged hackable are
-excluded by key.
+excluded by key. It trains on every task the package holds, whatever its family (answer,
+document search, world tool use, tool replay): the `null` harness serves the package's tool
+server to the model, and each task's turn limit is the package's own `@vf.stop`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from data.records import Pool
-from data.verifiers_package import packaged, taskset_id
+from data.verifiers_package import has_corpus, packaged, taskset_id, tools_of
 
 # prime-rl's difficulty pools: each pool's inclusive ceiling on the mean reward, in order
 POOL_CEILINGS: dict[Pool, float] = {"hard": 0.25, "normal": 0.75, "easy": 1.0}
@@ -29,8 +31,9 @@ def write_rl_toml(path: Path, version: Path, tasks: list[dict[str, Any]]) -> tup
     manifest = json.loads((version / "manifest.json").read_text())
     skipped: dict[str, int] = {}
     trained, hackable = [], []
+    corpus = has_corpus(version)
     for task in tasks:
-        reason = packaged(task)
+        reason = packaged(task, corpus)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
         elif task["hackable"]:
@@ -51,8 +54,10 @@ def rl_toml(
     taskset package) over `tasks`, without the `excluded` task keys."""
     ident = taskset_id(name)
     pools = Counter(t["pool"] for t in tasks)
+    families = Counter(f"{t['kind']} ({tools_of(t)} tools)" for t in tasks)
     lines = [
         f"# prime-rl training source: taskfoundry taskset {name} {version}, {len(tasks)} tasks.",
+        "# Families: " + (", ".join(f"{f}: {n}" for f, n in sorted(families.items())) or "none"),
         f"# Install the package first: pip install {package}",
         "# Then merge this fragment into a run: uv run rl @ rl.toml @ this-file.toml",
         "",

@@ -1,15 +1,25 @@
 """A verifiers v1 taskset package for an exported taskset version.
 
 The package (`pip install` it; its taskset id is `taskfoundry-<name>`) ships the tasks as
-parquet, the taskset module and world tool server in `data/taskset_package/`, and copies of
-`data/answer_match.py`, `data/call_checks.py` and the world runtime `data/world_runtime.py` (the
-very modules taskfoundry scores with), so it imports neither taskfoundry nor its model client.
-It holds the tasks it can score without a model or sandbox: verifier types `exact_or_f1` and
-`llm_equivalence` (the latter by its exact/F1 path alone, which only ever rejects more: the gold
-answer still scores 1), and `world_state` (world tool-use tasks: the world's tools are the
-task's tools, run on a fresh DuckDB world per rollout, and the reward is
-`world_runtime.grade_calls`, as in `judges.world_state`). Other verifier types are left out and
-counted.
+parquet, the taskset module and tool server in `data/taskset_package/`, copies of the very
+modules taskfoundry scores and serves tools with (`answer_match`, `call_checks`, the world
+runtime `world_runtime`, the replay runtime `replay_runtime` and the search tools
+`corpus_index`), and, where the version has document-search tasks, its corpus, so it imports
+neither taskfoundry nor its model client. It holds the tasks it can score without a model or
+sandbox, each family solvable the way taskfoundry calibrated it:
+
+- answer tasks, verifier types `exact_or_f1` and `llm_equivalence` (the latter by its exact/F1
+  path alone, which only ever rejects more: the gold answer still scores 1); those calibrated
+  with the doc-search harness get its `search` and `read` tools over the corpus;
+- world tool-use tasks (`world_state`): the world's tools, run on a fresh DuckDB world per
+  rollout, the reward `world_runtime.grade_calls`, as in `judges.world_state`;
+- tool-replay tasks (`tool_calls`): the recorded tools, answered with the recorded results,
+  the reward `replay_runtime.grade_calls`, as in `judges.tool_calls`.
+
+Each packaged task carries its turn limit (`max_turns`): the world's, the doc-search harness's
+(`calibrate.max_turns`'s default: an export does not record the run's), one per recorded call
+plus `EXTRA_TURNS` for a replay, one for a plain answer task. Every other task is left out,
+counted and listed by id with the reason in the package README.
 """
 
 from __future__ import annotations
@@ -24,32 +34,62 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data import answer_match, call_checks, world_runtime
+from data import answer_match, call_checks, corpus_index, replay_runtime, world_runtime
+from data.config import CalibrateConfig
 from data.export import TASKSET_SCHEMA
+from data.prompts import load_prompt
 
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"
 ANSWER_TYPES = ("exact_or_f1", "llm_equivalence")
-TEMPLATES = ("__init__.py", "taskset.py", "world_tools.py")
+TEMPLATES = ("__init__.py", "taskset.py", "tools.py")
 SHIPPED = (
     answer_match,
     call_checks,
+    corpus_index,
+    replay_runtime,
     world_runtime,
 )  # taskfoundry's own modules, copied as they are
-REQUIREMENTS = ("verifiers>=0.4,<0.5", "pyarrow>=14", "duckdb>=1.1", "jsonschema>=4.18")
-# the canonical taskset's columns the package's tasks carry
+REQUIREMENTS = (
+    "verifiers>=0.4,<0.5",
+    "pyarrow>=14",
+    "duckdb>=1.1",
+    "jsonschema>=4.18",
+    "bm25s>=0.2",
+)
+# what a solver with native `search` and `read` tools is told, before the task's system message
+SEARCH_INSTRUCTION = load_prompt(__file__, "search_tools_instruction")
+SEARCH_TURNS: int = CalibrateConfig.model_fields["max_turns"].default
+# why a task is left out, for the README (a reason not named here is an unscorable verifier)
+REASONS = {
+    "verifier_rubric": "needs a judge model",
+    "verifier_unit_tests": "needs the repository and a sandbox",
+    "world_state_without_world": "has no world to act on",
+    "tool_calls_without_environment": "has no recorded tools to replay",
+    "tool_calls_without_calls": "expects no calls to grade",
+    "empty_answer": "has no gold answer to match",
+    "doc_search_without_corpus": "the version carries no corpus to search",
+}
+# the canonical taskset's columns the package's tasks carry, and each task's turn limit
 PACKAGE_SCHEMA = pa.schema(
-    TASKSET_SCHEMA.field(name)
-    for name in (
-        "task_id",
-        "kind",
-        "prompt",
-        "answer",
-        "verifier",
-        "pass_rate",
-        "band",
-        "pool",
-        "world",
-    )
+    [
+        *(
+            TASKSET_SCHEMA.field(name)
+            for name in (
+                "task_id",
+                "kind",
+                "prompt",
+                "answer",
+                "verifier",
+                "pass_rate",
+                "band",
+                "pool",
+                "harness",
+                "world",
+                "environment",
+            )
+        ),
+        pa.field("max_turns", pa.int64()),
+    ]
 )
 
 
@@ -62,16 +102,61 @@ def module_name(name: str) -> str:
     return taskset_id(name).replace("-", "_")
 
 
-def packaged(task: dict[str, Any]) -> str | None:
-    """None if the package can score `task`, else why it is left out."""
-    kind = json.loads(task["verifier"]).get("type", "exact_or_f1")
+def has_corpus(version: Path) -> bool:
+    """Whether the taskset version carries the corpus its search tasks search."""
+    return (version / corpus_index.CORPUS_FILE).exists()
+
+
+def setup_of(task: dict[str, Any], column: str) -> dict[str, Any] | None:
+    """A task's `world` or `environment` column, parsed: None where the task has none (an
+    empty cell, or JSON null)."""
+    return json.loads(task[column]) if task[column] else None
+
+
+def packaged(task: dict[str, Any], corpus: bool) -> str | None:
+    """None if the package can score `task` (of a version with a `corpus` or without), else
+    why it is left out."""
+    verifier = json.loads(task["verifier"])
+    kind = verifier.get("type", "exact_or_f1")
     if kind == "world_state":
-        return None if task["world"] else "world_state_without_world"
+        return None if setup_of(task, "world") else "world_state_without_world"
+    if kind == "tool_calls":
+        if not setup_of(task, "environment"):
+            return "tool_calls_without_environment"
+        return None if verifier.get("tool_calls") else "tool_calls_without_calls"
     if kind not in ANSWER_TYPES:
         return f"verifier_{kind}"
     if not answer_match.normalize_answer(task["answer"]):
         return "empty_answer"
+    if task["harness"] == corpus_index.HARNESS and not corpus:
+        return "doc_search_without_corpus"
     return None
+
+
+def max_turns(task: dict[str, Any]) -> int:
+    """The model calls an attempt at a packaged task may make, as taskfoundry's harness allows."""
+    world, environment = setup_of(task, "world"), setup_of(task, "environment")
+    if world:
+        return int(world["max_turns"])
+    if environment:
+        return len(environment["recorded"]) + replay_runtime.EXTRA_TURNS
+    return SEARCH_TURNS if task["harness"] == corpus_index.HARNESS else 1
+
+
+def package_row(task: dict[str, Any]) -> dict[str, Any]:
+    """A packaged task's row: its columns, its turn limit, and (document search) the search
+    instructions merged into its system message, as the doc-search harness merged its own."""
+    row = {field: task[field] for field in PACKAGE_SCHEMA.names if field != "max_turns"}
+    row["max_turns"] = max_turns(task)
+    if task["harness"] == corpus_index.HARNESS:
+        prompt = [dict(m) for m in task["prompt"]]
+        instructions = SEARCH_INSTRUCTION.template.strip()
+        if prompt and prompt[0]["role"] == "system":
+            prompt[0]["content"] = f"{instructions}\n\n{prompt[0]['content']}"
+        else:
+            prompt.insert(0, {"role": "system", "content": instructions})
+        row["prompt"] = prompt
+    return row
 
 
 def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dict[str, int]:
@@ -79,24 +164,26 @@ def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dic
     per reason."""
     manifest = json.loads((version / "manifest.json").read_text())
     name, module = manifest["name"], module_name(manifest["name"])
-    kept, skipped = [], {}
+    corpus = has_corpus(version)
+    kept, left_out = [], []
     for task in tasks:
-        reason = packaged(task)
+        reason = packaged(task, corpus)
         if reason:
-            skipped[reason] = skipped.get(reason, 0) + 1
+            left_out.append((reason, task["task_id"], task["kind"]))
         else:
-            kept.append({field: task[field] for field in PACKAGE_SCHEMA.names})
+            kept.append(package_row(task))
     package = root / module
     package.mkdir(parents=True)
     for template in TEMPLATES:
         shutil.copyfile(TEMPLATE / template, package / template)
     for shipped in SHIPPED:
         shutil.copyfile(shipped.__file__, package / Path(shipped.__file__).name)
+    if corpus and any(row["harness"] == corpus_index.HARNESS for row in kept):
+        shutil.copyfile(version / corpus_index.CORPUS_FILE, package / corpus_index.CORPUS_FILE)
     pq.write_table(pa.Table.from_pylist(kept, schema=PACKAGE_SCHEMA), package / "tasks.parquet")
     (root / "pyproject.toml").write_text(_pyproject(name, manifest["version"], module))
-    families = Counter(task["kind"] for task in kept)
-    (root / "README.md").write_text(_readme(name, manifest["version"], families, skipped))
-    return dict(sorted(skipped.items()))
+    (root / "README.md").write_text(_readme(name, manifest["version"], kept, left_out))
+    return dict(sorted(Counter(reason for reason, _, _ in left_out).items()))
 
 
 def _pyproject(name: str, version: str, module: str) -> str:
@@ -117,14 +204,51 @@ packages = ["{module}"]
 """
 
 
-def _readme(name: str, version: str, families: Counter[str], skipped: dict[str, int]) -> str:
-    kinds = ", ".join(f"{kind}: {n}" for kind, n in sorted(families.items())) or "none"
-    left_out = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items())) or "none"
+def why(reason: str) -> str:
+    """What a reason for leaving a task out means."""
+    return REASONS.get(reason, "a verifier this package cannot run without a model or sandbox")
+
+
+def tools_of(row: dict[str, Any]) -> str:
+    """Which tools the package's tool server offers a packaged task."""
+    if setup_of(row, "world"):
+        return "world"
+    if setup_of(row, "environment"):
+        return "replay"
+    return "search" if row["harness"] == corpus_index.HARNESS else "none"
+
+
+def _readme(
+    name: str, version: str, kept: list[dict[str, Any]], left_out: list[tuple[str, str, str]]
+) -> str:
+    families = Counter((row["kind"], tools_of(row)) for row in kept)
+    family_lines = "\n".join(
+        f"| {kind} | {tools} | {n} |" for (kind, tools), n in sorted(families.items())
+    )
+    reasons = Counter(reason for reason, _, _ in left_out)
+    reason_lines = "\n".join(
+        f"| {reason} | {n} | {why(reason)} |" for reason, n in sorted(reasons.items())
+    )
+    task_lines = "\n".join(
+        f"- `{task_id}` ({kind}): {reason}: {why(reason)}"
+        for reason, task_id, kind in sorted(left_out)
+    )
+    left = (
+        f"{len(left_out)} tasks, each needing what this package cannot give (a model, a"
+        f" sandbox) or missing what it must have:\n\n| reason | tasks | why |\n| --- | --- | --- |"
+        f"\n{reason_lines}\n\n{task_lines}"
+        if left_out
+        else "none."
+    )
     return f"""# {taskset_id(name)}
 
-taskfoundry taskset `{name}` {version} as a verifiers v1 taskset: {families.total()} tasks
-({kinds}).
-Left out (verifiers this package cannot run without a model or sandbox): {left_out}.
+taskfoundry taskset `{name}` {version} as a verifiers v1 taskset: {len(kept)} tasks.
+
+| family (kind) | tools | tasks |
+| --- | --- | --- |
+{family_lines}
+
+Left out: {left}
 
 ```bash
 pip install .
@@ -132,13 +256,26 @@ vf-validate {taskset_id(name)} --runtime.type subprocess   # gold scores 1, unto
 ```
 
 Each task's `key` is taskfoundry's task id; `data` carries the gold `answer`, the `verifier`
-spec, the calibration's `pass_rate`, `band` and prime-rl `pool`, and for a world task its
-`world` (spec, initial state, turn limit). The reward (`correct`) is 1.0 for a normalised exact
-match or token F1 at or above the spec's threshold; a task whose verifier carries rubric items
-takes exact matches only. A world task (`world_tool_use`) is a multi-turn tool task: the world
-tool server (`world_tools`) offers the world's tools and runs each call on the rollout's own
-DuckDB world; the reward replays the conversation's calls on a fresh world from the initial
-state and is 1.0 when that leaves exactly the gold final state (and, where the task asks a
-question, the last reply matches the gold answer exactly). `world_runtime.py`,
-`call_checks.py` and `answer_match.py` are taskfoundry's own modules, copied as they are.
+spec, the calibration's `pass_rate`, `band`, prime-rl `pool` and `harness`, the turn limit
+`max_turns` (a `@vf.stop` ends the attempt there), a world task's `world` (spec, initial state,
+turn limit) and a tool-replay task's `environment` (tools offered, results recorded). The tool
+server (`tools`) offers each task its own tools, as taskfoundry's calibration harness did:
+
+- `search`: answer tasks calibrated by searching the documents get `search(query)` (BM25, the
+  best passages' ids and snippets) and `read(passage_id)` over the shipped `corpus.parquet`;
+- `world`: a world tool-use task gets the world's tools, each call run on the rollout's own
+  DuckDB world;
+- `replay`: a tool-replay task gets the tools production offered, each call answered with the
+  result production recorded for the call it repeats (same tool, same key arguments), else
+  told that there is none.
+
+The reward (`correct`): an answer task scores 1.0 for a normalised exact match or token F1 at or
+above the spec's threshold (a verifier carrying rubric items takes exact matches only); a world
+task replays the conversation's calls on a fresh world from the initial state and scores 1.0
+when that leaves exactly the gold final state (and, where the task asks a question, the last
+reply matches the gold answer exactly); a tool-replay task scores the share of the expected
+calls the conversation made in order. A net cast for the expected calls (too many calls, a
+wildcard argument, an argument swept through values) scores 0. `answer_match.py`,
+`call_checks.py`, `corpus_index.py`, `replay_runtime.py` and `world_runtime.py` are
+taskfoundry's own modules, copied as they are.
 """

@@ -6,7 +6,8 @@ final `{"tool": "answer", "answer"}`. A call that repeats a recorded call (same 
 arguments) gets that call's recorded result; any other call is told that production has no
 result for it (a replay cannot run the real tool). An unusable reply is told so and costs its
 turn. The attempt is the calls made and the final answer, as JSON (`attempt_text`), which the
-tool-call verifier scores. Every turn is one model call under the attempt's rollout id.
+tool-call verifier scores. Every turn is one model call under the attempt's rollout id. Which
+recorded result a call gets is `data.replay_runtime`'s, as in the exported verifiers package.
 """
 
 from __future__ import annotations
@@ -17,19 +18,27 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.call_checks import canonical
+from data import replay_runtime
 from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
 from data.records import Task, ToolCall, ToolEnvironment
+from data.replay_runtime import EXTRA_TURNS, NO_RESULT, same_value
 from harnesses.episode import Episode
 
 NAME = "tool_replay"
 SYSTEM = load_prompt(__file__, "tool_replay_system")
-EXTRA_TURNS = 2  # turns beyond one per recorded call: a lookup too many, and the answer
-NO_RESULT = (
-    "No recorded result: production never made this call with these arguments, so it cannot"
-    " be replayed. Call a tool with other arguments, or answer."
-)
+__all__ = [  # the replay runtime's own names, as callers of this harness know them
+    "EXTRA_TURNS",
+    "NO_RESULT",
+    "NAME",
+    "ToolAction",
+    "ToolReplay",
+    "attempt_text",
+    "describe_tools",
+    "repeats",
+    "replay",
+    "same_value",
+]
 
 
 class ToolAction(BaseModel):
@@ -39,18 +48,9 @@ class ToolAction(BaseModel):
     answer: str = Field(default="", max_length=400)  # longer bounds overflow llama.cpp grammars
 
 
-def same_value(expected: Any, actual: Any) -> bool:
-    """Equal after `canonical`: numbers by value ("39.90" and 39.9), ids digit for digit
-    ("02134" is not 2134), text with case and spacing ignored."""
-    return canonical(expected) == canonical(actual)
-
-
 def repeats(call: ToolCall, name: str, key_arguments: dict[str, Any]) -> bool:
     """Whether `call` is a call of `name` with every one of `key_arguments`."""
-    return call.name == name and all(
-        key in call.arguments and same_value(value, call.arguments[key])
-        for key, value in key_arguments.items()
-    )
+    return replay_runtime.repeats((call.name, call.arguments), name, key_arguments)
 
 
 def attempt_text(calls: list[ToolCall], answer: str = "") -> str:
@@ -60,26 +60,12 @@ def attempt_text(calls: list[ToolCall], answer: str = "") -> str:
 
 
 def replay(environment: ToolEnvironment, call: ToolCall, used: set[int]) -> str:
-    """The recorded result for `call`: among the recorded calls it repeats (same tool, same
-    key arguments), the one it matches on most arguments, a call not yet replayed before one
-    that was, the earliest on a tie; `NO_RESULT` when it repeats none. `used` collects the
-    replayed indexes of this episode."""
-    best: tuple[int, int, int] | None = None
-    for index, recorded in enumerate(environment.recorded):
-        if not repeats(call, recorded.call.name, recorded.key_arguments):
-            continue
-        agreeing = sum(
-            key in call.arguments and same_value(value, call.arguments[key])
-            for key, value in recorded.call.arguments.items()
-        )
-        rank = (index not in used, agreeing, -index)
-        if best is None or rank > best:
-            best = rank
-    if best is None:
-        return NO_RESULT
-    index = -best[2]
-    used.add(index)
-    return environment.recorded[index].result
+    """The recorded result for `call` (`data.replay_runtime.replay`: among the recorded calls
+    it repeats, the one it matches on most arguments, a call not yet replayed before one that
+    was, the earliest on a tie), `NO_RESULT` when it repeats none. `used` collects the replayed
+    indexes of this episode."""
+    recorded = environment.model_dump()["recorded"]
+    return replay_runtime.replay(recorded, (call.name, call.arguments), used)
 
 
 def describe_tools(environment: ToolEnvironment) -> str:

@@ -2,7 +2,7 @@
 
 An attempt (what the tool-replay harness returns) is JSON: `{"calls": [{"name", "arguments"}],
 "answer": ...}`. Each expected call must be matched by a later call of the attempt with the same
-tool name and equal key arguments (`harnesses.tool_replay.same_value`: numbers by value, text
+tool name and equal key arguments (`data.replay_runtime.same_value`: numbers by value, text
 case- and space-insensitively); arguments the task leaves out (free text) are not compared. The
 reward is the share of expected calls matched. Three ways to have the expected calls among many
 score 0: more than twice as many calls as expected, and the nets of `data.call_checks.spam`
@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data.call_checks import spam
 from data.records import Task, ToolCall, ToolCallsSpec
-from harnesses.tool_replay import attempt_text, repeats
+from data.replay_runtime import grade_calls
+from harnesses.tool_replay import attempt_text
 from harnesses.world_replay import as_calls
 from judges.score import Score
 
@@ -35,34 +35,13 @@ def parse_calls(completion: str) -> list[ToolCall] | None:
 
 
 def grade(spec: ToolCallsSpec, completion: str) -> Score:
-    """The share of expected calls the attempt made, in order (see the module docstring)."""
+    """The share of expected calls the attempt made, in order (see the module docstring;
+    `data.replay_runtime.grade_calls`, as the exported verifiers package grades)."""
     calls = parse_calls(completion)
     if calls is None:
         return Score(0.0, "not a tool-replay attempt")
-    expected = spec.tool_calls
-    if not expected:
-        return Score(0.0, "the task expects no calls")
-    if len(calls) > 2 * len(expected):
-        return Score(0.0, f"{len(calls)} calls for {len(expected)} expected")
-    refused = spam(as_calls(calls), as_calls(expected))
-    if refused:
-        return Score(0.0, refused)
-    matched, position = 0, 0
-    for want in expected:
-        found = next(
-            (
-                i
-                for i in range(position, len(calls))
-                if repeats(calls[i], want.name, want.arguments)
-            ),
-            None,
-        )
-        if found is None:
-            break
-        matched, position = matched + 1, found + 1
-    missing = "" if matched == len(expected) else f"; missing {expected[matched].name}"
-    why = f"{matched}/{len(expected)} expected calls made in order{missing}"
-    return Score(matched / len(expected), why, exact=matched == len(expected))
+    reward, why = grade_calls(as_calls(calls), as_calls(spec.tool_calls))
+    return Score(reward, why, exact=reward == 1.0)
 
 
 def perturbed(calls: list[ToolCall]) -> list[tuple[str, list[ToolCall]]]:

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from data import answer_match, call_checks, world_runtime
@@ -47,7 +48,9 @@ def world_rows() -> list[dict[str, Any]]:
                         "pass_rate": 0.5,
                         "band": "in_band",
                         "pool": "normal",
+                        "harness": "world_tools",
                         "world": task.world.model_dump_json(),
+                        "environment": None,
                     }
                 )
     return rows
@@ -125,14 +128,16 @@ def world_package(tmp_path_factory) -> tuple[Path, list[dict[str, Any]], dict[st
 
 def test_the_package_holds_the_world_tasks_and_ships_the_runtime_as_it_is(world_package):
     package, rows, skipped = world_package
-    assert rows and skipped == {} and all(packaged(row) is None for row in rows)
+    assert rows and skipped == {} and all(packaged(row, False) is None for row in rows)
     module = package / module_name("worlds")
     for shipped in (world_runtime, call_checks, answer_match):
         copied = module / Path(shipped.__file__).name
         assert copied.read_text() == Path(shipped.__file__).read_text()
     readme = (package / "README.md").read_text()
-    assert f"{len(rows)} tasks\n(world_tool_use: {len(rows)})" in readme
-    assert "Left out (verifiers this package cannot run without a model or sandbox): none" in readme
+    assert f"| world_tool_use | world | {len(rows)} |" in readme and "Left out: none." in readme
+    packaged_rows = pq.read_table(module / "tasks.parquet").to_pylist()
+    limits = [json.loads(row["world"])["max_turns"] for row in rows]
+    assert [row["max_turns"] for row in packaged_rows] == limits  # the world's turn limit
     spec = world_runtime.WorldSpec.model_validate_json(json.loads(rows[0]["world"])["spec"])
     digest = content_id("world", spec.model_dump(mode="json"))[:8]
     assert spec.world_id == f"{spec.name}@{spec.version}#{digest}"  # the hash taskfoundry keeps

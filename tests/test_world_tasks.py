@@ -255,7 +255,7 @@ def test_worlds_and_traces_to_an_exported_taskset_a_trainer_scores(tmp_path, ora
     package = project(result.path, "verifiers", ctx.lake)  # the v1 package keeps world tasks
     assert not any("world" in reason for reason in package.skipped), package.skipped
     readme = (package.path / "taskset" / "README.md").read_text()
-    assert f"world_tool_use: {len(worlds)}" in readme
+    assert f"| world_tool_use | world | {len(worlds)} |" in readme
     columns = {
         "verifier": [r["verifier"] for r in worlds],
         "solution": [r["answer"] for r in worlds],

@@ -1,7 +1,10 @@
 """A taskfoundry taskset as a verifiers v1 taskset: the tasks of the parquet file beside this
-module, scored without a model or network. Answer tasks are scored by the exact/F1 matcher
-shipped beside it; world tool-use tasks act on their world through the world tool server
-(`world_tools`) and are scored by replaying their calls on the world (`world_runtime`).
+module, scored without a model or network. Answer tasks (document-search ones with the search
+tools of the tool server, `tools`) are scored by the exact/F1 matcher shipped beside it; world
+tool-use tasks act on their world through the tool server and are scored by replaying their
+calls on the world (`world_runtime`); tool-replay tasks call the recorded tools and are scored
+by the share of expected calls made in order (`replay_runtime`). Each task's turn limit, the
+one taskfoundry calibrated it with, is a `@vf.stop`.
 
 This file is copied as it is into each exported package (`data/verifiers_package.py`); it
 imports only the verifiers library, pyarrow and the package's own modules.
@@ -18,17 +21,19 @@ import pyarrow.parquet as pq
 import verifiers.v1 as vf
 from verifiers.v1.types import content_text
 
+from . import replay_runtime
 from .answer_match import match
+from .tools import TaskToolset
 from .world_runtime import WorldSpec, conversation_attempt, grade_calls
-from .world_tools import WorldToolset
 
 TASKS = Path(__file__).resolve().parent / "tasks.parquet"
 
 
 class TaskfoundryData(vf.TaskData):
     """One exported task: the prompt (in TaskData), its gold answer and verifier spec, the
-    calibration's pass rate, band and prime-rl pool, and (world tasks) its world: the spec
-    as JSON text, the initial state and the turn limit."""
+    calibration's pass rate, band, prime-rl pool and harness, its turn limit, and (world tasks)
+    its world: the spec as JSON text, the initial state and the turn limit; (tool-replay
+    tasks) its environment: the tools offered and the results recorded."""
 
     answer: str
     verifier: dict[str, Any]
@@ -36,12 +41,15 @@ class TaskfoundryData(vf.TaskData):
     pass_rate: float
     band: str
     pool: str
+    harness: str = ""
+    max_turns: int | None = None
     world: dict[str, Any] | None = None
+    environment: dict[str, Any] | None = None
 
 
 class TaskfoundryTaskConfig(vf.TaskConfig):
     tools: vf.ToolsetConfig = vf.ToolsetConfig()
-    """Placement of the world tool server (world tasks)."""
+    """Placement of the tool server (world, tool-replay and document-search tasks)."""
 
 
 class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig]):
@@ -52,8 +60,14 @@ class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig])
 
     @classmethod
     def toolsets(cls, config: TaskfoundryTaskConfig) -> list[vf.Toolset]:
-        """The world tool server, per rollout (it offers no tools to an answer task)."""
-        return [WorldToolset(config.tools)]
+        """The tool server, per rollout (it offers no tools to a plain answer task)."""
+        return [TaskToolset(config.tools)]
+
+    @vf.stop
+    async def turn_limit(self, trace: vf.Trace) -> bool:
+        """Refuse the model call past the task's turn limit: the attempt ends there."""
+        limit = self.data.max_turns
+        return limit is not None and trace.num_turns >= limit
 
     def grade(self, reply: str) -> float:
         """1.0 if `reply` matches the gold answer as the verifier spec says, else 0.0. A
@@ -92,23 +106,36 @@ class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig])
         )
         return reward
 
+    def grade_replay(self, messages: list[dict[str, Any]]) -> float:
+        """The share of the expected calls the conversation's tool calls made in order, 0 for a
+        net cast for them: taskfoundry's `tool_calls` verifier."""
+        calls, _ = conversation_attempt(messages)
+        expected = [(c["name"], dict(c["arguments"])) for c in self.data.verifier["tool_calls"]]
+        return replay_runtime.grade_calls(calls, expected)[0]
+
+    def gold_calls(self) -> list[dict[str, Any]]:
+        """The expected calls as assistant turns, one call each."""
+        return [{"role": "assistant", "tool_calls": [c]} for c in self.data.verifier["tool_calls"]]
+
     @vf.reward(weight=1.0)
     async def correct(self, trace: vf.Trace) -> float:
-        if self.data.world is None:
-            return self.grade(trace.last_reply or "")
-        # every sampled turn, whichever branch it is on: each call ran on the rollout's world
-        return self.grade_world([m.model_dump() for m in trace.assistant_messages])
+        # every sampled turn, whichever branch it is on: each call ran on the rollout's tools
+        messages = [m.model_dump() for m in trace.assistant_messages]
+        if self.data.world is not None:
+            return self.grade_world(messages)
+        if self.data.environment is not None:
+            return self.grade_replay(messages)
+        return self.grade(trace.last_reply or "")
 
     async def validate(self, runtime: vf.Runtime | None = None) -> bool:
-        """The gold answer (world tasks: the gold calls, then the gold answer) scores 1; an
-        empty reply and every known wrong answer score 0."""
+        """The gold answer (world tasks: the gold calls, then the gold answer; tool-replay
+        tasks: the expected calls) scores 1; an empty reply and every known wrong answer score
+        0."""
         if self.data.world is not None:
-            gold = [
-                {"role": "assistant", "tool_calls": [call]}
-                for call in self.data.verifier["tool_calls"]
-            ]
-            gold.append({"role": "assistant", "content": self.data.answer})
+            gold = [*self.gold_calls(), {"role": "assistant", "content": self.data.answer}]
             return self.grade_world(gold) == 1.0 and self.grade_world([]) == 0.0
+        if self.data.environment is not None:
+            return self.grade_replay(self.gold_calls()) == 1.0 and self.grade_replay([]) == 0.0
         wrong = ["", *self.data.verifier.get("negatives", [])]
         return self.grade(self.data.answer) == 1.0 and not any(self.grade(w) for w in wrong)
 
@@ -133,6 +160,9 @@ class TaskfoundryTaskset(vf.Taskset[TaskfoundryTask, TaskfoundryConfig]):
                 pass_rate=row["pass_rate"],
                 band=row["band"],
                 pool=row["pool"],
-                world=json.loads(row["world"]) if row["world"] else None,
+                harness=row["harness"] or "",
+                max_turns=row["max_turns"],
+                world=json.loads(row["world"] or "null"),
+                environment=json.loads(row["environment"] or "null"),
             )
             yield TaskfoundryTask(data, self.config.task)

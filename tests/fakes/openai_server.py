@@ -443,8 +443,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _send_stream(self, completion: dict[str, Any], include_usage: bool) -> None:
-        """The completion as server-sent events: a chunk per word of each choice, a final chunk
-        with the finish reason, the usage if asked for, then `[DONE]`."""
+        """The completion as server-sent events: a chunk per word of each choice (a reply of
+        tool calls: one chunk with them all), a final chunk with the finish reason, the usage if
+        asked for, then `[DONE]`."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -460,7 +461,20 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(self.server.fake.chunk_delay_s)
 
         for choice in completion["choices"]:
-            words = choice["message"]["content"].split(" ")
+            calls = choice["message"].get("tool_calls")
+            if calls:  # one chunk with every call, each whole
+                delta = {"role": "assistant", "content": choice["message"]["content"]}
+                delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(calls)]
+                event(
+                    {
+                        **base,
+                        "object": "chat.completion.chunk",
+                        "choices": [
+                            {"index": choice["index"], "delta": delta, "finish_reason": None}
+                        ],
+                    }
+                )
+            words = (choice["message"]["content"] or "").split(" ") if not calls else []
             for i, word in enumerate(words):
                 piece = word if i == 0 else " " + word
                 delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
@@ -477,7 +491,13 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     **base,
                     "object": "chat.completion.chunk",
-                    "choices": [{"index": choice["index"], "delta": {}, "finish_reason": "stop"}],
+                    "choices": [
+                        {
+                            "index": choice["index"],
+                            "delta": {},
+                            "finish_reason": choice.get("finish_reason") or "stop",
+                        }
+                    ],
                 }
             )
         if include_usage:
