@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from data import corpus_index
 from data.corpus_index import CORPUS_FILE, CorpusIndex
 from data.corpus_index import HARNESS as DOC_SEARCH
 from data.prompts import load_prompt
@@ -39,7 +40,8 @@ from data.world_runtime import World, WorldSpec
 from harnesses.tool_replay import EXTRA_TURNS, replay
 
 SINGLE_TURN = "single_turn"
-SEARCH_INSTRUCTION = load_prompt(__file__, "search_tools_instruction").template.strip()
+# the search tools' instruction, beside them: the exported package shows the same text
+SEARCH_INSTRUCTION = load_prompt(corpus_index.__file__, "search_tools_instruction")
 JSON_TYPES: dict[str, type] = {
     "string": str,
     "integer": int,
@@ -79,7 +81,7 @@ class DocSearchEnvironment(_ToolEnvironment):
 
     def reset(self, **row: Any) -> str:
         self._budget = self.max_calls
-        return "\n\n" + SEARCH_INSTRUCTION
+        return "\n\n" + SEARCH_INSTRUCTION.template.strip()
 
     def search(self, query: str) -> str:
         """Search the documents for the passages that best match the query.
@@ -138,7 +140,7 @@ def tool_method(name: str, description: str, parameters: dict[str, Any]) -> Call
     properties = parameters.get("properties") or {}
     required = set(parameters.get("required") or [])
     signature = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    annotations: dict[str, Any] = {"return": str}
+    annotations: dict[str, Any] = {}  # no return type: the schema shown stays the tool's own
     lines = [" ".join((description or f"The {name} tool.").split())]
     if properties:
         lines += ["", "Args:"]
@@ -163,7 +165,7 @@ def tool_method(name: str, description: str, parameters: dict[str, Any]) -> Call
     method.__name__ = method.__qualname__ = name
     method.__doc__ = "\n".join(lines)
     method.__annotations__ = annotations
-    method.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
+    method.__signature__ = inspect.Signature(signature)  # type: ignore[attr-defined]
     return method
 
 

@@ -127,7 +127,7 @@ class EpisodeRecorder:
         ):
             if isinstance(prompt, str) or isinstance(completion, str):
                 continue  # a plain-text row is no chat episode
-            rollout = f"train-{self.run_id}-{step}-{self.batches}-{index}"
+            rollout = f"{self.run_id}-{step}-{self.batches}-{index}"
             for call in episode_calls(
                 prompt, completion, self._tools(environment), self.model, self.run_id, rollout
             ):

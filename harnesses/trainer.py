@@ -114,12 +114,12 @@ def smoke_settings() -> TrainSettings:
         max_steps=1,
         batch_size=4,
         num_generations=2,
-        max_completion_length=320,  # a tool call, its result (search results run ~200 tokens)
+        max_completion_length=256,  # a tool call, its result (search results run ~200 tokens)
         learning_rate=1e-6,
         bf16=False,
         use_vllm=False,
-        max_tool_turns=2,
-        warm_start=WarmStart(steps=5, learning_rate=3e-4, batch_size=4),
+        max_tool_turns=1,
+        warm_start=WarmStart(steps=10, learning_rate=3e-4, batch_size=2, calls_only=True),
         one_per_environment=True,
     )
 
@@ -181,18 +181,21 @@ def with_environments(
 ) -> tuple[Any, Environments]:
     """`rows` with an `environment` column naming each row's training environment (the
     projection's tool-replay `environment` column becomes `replay`), rows without a usable
-    environment left out; with `one_per_environment`, the first row of each kind only."""
+    environment left out; with `one_per_environment`, the row with the shortest prompt of each
+    kind of environment only (a smoke run's step stays small)."""
     rows = rows.rename_column("environment", "replay")
     found = environments_for(rows, version, search_calls)
-    keep, kinds = [], set()
-    for index, name in enumerate(found.names):
-        kind = family_of_environment(name) if name else None
-        if kind is None or (one_per_environment and kind in kinds):
-            continue
-        kinds.add(kind)
-        keep.append(index)
-    names = [found.names[i] for i in keep]
-    return rows.select(keep).add_column("environment", names), found
+    kept = [(i, name) for i, name in enumerate(found.names) if name is not None]
+    if one_per_environment:
+        sizes = [sum(len(m["content"] or "") for m in prompt) for prompt in rows["prompt"]]
+        shortest: dict[str, tuple[int, str]] = {}
+        for index, name in kept:
+            kind = family_of_environment(name)
+            if kind not in shortest or sizes[index] < sizes[shortest[kind][0]]:
+                shortest[kind] = (index, name)
+        kept = sorted(shortest.values())
+    names = [name for _, name in kept]
+    return rows.select([i for i, _ in kept]).add_column("environment", names), found
 
 
 def family_of_environment(name: str) -> str:
@@ -255,7 +258,11 @@ def train_grpo(
     warmed = 0
     if with_tools and settings.warm_start is not None:
         gold = warm_start_rows(
-            rows.to_list(), rows["environment"], environments.factories, _gold_reward(rewards)
+            rows.to_list(),
+            rows["environment"],
+            environments.factories,
+            _gold_reward(rewards),
+            settings.warm_start.calls_only,
         )
         if gold:
             policy = warm_start(

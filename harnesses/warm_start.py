@@ -15,6 +15,7 @@ answers. A task whose gold episode does not score 1 with the training reward is 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ class WarmStart:
     steps: int
     learning_rate: float
     batch_size: int
+    calls_only: bool = False  # train on the turns that call tools alone (the call format)
 
 
 def gold_calls(row: Row) -> list[tuple[str, dict[str, Any]]] | None:
@@ -69,10 +71,15 @@ def gold_episode(row: Row, environment: Any) -> tuple[list[Row], list[Row]] | No
 
 
 def warm_start_rows(
-    rows: list[Row], names: list[str], factories: dict[str, Callable[[], Any]], reward: Reward
+    rows: list[Row],
+    names: list[str],
+    factories: dict[str, Callable[[], Any]],
+    reward: Reward,
+    calls_only: bool = False,
 ) -> list[Row]:
     """SFT rows (prompt, completion, tools) from the gold episodes of the tool rows among
-    `rows` (each in the environment `names` gives it) that `reward` scores 1."""
+    `rows` (each in the environment `names` gives it) that `reward` scores 1: each assistant
+    turn, or with `calls_only` each turn that calls a tool."""
     sft: list[Row] = []
     for row, name in zip(rows, names, strict=True):
         if name == SINGLE_TURN:
@@ -87,7 +94,8 @@ def warm_start_rows(
             continue
         tools = json.dumps(tool_schemas(type(environment)))
         for turn in range(len(completion)):
-            if completion[turn]["role"] == "assistant":
+            message = completion[turn]
+            if message["role"] == "assistant" and (message.get("tool_calls") or not calls_only):
                 sft.append(
                     {
                         "prompt": prompt + completion[:turn],
@@ -96,6 +104,24 @@ def warm_start_rows(
                     }
                 )
     return sft
+
+
+def labelled(tokenizer: Any, row: Row) -> dict[str, list[int]]:
+    """A row's tokens as the chat template renders its prompt and completion with its tools,
+    and its labels: the completion's tokens, -100 for the prompt's."""
+    tools = json.loads(row["tools"])
+    prompt = _tokens(tokenizer, row["prompt"], tools, add_generation_prompt=True)
+    tokens = _tokens(tokenizer, row["prompt"] + row["completion"], tools)
+    if tokens[: len(prompt)] != prompt:
+        raise ValueError("the chat template renders the prompt differently before its reply")
+    return {"input_ids": tokens, "labels": [-100] * len(prompt) + tokens[len(prompt) :]}
+
+
+def _tokens(tokenizer: Any, messages: list[Row], tools: list[Any], **kwargs: Any) -> list[int]:
+    rendered = tokenizer.apply_chat_template(
+        messages, tools=tools or None, tokenize=True, return_dict=True, **kwargs
+    )
+    return list(rendered["input_ids"])
 
 
 def warm_start(
@@ -112,17 +138,29 @@ def warm_start(
     SFTTrainer (on a GPU in bf16 with `bf16`, else on CPU); returns the folder of the warmed
     policy."""
     from datasets import Dataset
+    from transformers import PrinterCallback, TrainerCallback
     from trl import SFTConfig, SFTTrainer
+
+    class StepLine(TrainerCallback):
+        """A line per step on stderr (stdout is the command's result)."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                print(
+                    f"warm start: step {state.global_step}/{state.max_steps}"
+                    f" loss {float(logs['loss']):.4f}",
+                    file=sys.stderr,
+                )
 
     if not rows:
         raise ValueError("no gold episode to warm start on")
+    tokenized = [labelled(tokenizer, row) for row in rows]
     config = SFTConfig(
         output_dir=str(output_dir),
         max_steps=settings.steps,
         per_device_train_batch_size=settings.batch_size,
         learning_rate=settings.learning_rate,
         lr_scheduler_type="constant",
-        completion_only_loss=True,  # the turn alone: never the prompt or a tool result
         max_length=None,  # a world's tool schemas alone can fill TRL's default 1,024 tokens
         use_cpu=not bf16,
         bf16=bf16,
@@ -135,9 +173,11 @@ def warm_start(
     trainer = SFTTrainer(
         model=policy,
         args=config,
-        train_dataset=Dataset.from_list(rows),
+        train_dataset=Dataset.from_list(tokenized),
         processing_class=tokenizer,
+        callbacks=[StepLine()],
     )
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     folder = output_dir / "model"
     trainer.save_model(str(folder))

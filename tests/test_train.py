@@ -1,5 +1,7 @@
-"""The train stage: `foundry train --smoke` runs two GRPO steps of TRL on CPU with the embedded
-SmolLM2 policy (dequantised from its GGUF) and the taskset's reward functions."""
+"""The train stage: `foundry train --smoke` runs a multi-turn GRPO step of TRL on CPU with the
+embedded SmolLM2 policy (dequantised from its GGUF): a doc-search and a world task in their
+environments, calling their tools after a short warm start, scored by the taskset's reward
+functions, each episode recorded as proxy records that `foundry ingest traces` reads back."""
 
 from __future__ import annotations
 
@@ -13,23 +15,48 @@ from flows.train import taskset_version
 from harnesses.trainer import trainable
 
 
-def test_train_smoke_runs_two_grpo_steps_on_cpu(docqa_taskset, tmp_path, capsys):
-    ctx, version, _ = docqa_taskset
+def test_train_smoke_runs_a_multi_turn_step_that_calls_tools_and_records_it(
+    agentic_taskset, tmp_path, capsys
+):
+    ctx, version = agentic_taskset
+    home = str(ctx.config.home)
     out = tmp_path / "run"
     argv = ["train", "--taskset", str(version.parent), "--smoke", "--out", str(out)]
-    assert main([*argv, "--home", str(ctx.config.home)]) == 0
+    assert main([*argv, "--home", home]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["steps"] == 2 and not result["saved"]
-    assert len(result["rewards"]) == 2 and all(0.0 <= r <= 1.0 for r in result["rewards"])
+    assert result["steps"] == 1 and not result["saved"]
+    assert result["environments"] == {"doc_search": 1, "world": 1}  # one task of each
+    assert result["warm_start_rows"] >= 2  # a gold call of each task, before GRPO
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    logged = [s for s in steps if "loss" in s]
-    assert [s["step"] for s in logged] == [1, 2]
-    assert all("rewards/verifier_reward/mean" in s and "grad_norm" in s for s in logged)
+    [logged] = [s for s in steps if "loss" in s]
+    assert "rewards/verifier_reward/mean" in logged and "grad_norm" in logged
+    assert logged["tools/call_frequency"] > 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == 2 and summary["settings"]["num_generations"] == 2
-    audit = summary["hack_audit"]  # rewarded completions sampled, the non-gold ones audited
-    assert audit == result["hack_audit"] and audit["checked"] <= audit["sampled"] <= 8
-    assert audit["flagged"] == len(audit["examples"]) <= audit["checked"]
+    assert summary["settings"]["num_generations"] == 2 and summary["hack_audit"] is not None
+
+    # every episode is proxy records: a record per model turn, the tools offered with each
+    assert result["episodes_recorded"] == 4  # two tasks, two episodes each
+    records = ctx.lake.rows(
+        "SELECT rollout_id, params, response FROM proxy_calls WHERE rollout_id LIKE 'train-%'"
+    )
+    called: dict[str, set[str]] = {}
+    for record in records:
+        offered = {t["function"]["name"] for t in json.loads(record["params"])["tools"]}
+        kind = "doc_search" if offered == {"search", "read"} else "world"
+        message = json.loads(record["response"])[0]["message"]
+        for call in message.get("tool_calls") or []:  # a made-up tool is told it does not exist
+            called.setdefault(kind, set()).add(call["function"]["name"])
+    assert set(called) == {"doc_search", "world"}, called  # each task called tools
+
+    # ... which `foundry ingest traces` turns into traces
+    assert (
+        main(["ingest", "traces", str(ctx.config.home / "lake" / "proxy_calls"), "--home", home])
+        == 0
+    )
+    traces = ctx.lake.rows("SELECT origin, messages FROM traces WHERE origin LIKE '%#train-%'")
+    assert traces and any(
+        any(m["role"] == "tool" for m in json.loads(trace["messages"])) for trace in traces
+    )
 
 
 def test_only_rows_a_reward_scores_are_trained_on():

@@ -1,0 +1,73 @@
+"""The exported verifiers package reproduces calibration: every attempt the calibration graded
+(doc-search episodes' answers, world episodes' calls and answers) scores the same through the
+package's reward as taskfoundry gave it, so each task's pass rate through the package is its
+calibrated pass rate, inside its interval."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections import defaultdict
+from typing import Any
+
+from data.prime_rl import write_rl_toml
+from data.projections import canonical_rows, project
+from data.verifiers_package import taskset_id
+from tests.test_package_families import ROOT
+from tests.test_world_package import VERIFIERS_PYTHON, needs_verifiers
+
+
+def turns_of(response: str, harness: str) -> list[dict[str, Any]]:
+    """A calibration attempt as the package's trace turns: a world attempt's calls (one turn
+    each) then its answer; any other attempt's final reply."""
+    if harness.startswith("world"):
+        attempt = json.loads(response)
+        calls = [{"calls": [[c["name"], c["arguments"]]]} for c in attempt["calls"]]
+        return [*calls, {"reply": attempt["answer"]}]
+    return [{"reply": response}]
+
+
+@needs_verifiers
+def test_calibration_attempts_score_the_same_through_the_package(agentic_taskset, tmp_path):
+    ctx, version = agentic_taskset
+    tasks = {t["task_id"]: t for t in canonical_rows(version)}
+    attempts = ctx.lake.rows(
+        "SELECT attempt_id, task_id, harness, response, reward FROM attempts"
+        " WHERE list_contains(?, task_id) ORDER BY attempt_id",
+        [list(tasks)],
+    )
+    calibrated = [a for a in attempts if a["harness"] == tasks[a["task_id"]]["harness"]]
+    assert {tasks[a["task_id"]]["kind"] for a in calibrated} == {"doc_qa", "world_tool_use"}
+    cases = defaultdict(lambda: {"completions": {}, "calls": []})
+    for attempt in calibrated:
+        turns = turns_of(attempt["response"], attempt["harness"])
+        cases[attempt["task_id"]]["completions"][attempt["attempt_id"]] = turns
+
+    package = project(version, "verifiers", ctx.lake).path / "taskset"
+    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()))
+    site = tmp_path / "site"
+    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
+    install += ["--no-build-isolation", "--target", site, package]
+    subprocess.run([str(a) for a in install], check=True, timeout=300)
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    script = ROOT / "tests" / "verifiers_family_check.py"
+    name = json.loads((version / "manifest.json").read_text())["name"]
+    check = subprocess.run(
+        [VERIFIERS_PYTHON, script, taskset_id(name), "cases.json", tmp_path / "rl.toml"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        cwd=tmp_path,
+    )
+    assert check.returncode == 0, check.stderr[-3000:]
+    graded = json.loads(check.stdout.strip().splitlines()[-1])["rewards"]
+
+    assert set(graded) == set(cases)  # every task with calibration attempts is packaged
+    for attempt in calibrated:
+        assert graded[attempt["task_id"]][attempt["attempt_id"]] == attempt["reward"], attempt
+    for task_id, rewards in graded.items():
+        task = tasks[task_id]
+        pass_rate = sum(r >= 1.0 for r in rewards.values()) / len(rewards)
+        assert task["pass_ci_low"] <= pass_rate <= task["pass_ci_high"], task_id
