@@ -103,6 +103,11 @@ class TrainSettings:
     max_tool_turns: int  # tool-calling rounds per episode (TRL's max_tool_calling_iterations)
     warm_start: WarmStart | None  # supervised steps on gold episodes before GRPO (tool tasks)
     one_per_environment: bool = False  # train on one task per kind of environment (smoke)
+
+    @property
+    def prompts_per_step(self) -> int:
+        return max(1, self.batch_size // self.num_generations)
+
     seed: int = 0
 
 
@@ -177,23 +182,27 @@ def trainable(dataset: Any, scored_types: Sequence[str]) -> tuple[Any, dict[str,
 
 
 def with_environments(
-    rows: Any, version: Path, search_calls: int, one_per_environment: bool
+    rows: Any, version: Path, search_calls: int, one_per_environment: int
 ) -> tuple[Any, Environments]:
     """`rows` with an `environment` column naming each row's training environment (the
     projection's tool-replay `environment` column becomes `replay`), rows without a usable
-    environment left out; with `one_per_environment`, the row with the shortest prompt of each
-    kind of environment only (a smoke run's step stays small)."""
+    environment left out. With `one_per_environment` (a smoke run: the prompts of one step),
+    the row with the shortest prompt of each kind of environment, then the next shortest rows
+    until there are that many."""
     rows = rows.rename_column("environment", "replay")
     found = environments_for(rows, version, search_calls)
     kept = [(i, name) for i, name in enumerate(found.names) if name is not None]
     if one_per_environment:
         sizes = [sum(len(m["content"] or "") for m in prompt) for prompt in rows["prompt"]]
-        shortest: dict[str, tuple[int, str]] = {}
-        for index, name in kept:
-            kind = family_of_environment(name)
-            if kind not in shortest or sizes[index] < sizes[shortest[kind][0]]:
-                shortest[kind] = (index, name)
-        kept = sorted(shortest.values())
+        by_size = sorted(kept, key=lambda row: sizes[row[0]])
+        chosen: dict[str, tuple[int, str]] = {}
+        for index, name in by_size:
+            chosen.setdefault(family_of_environment(name), (index, name))
+        picked = list(chosen.values())
+        picked += [row for row in by_size if row not in picked][
+            : max(0, one_per_environment - len(picked))
+        ]
+        kept = sorted(picked)
     names = [name for _, name in kept]
     return rows.select([i for i, _ in kept]).add_column("environment", names), found
 
@@ -244,9 +253,8 @@ def train_grpo(
     from trl import GRPOConfig, GRPOTrainer
 
     rows, left_out = trainable(dataset, scored_types)
-    rows, environments = with_environments(
-        rows, version, search_calls, settings.one_per_environment
-    )
+    one_each = settings.prompts_per_step if settings.one_per_environment else 0
+    rows, environments = with_environments(rows, version, search_calls, one_each)
     left_out = dict(sorted((Counter(left_out) + Counter(environments.left_out)).items()))
     if len(rows) == 0:
         raise ValueError(f"no task in the taskset has a verifier the rewards score: {left_out}")

@@ -229,3 +229,26 @@ def test_episodes_become_proxy_records_that_read_back_as_conversations(tmp_path)
     assert [m["role"] for m in conversation.messages] == ["user", "assistant", "tool", "assistant"]
     assert conversation.messages[1]["tool_calls"][0]["name"] == "search"
     assert conversation.messages[-1]["content"] == "1887"
+
+
+def test_a_smoke_run_takes_the_shortest_task_of_each_environment_then_fills_its_step(tmp_path):
+    from datasets import Dataset
+
+    from harnesses.trainer import with_environments
+
+    _, world = shop(max_turns=3)
+
+    def row(text: str, world_column: str | None = None) -> dict:
+        prompt = [{"role": "user", "content": text}]
+        return {"prompt": prompt, "world": world_column, "environment": None, "harness": "x"}
+
+    rows = [row("a longer question"), row("short?"), row("a world task", world.model_dump_json())]
+    rows.append(row("the longest question of all"))
+    picked, _ = with_environments(Dataset.from_list(rows), tmp_path, 3, one_per_environment=2)
+    assert [r["prompt"][0]["content"] for r in picked] == ["short?", "a world task"]
+    assert picked["environment"] == ["single_turn", f"world:{world.world_id}"]
+    single = Dataset.from_list([r for r in rows if r["world"] is None])
+    picked, _ = with_environments(single, tmp_path, 3, one_per_environment=2)
+    assert [r["prompt"][0]["content"] for r in picked] == ["a longer question", "short?"]
+    everything, _ = with_environments(single, tmp_path, 3, one_per_environment=0)
+    assert len(everything) == 3 and "replay" in everything.column_names
