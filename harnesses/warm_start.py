@@ -33,7 +33,7 @@ class WarmStart:
     steps: int
     learning_rate: float
     batch_size: int
-    calls_only: bool = False  # train on the turns that call tools alone (the call format)
+    calls_only: bool = False  # the turns that call tools alone: the call format, cheaply
 
 
 def gold_calls(row: Row) -> list[tuple[str, dict[str, Any]]] | None:
@@ -93,16 +93,10 @@ def warm_start_rows(
         if reward([prompt], [completion], **columns) != [1.0]:
             continue
         tools = json.dumps(tool_schemas(type(environment)))
-        for turn in range(len(completion)):
-            message = completion[turn]
+        for turn, message in enumerate(completion):
             if message["role"] == "assistant" and (message.get("tool_calls") or not calls_only):
-                sft.append(
-                    {
-                        "prompt": prompt + completion[:turn],
-                        "completion": [completion[turn]],
-                        "tools": tools,
-                    }
-                )
+                before = prompt + completion[:turn]
+                sft.append({"prompt": before, "completion": [message], "tools": tools})
     return sft
 
 

@@ -135,13 +135,15 @@ def verifier_reward(
 
 
 def replay_attempt(completion: Completion) -> str:
-    """A tool-replay attempt's JSON text: the completion itself (the harness's attempt), or a
-    conversation's tool calls and final answer (a trainer's multi-turn episode)."""
-    if isinstance(completion, str):
-        return completion
-    calls, answer = conversation_attempt(completion)
-    made = [ToolCall(name=name, arguments=arguments) for name, arguments in calls]
-    return attempt_text(made, answer)
+    """A tool-replay attempt's JSON text: a multi-turn episode's tool calls and final answer,
+    else the reply itself (the tool-replay harness's attempt JSON, as a single-turn trainer's
+    completion holds it)."""
+    if isinstance(completion, list):
+        calls, answer = conversation_attempt(completion)
+        if calls:
+            made = [ToolCall(name=name, arguments=arguments) for name, arguments in calls]
+            return attempt_text(made, answer)
+    return completion_text(completion)
 
 
 def question_of(prompt: Any) -> str:

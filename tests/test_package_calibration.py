@@ -6,16 +6,13 @@ calibrated pass rate, inside its interval."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections import defaultdict
 from typing import Any
 
 from data.prime_rl import write_rl_toml
 from data.projections import canonical_rows, project
 from data.verifiers_package import taskset_id
-from tests.test_package_families import ROOT
-from tests.test_world_package import VERIFIERS_PYTHON, needs_verifiers
+from tests.test_world_package import installed, needs_verifiers, verifiers_figures
 
 
 def turns_of(response: str, harness: str) -> list[dict[str, Any]]:
@@ -46,23 +43,11 @@ def test_calibration_attempts_score_the_same_through_the_package(agentic_taskset
 
     package = project(version, "verifiers", ctx.lake).path / "taskset"
     write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()))
-    site = tmp_path / "site"
-    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
-    install += ["--no-build-isolation", "--target", site, package]
-    subprocess.run([str(a) for a in install], check=True, timeout=300)
+    env = installed(package, tmp_path)
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    script = ROOT / "tests" / "verifiers_family_check.py"
     name = json.loads((version / "manifest.json").read_text())["name"]
-    check = subprocess.run(
-        [VERIFIERS_PYTHON, script, taskset_id(name), "cases.json", tmp_path / "rl.toml"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(site)},
-        cwd=tmp_path,
-    )
-    assert check.returncode == 0, check.stderr[-3000:]
-    graded = json.loads(check.stdout.strip().splitlines()[-1])["rewards"]
+    args = [taskset_id(name), "cases.json", tmp_path / "rl.toml"]
+    graded = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)["rewards"]
 
     assert set(graded) == set(cases)  # every task with calibration attempts is packaged
     for attempt in calibrated:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +42,10 @@ from tests.test_world_package import (
     VERIFIERS_PYTHON,
     cases_of,
     conversation,
+    installed,
     needs_verifiers,
+    verifiers_figures,
+    verifiers_run,
     world_rows,
 )
 
@@ -371,25 +372,12 @@ def test_the_package_grades_and_serves_every_family_as_taskfoundry_does(family_p
         "# Families: doc_qa (search tools): 3, tool_replay (replay tools): 2,"
         " world_tool_use (world tools): 3"
     )
-    site = tmp_path / "site"
-    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
-    install += ["--no-build-isolation", "--target", site, package]
-    subprocess.run([str(a) for a in install], check=True, timeout=300)
+    env = installed(package, tmp_path)
     cases = cases_for(rows)
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    env = {**os.environ, "PYTHONPATH": str(site)}
     ident = taskset_id(NAME)
-    script = ROOT / "tests" / "verifiers_family_check.py"
-    check = subprocess.run(
-        [VERIFIERS_PYTHON, script, ident, "cases.json", tmp_path / "rl.toml"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert check.returncode == 0, check.stderr[-3000:]
-    figures = json.loads(check.stdout.strip().splitlines()[-1])
+    args = [ident, "cases.json", tmp_path / "rl.toml"]
+    figures = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
     assert set(figures["rewards"]) == set(cases) and all(figures["validated"].values())
     assert sorted(figures["trained"]) == sorted(cases)
 
@@ -425,16 +413,8 @@ def test_the_package_grades_and_serves_every_family_as_taskfoundry_does(family_p
             assert ["Result: " + text for _, text in results] == shown
             assert [failed for failed, _ in results][-2:] == [True, True]  # nothing recorded
 
-    validate = subprocess.run(
-        [VERIFIERS_PYTHON.parent / "vf-validate", ident, "--runtime.type", "subprocess"]
-        + ["--rich", "false", "-o", tmp_path / "validate"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert validate.returncode == 0, (validate.stdout + validate.stderr)[-3000:]
+    validate = [VERIFIERS_PYTHON.parent / "vf-validate", ident, "--runtime.type", "subprocess"]
+    verifiers_run([*validate, "--rich", "false", "-o", tmp_path / "validate"], env, tmp_path)
     (summary,) = (tmp_path / "validate").glob("*/summary.json")
     outcomes = json.loads(summary.read_text())["outcomes"]
     assert outcomes["valid"] == len(cases) and sum(outcomes.values()) == len(cases)
@@ -469,10 +449,7 @@ def test_a_rollout_searches_replays_and_stops_at_the_turn_limit(tmp_path):
     write_package(
         tmp_path / "taskset", version, [search["search-mill"], search["search-bridge"], replayed]
     )
-    site = tmp_path / "site"
-    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
-    install += ["--no-build-isolation", "--target", site, tmp_path / "taskset"]
-    subprocess.run([str(a) for a in install], check=True, timeout=300)
+    env = installed(tmp_path / "taskset", tmp_path, FAKE_API_KEY="k")
     made = [(c["name"], c["arguments"]) for c in json.loads(replayed["answer"])["calls"]]
     plans = {
         QUESTIONS[0][1]: [
@@ -483,19 +460,9 @@ def test_a_rollout_searches_replays_and_stops_at_the_turn_limit(tmp_path):
         QUESTIONS[1][1]: [[("search", {"query": "bridge vehicles"})]],  # never answers
         replayed["prompt"][-1]["content"]: [*([call] for call in made), "Refunded."],
     }
-    env = {**os.environ, "PYTHONPATH": str(site), "FAKE_API_KEY": "k"}
     with FakeOpenAIServer(scripted_model(plans)) as server:
-        run = subprocess.run(
-            [VERIFIERS_PYTHON, ROOT / "tests" / "verifiers_rollout.py", taskset_id(NAME)]
-            + [server.base_url, tmp_path / "eval"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            cwd=tmp_path,
-        )
-    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
-    rollouts = json.loads(run.stdout.strip().splitlines()[-1])
+        args = [taskset_id(NAME), server.base_url, tmp_path / "eval"]
+        rollouts = verifiers_figures("verifiers_rollout.py", args, env, tmp_path)
     index = corpus_index.CorpusIndex(CHUNKS)
     assert rollouts["search-mill"] == {
         "reward": 1.0,

@@ -5,8 +5,6 @@ verifiers library's own virtualenv, and a re-export writes nothing."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import tomllib
 from pathlib import Path
 
@@ -21,11 +19,7 @@ from data.projections import SFT_SCHEMA, canonical_rows, episode_message, projec
 from data.verifiers_package import has_corpus, module_name, packaged, taskset_id
 from flows.cli import main
 from judges.rewards import verifier_reward
-
-ROOT = Path(__file__).resolve().parent.parent
-VENV_PYTHON = ROOT / ".venv-verifiers" / "bin" / "python"
-# absolute, not resolved: the venv's python is a symlink whose target knows no venv
-VERIFIERS_PYTHON = Path(os.environ.get("FOUNDRY_VERIFIERS_PYTHON", VENV_PYTHON)).absolute()
+from tests.test_world_package import VERIFIERS_PYTHON, installed, verifiers_figures
 
 
 def rows_of(path: Path):
@@ -76,25 +70,9 @@ def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(docqa_tas
     _, version, projections = docqa_taskset
     assert VERIFIERS_PYTHON.exists(), "the verifiers virtualenv is missing: run `make test`"
     package = projections["verifiers"].path / "taskset"
-    site = tmp_path / "site"
-    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
-    install += ["--no-build-isolation", "--target", site, package]
-    subprocess.run([str(a) for a in install], check=True, timeout=300)
-    check = subprocess.run(
-        [
-            VERIFIERS_PYTHON,
-            ROOT / "tests" / "verifiers_check.py",
-            taskset_id("docqa"),
-            projections["prime-rl"].path / "rl.toml",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(site)},
-        cwd=tmp_path,
-    )
-    assert check.returncode == 0, check.stderr[-3000:]
-    figures = json.loads(check.stdout.strip().splitlines()[-1])
+    env = installed(package, tmp_path)
+    args = [taskset_id("docqa"), projections["prime-rl"].path / "rl.toml"]
+    figures = verifiers_figures("verifiers_check.py", args, env, tmp_path)
     assert figures["id"] and figures["unique_keys"] and figures["env"] == "SingleAgentEnv"
     assert figures["tasks"] == projections["prime-rl"].rows > 0
     assert figures["gold"] == [1.0] * figures["tasks"] and all(figures["validated"])

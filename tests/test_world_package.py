@@ -31,6 +31,33 @@ needs_verifiers = pytest.mark.skipif(
 )
 
 
+def installed(package: Path, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """Install `package` into a folder of its own for the verifiers virtualenv; returns the
+    environment (with `extra`) its Python finds it in."""
+    site = tmp_path / "site"
+    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
+    install += ["--no-build-isolation", "--target", site, package]
+    subprocess.run([str(a) for a in install], check=True, timeout=300)
+    return {**os.environ, "PYTHONPATH": str(site), **extra}
+
+
+def verifiers_run(
+    command: list[Any], env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """`command` in the verifiers virtualenv's environment `env`; it must succeed."""
+    done = subprocess.run(
+        [str(a) for a in command], capture_output=True, text=True, timeout=300, env=env, cwd=cwd
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
+def verifiers_figures(script: str, args: list[Any], env: dict[str, str], cwd: Path) -> Any:
+    """The JSON line a check script of tests/ prints, run with the verifiers Python."""
+    done = verifiers_run([VERIFIERS_PYTHON, ROOT / "tests" / script, *args], env, cwd)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def world_rows() -> list[dict[str, Any]]:
     """The planted tasks of both bundled worlds as canonical taskset rows."""
     rows = []
@@ -146,24 +173,11 @@ def test_the_package_holds_the_world_tasks_and_ships_the_runtime_as_it_is(world_
 @needs_verifiers
 def test_the_package_and_verifier_reward_grade_world_completions_alike(world_package, tmp_path):
     package, rows, _ = world_package
-    site = tmp_path / "site"
-    install = [VERIFIERS_PYTHON, "-m", "pip", "install", "-q", "--no-deps"]
-    install += ["--no-build-isolation", "--target", site, package]
-    subprocess.run([str(a) for a in install], check=True, timeout=300)
+    env = installed(package, tmp_path)
     cases = {row["task_id"]: cases_of(row) for row in rows}
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    env = {**os.environ, "PYTHONPATH": str(site)}
     ident = taskset_id("worlds")
-    check = subprocess.run(
-        [VERIFIERS_PYTHON, ROOT / "tests" / "verifiers_world_check.py", ident, "cases.json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert check.returncode == 0, check.stderr[-3000:]
-    figures = json.loads(check.stdout.strip().splitlines()[-1])
+    figures = verifiers_figures("verifiers_world_check.py", [ident, "cases.json"], env, tmp_path)
     assert set(figures["rewards"]) == set(cases) and all(figures["validated"].values())
 
     for row in rows:
@@ -186,16 +200,8 @@ def test_the_package_and_verifier_reward_grade_world_completions_alike(world_pac
         assert listed == [[tool.name for tool in spec.tools]]
         assert results == [[False, message] for message in done.messages]
 
-    validate = subprocess.run(
-        [VERIFIERS_PYTHON.parent / "vf-validate", ident, "--runtime.type", "subprocess"]
-        + ["--rich", "false", "-o", tmp_path / "validate"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert validate.returncode == 0, (validate.stdout + validate.stderr)[-3000:]
+    validate = [VERIFIERS_PYTHON.parent / "vf-validate", ident, "--runtime.type", "subprocess"]
+    verifiers_run([*validate, "--rich", "false", "-o", tmp_path / "validate"], env, tmp_path)
     (summary,) = (tmp_path / "validate").glob("*/summary.json")
     outcomes = json.loads(summary.read_text())["outcomes"]
     assert outcomes["valid"] == len(rows) and sum(outcomes.values()) == len(rows)  # gold + noop
