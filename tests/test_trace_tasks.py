@@ -117,8 +117,9 @@ def test_recorded_calls_pair_results_by_id_then_position():
     assert [r.result for r in recorded_calls(trace.messages)] == [trace.messages[3].content]
 
 
-def test_replay_answers_recorded_calls_only():
-    environment = ToolEnvironment(
+def refund_environment() -> ToolEnvironment:
+    """The refund tool with one recorded call: ORD-1 approved (its key argument, the order)."""
+    return ToolEnvironment(
         tools=[REFUND],
         recorded=[
             RecordedCall(
@@ -128,6 +129,10 @@ def test_replay_answers_recorded_calls_only():
             )
         ],
     )
+
+
+def test_replay_answers_recorded_calls_only():
+    environment = refund_environment()
     asked = ToolCall(name="create_refund", arguments={"order_id": "ord-1", "reason": "any"})
     assert replay(environment, asked, set()) == "approved"
     other = ToolCall(name="create_refund", arguments={"order_id": "ORD-2"})

@@ -15,7 +15,7 @@ from transformers.utils import get_json_schema
 
 from data.corpus_index import CorpusIndex
 from data.lake import Lake
-from data.records import RecordedCall, ToolCall, ToolEnvironment, WorldSetup
+from data.records import ToolCall, ToolEnvironment, WorldSetup
 from data.trace_formats import read_proxy_records
 from data.world_runtime import World, WorldSpec, load_world_spec
 from harnesses.tool_replay import NO_RESULT, replay
@@ -33,7 +33,7 @@ from harnesses.train_episodes import EpisodeRecorder, openai_messages
 from harnesses.warm_start import gold_episode, warm_start_rows
 from judges.rewards import verifier_reward
 from tests.test_doc_search import CHUNKS
-from tests.test_trace_tasks import REFUND
+from tests.test_trace_tasks import REFUND, refund_environment
 
 SHOP = Path(__file__).resolve().parent.parent / "data" / "samples" / "worlds" / "outdoor_shop.toml"
 
@@ -90,12 +90,6 @@ def test_a_world_environment_runs_calls_as_the_world_runtime_does_within_its_bud
     assert sorted(f.__name__ for f in tools_of(environment_class)) == sorted(
         t.name for t in spec.tools
     )
-    setup = WorldSetup(
-        world_id=spec.world_id,
-        spec=spec.model_dump_json(),
-        initial=World(spec).snapshot(),
-        max_turns=2,
-    )
     reference = World(spec)
     environment = environment_class()
     environment.reset(world=setup.model_dump_json())
@@ -117,16 +111,7 @@ def test_doc_search_and_replay_environments_answer_as_their_harnesses():
     assert search.read(passage_id="c-mill") == index.read_result("c-mill")
     assert search.read(passage_id="c-mill") == TOO_MANY_CALLS
 
-    recorded = ToolEnvironment(
-        tools=[REFUND],
-        recorded=[
-            RecordedCall(
-                call=ToolCall(name="create_refund", arguments={"order_id": "ORD-1"}),
-                result="approved",
-                key_arguments={"order_id": "ORD-1"},
-            )
-        ],
-    )
+    recorded = refund_environment()
     environment = replay_environment(recorded)()
     environment.reset(replay=recorded.model_dump_json())
     asked = {"order_id": "ord-1", "reason": "broken"}
@@ -163,13 +148,7 @@ def test_rows_get_their_family_environment_or_are_left_out_with_a_reason(tmp_pat
 
 
 def test_gold_episodes_score_1_and_warm_start_on_every_assistant_turn():
-    spec = load_world_spec(SHOP)
-    world = WorldSetup(
-        world_id=spec.world_id,
-        spec=spec.model_dump_json(),
-        initial=World(spec).snapshot(),
-        max_turns=3,
-    )
+    spec, world = shop(max_turns=3)
     reference = World(spec)
     reference.call("check_stock", {"sku": "TENT-2P"})
     verifier = {
