@@ -212,11 +212,7 @@ class Environments:
     factories: dict[str, Callable[[], Any]] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def with_tools(self) -> bool:
-        return any(name != SINGLE_TURN for name in self.factories)
-
-    def _leave_out(self, reason: str) -> None:
+    def leave_out(self, reason: str) -> None:
         self.names.append(None)
         self.left_out[reason] = self.left_out.get(reason, 0) + 1
 
@@ -251,7 +247,7 @@ def environments_for(rows: Iterable[dict[str, Any]], version: Path, max_calls: i
                 name = SINGLE_TURN
                 found.factories.setdefault(name, SingleTurnEnvironment)
         except (ValueError, FileNotFoundError) as error:
-            found._leave_out(_reason(error))
+            found.leave_out(_reason(error))
             continue
         found.names.append(name)
     return found
