@@ -21,7 +21,8 @@ from harnesses.edits import apply_patch
 from harnesses.pytest_runner import TestRun, run_pytest
 from harnesses.python_env import EnvError
 from harnesses.sandbox import Limits, Sandbox
-from harnesses.workspace import checkout, environment
+from harnesses.trial import environment
+from harnesses.workspace import checkout
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ requirements; one being built is locked, and one whose build died is rebuilt.
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -19,7 +21,6 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-from data.records import content_id
 from harnesses.sandbox import SYSTEM_DIRS, private_dir
 
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
@@ -108,7 +109,7 @@ def ensure_env(requirements: list[str], python: str | None = None) -> Path:
     """The environment with `requirements` installed, built now if it does not exist yet."""
     python = python or sandbox_python()
     cache = env_cache()
-    env = cache / content_id("python-env", python, sorted(requirements))
+    env = cache / _key("python-env", python, sorted(requirements))
     with open(cache / f"{env.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (env / ".ready").exists():
@@ -117,6 +118,13 @@ def ensure_env(requirements: list[str], python: str | None = None) -> Path:
         _build(env, python, requirements)
         (env / ".ready").write_text("\n".join(requirements) + "\n")
     return env
+
+
+def _key(*parts: object) -> str:
+    """A stable name for `parts` (taskfoundry's content ids: canonical JSON, sha256 prefix),
+    spelled out here so that this module stands alone in an exported package."""
+    canonical = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
 def _build(env: Path, python: str, requirements: list[str]) -> None:

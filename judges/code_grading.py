@@ -1,0 +1,119 @@
+"""How a code attempt is graded: its reply's edits per step (test files set aside), the
+tripwire for code that reaches for the grader, then each step's edits tried with its
+checkpoint's tests, every fail-to-pass test passing and every pass-to-pass test still passing.
+
+Where the steps are tried is the caller's (`TrySteps`): taskfoundry rebuilds the workspace
+from its repository mirror (`judges.unit_tests`), an exported package from the tree it ships.
+Both grade through `grade` and `score_edits`, so a completion scores the same in each; this
+module stands alone in an exported package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from data.languages import Language, Python
+from harnesses.edits import EditError, Edits, parse_edits, split_steps
+from harnesses.trial import Step, Trial
+from judges.grader_reach import reaches_for_grader
+
+TrySteps = Callable[[list[Step]], list[Trial]]  # the steps tried on a fresh workspace, in order
+Graded = tuple[float, str]  # a reward and why
+WHY_CHARS = 300
+
+
+class Checkpoint(Protocol):
+    """The hidden test patch applied after a step, and the tests that must then pass."""
+
+    test_patch: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+
+
+def grade(
+    reply: str,
+    reference: str,
+    points: Sequence[Checkpoint],
+    try_steps: TrySteps,
+    language: Language | None = None,
+) -> Graded:
+    """Score a solver's `reply` (diffs or whole files; `## Step N` parts for a sequence) to a
+    task with checkpoints `points` and reference change `reference`."""
+    language = language or Python()
+    edits, notes = edits_of(reply, len(points), language)
+    if all(e is None for e in edits):
+        return 0.0, "; ".join(notes)[:WHY_CHARS]
+    tampered = grader_reach(edits, edits_of(reference, len(points), language)[0])
+    if tampered:
+        return 0.0, f"tampered: {tampered}"[:WHY_CHARS]
+    reward, why = score_edits(edits, points, try_steps)
+    return reward, "; ".join([why, *notes])[:WHY_CHARS]
+
+
+def edits_of(reply: str, steps: int, language: Language) -> tuple[list[Edits | None], list[str]]:
+    """The edits of each step of `reply`, test files set aside, and notes on what was
+    unusable or ignored."""
+    parts = split_steps(reply, steps) if steps > 1 else [reply]
+    edits: list[Edits | None] = []
+    notes: list[str] = []
+    for number, part in enumerate(parts, start=1):
+        where = f"step {number}: " if steps > 1 else ""
+        try:
+            kept, dropped = parse_edits(part).without(language.is_test_file)
+        except EditError as error:
+            edits.append(None)
+            notes.append(f"{where}{error}")
+            continue
+        if dropped:
+            notes.append(f"{where}ignored edits to tests: {', '.join(dropped)}")
+        edits.append(kept if kept.paths else None)
+    return edits, notes
+
+
+def grader_reach(edits: list[Edits | None], reference: list[Edits | None]) -> str:
+    """Evidence that a step's edits reach for the grader (`judges.grader_reach`), or ""."""
+    for number, (made, gold) in enumerate(zip(edits, reference, strict=False), start=1):
+        evidence = reaches_for_grader(made, gold) if made is not None else ""
+        if evidence:
+            return f"step {number}: {evidence}" if len(edits) > 1 else evidence
+    return ""
+
+
+def score_edits(
+    edits: list[Edits | None], points: Sequence[Checkpoint], try_steps: TrySteps
+) -> Graded:
+    """Try each step's `edits` (None: nothing), each followed by its checkpoint's tests; a
+    sequence scores the share of checkpoints passed."""
+    steps = [
+        Step(step_edits, point.test_patch, [*point.fail_to_pass, *point.pass_to_pass])
+        for step_edits, point in zip(edits, points, strict=True)
+    ]
+    trials = try_steps(steps)
+    verdicts = [verdict(trial, point) for trial, point in zip(trials, points, strict=False)]
+    if len(points) == 1:
+        return verdicts[0]
+    passed = sum(reward for reward, _ in verdicts)
+    why = "; ".join(f"step {i}: {v}" for i, (_, v) in enumerate(verdicts, start=1))
+    if len(verdicts) < len(points):
+        why += f"; steps {len(verdicts) + 1}-{len(points)} not taken"
+    return passed / len(points), f"{passed:.0f}/{len(points)} checkpoints; {why}"
+
+
+def verdict(trial: Trial, point: Checkpoint) -> Graded:
+    """One step's outcome: 1.0 when its edits applied and every test of `point` passed."""
+    if trial.run is None:
+        failed = trial.rejected
+        why = (failed.stderr or failed.stdout).strip().splitlines()[-1:] if failed else []
+        return 0.0, f"edits do not apply: {why[0] if why else 'no output'}"[:WHY_CHARS]
+    if trial.run.tampered:
+        return 0.0, f"tampered: {trial.run.tampered}"[:WHY_CHARS]
+    passed = trial.run.passed()
+    f2p = sum(t in passed for t in point.fail_to_pass)
+    p2p = sum(t in passed for t in point.pass_to_pass)
+    f2p_of, p2p_of = len(point.fail_to_pass), len(point.pass_to_pass)
+    why = f"fail-to-pass {f2p}/{f2p_of}, pass-to-pass {p2p}/{p2p_of}"
+    if trial.run.incomplete:
+        why += f" ({trial.run.incomplete})"
+    ok = f2p == f2p_of and p2p == p2p_of
+    return 1.0 if ok else 0.0, why
