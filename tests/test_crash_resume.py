@@ -34,22 +34,29 @@ IN_FLIGHT = 16  # requests a kill can cut off: at most every role's concurrency 
 
 def foundry_run(home: Path, config: Path, server: FakeOpenAIServer) -> subprocess.Popen:
     """`foundry run` on three documents, every role on `server`, in a process group of its
-    own (so a kill takes the Prefect server and any child with it)."""
+    own (so a kill takes the Prefect server and any child with it). Its Prefect home is
+    `home`'s sibling `prefect` (a module fixture runs before the isolating one), its output
+    goes to the sibling `run.log`, appended to by every run."""
+    home.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key"}
+    env["PREFECT_HOME"] = str(home.parent / "prefect")
     command = [sys.executable, "-m", "flows.cli", "run", "--home", str(home)]
     command += ["--config", str(config), "--kind", "doc_qa", *DOCS]
-    return subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    with (home.parent / "run.log").open("a") as log:
+        return subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
-def finished(process: subprocess.Popen) -> None:
-    assert process.wait(timeout=600) == 0
+def finished(process: subprocess.Popen, home: Path) -> None:
+    """`process` ended well, else its output's end is the failure's message."""
+    status = process.wait(timeout=600)
+    assert status == 0, (home.parent / "run.log").read_text()[-4000:]
 
 
 def requests_made(server: FakeOpenAIServer, start: int, end: int | None = None) -> list[str]:
@@ -76,7 +83,7 @@ def uninterrupted(oracle, tmp_path_factory):
     config = root / "foundry.toml"
     config.write_text(CONFIG)
     started = time.monotonic()
-    finished(foundry_run(root / "home", config, oracle))
+    finished(foundry_run(root / "home", config, oracle), root / "home")
     return time.monotonic() - started, run_outcome(root / "home")
 
 
@@ -100,7 +107,7 @@ def test_a_run_killed_at_a_random_point_resumes_to_the_same_result(
         pq.read_table(shard)
     Lake(home).rows("SELECT count(*) AS n FROM status")  # the catalog opens
 
-    finished(foundry_run(home, config, oracle))
+    finished(foundry_run(home, config, oracle), home)
     assert run_outcome(home) == (tasks, exported)
     # the cache: a request made before the kill is not made again, bar those cut off in flight
     first, second = requests_made(oracle, before, killed_at), requests_made(oracle, killed_at)
