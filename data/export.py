@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +26,11 @@ import pyarrow.parquet as pq
 from data.corpus_index import CORPUS_FILE
 from data.corpus_index import HARNESS as SEARCH_HARNESS
 from data.funnel import MEASURED_BY, funnel
+from data.git import checkout
 from data.lake import Lake
 from data.records import SCHEMA_VERSION, WorldSetup, utcnow
+from data.workspace_bundle import FOLDER as BUNDLES
+from data.workspace_bundle import bundle_name, pack
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 TASKSET_SCHEMA = pa.schema(
@@ -184,6 +188,7 @@ def export_taskset(
     tmp.mkdir(parents=True)
     tally = _Tally()
     fingerprint = _Fingerprint()
+    trees: dict[str, dict[str, Any]] = {}  # bundle name -> a code task's workspace
     try:
         with _PartWriter(tmp, rows_per_part) as parts:
             params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high]
@@ -191,11 +196,15 @@ def export_taskset(
                 rows = [_taskset_row(row, tally) for row in batch]
                 for row in rows:
                     fingerprint.add(row)
+                    workspace = json.loads(row["workspace"] or "null")
+                    if workspace:
+                        trees[bundle_name(workspace)] = workspace
                 parts.write(pa.Table.from_pylist(rows, schema=TASKSET_SCHEMA))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     corpus = _write_corpus(lake, tmp, fingerprint) if tally.by_harness[SEARCH_HARNESS] else 0
+    bundled = _write_workspaces(lake, tmp, trees)
     digest = fingerprint.hexdigest(band)
     if latest is not None and _manifest(latest).get("fingerprint") == digest:
         shutil.rmtree(tmp)
@@ -204,6 +213,7 @@ def export_taskset(
         return ExportResult(latest, tally.n_tasks, written=False)
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
     manifest["corpus"] = {"file": CORPUS_FILE, "chunks": corpus} if corpus else None
+    manifest["workspaces"] = {"folder": BUNDLES, "trees": bundled} if bundled else None
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (tmp / "README.md").write_text(_dataset_card(manifest))
     final = root / version
@@ -225,6 +235,28 @@ def _write_corpus(lake: Lake, folder: Path, fingerprint: _Fingerprint) -> int:
                 fingerprint.add(row)
             writer.write_table(pa.Table.from_pylist(batch, schema=schema))
             written += len(batch)
+    return written
+
+
+def _write_workspaces(lake: Lake, folder: Path, trees: dict[str, dict[str, Any]]) -> int:
+    """The code tasks' repository trees at their base revisions, one bundle each under
+    `workspaces/` (`data.workspace_bundle`), checked out of the lake's mirrors, so that a code
+    task can be graded without its repository; returns the trees written. A tree whose mirror
+    is gone is not written (its tasks then need the repository)."""
+    mirrors = {
+        r["repo_id"]: Path(r["mirror"]) for r in lake.rows("SELECT repo_id, mirror FROM repos")
+    }
+    written = 0
+    for name, workspace in sorted(trees.items()):
+        mirror = mirrors.get(workspace["repo_id"])
+        if mirror is None or not mirror.is_dir():
+            continue
+        (folder / BUNDLES).mkdir(exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="foundry-bundle-") as scratch:
+            pack(
+                checkout(mirror, workspace["base"], Path(scratch) / "tree"), folder / BUNDLES / name
+            )
+        written += 1
     return written
 
 
@@ -532,7 +564,9 @@ or a unified diff; `answer` is the reference patch; `verifier` has type `unit_te
 ids; `repo` and `base_revision` name the starting commit, and `workspace` (JSON) rebuilds it:
 check out `base` from `origin`, apply `start_patch` (the task's start, e.g. a function body
 taken out), apply the attempt (edits to test files set aside), apply `test_patch` (tests the
-solver does not see), run the tests. A `commit_sequence` asks for consecutive commits as
+solver does not see), run the tests. The tree of `base` is also here, so the task needs no
+clone: `workspaces/<repo_id>-<base>.tar.gz` (`data/workspace_bundle.py` unpacks it), written for
+each repository the lake still mirrors. A `commit_sequence` asks for consecutive commits as
 `## Step N` sections; its verifier's `checkpoints` hold each step's test patch and tests, run
 after that step; its reward is the share of checkpoints passed. Code tasks have no evidence,
 judge verdicts or rubric.

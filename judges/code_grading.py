@@ -10,8 +10,9 @@ module stands alone in an exported package.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from data.languages import Language, Python
 from harnesses.edits import EditError, Edits, parse_edits, split_steps
@@ -29,6 +30,27 @@ class Checkpoint(Protocol):
     test_patch: str
     fail_to_pass: list[str]
     pass_to_pass: list[str]
+
+
+@dataclass(frozen=True)
+class Point:
+    """A checkpoint read from a verifier spec's JSON form."""
+
+    test_patch: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+
+
+def points_of(spec: Mapping[str, Any], test_patch: str) -> list[Point]:
+    """The checkpoints of a `unit_tests` verifier `spec`: its sequence's, or the one its
+    fail-to-pass and pass-to-pass tests make after the workspace's `test_patch`."""
+    if spec.get("checkpoints"):
+        return [
+            Point(p["test_patch"], list(p["fail_to_pass"]), list(p["pass_to_pass"]))
+            for p in spec["checkpoints"]
+        ]
+    fail, keep = list(spec.get("fail_to_pass") or []), list(spec.get("pass_to_pass") or [])
+    return [Point(test_patch, fail, keep)]
 
 
 def grade(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from data.languages import Language, Python
-from data.records import Checkpoint, Task, UnitTestsSpec
+from data.records import Task, UnitTestsSpec
 from harnesses.edits import Edits
 from harnesses.sandbox import Limits
 from harnesses.trial import Step, Trial
@@ -29,17 +29,10 @@ from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
 
 
-def checkpoints_of(task: Task) -> list[Checkpoint]:
+def checkpoints_of(task: Task) -> list[code_grading.Point]:
     """A task's checkpoints: its sequence's, or the one its tests make."""
-    spec, workspace = task.verifier, task.workspace
-    if spec.checkpoints:
-        return list(spec.checkpoints)
-    test_patch = workspace.test_patch if workspace else ""
-    return [
-        Checkpoint(
-            test_patch=test_patch, fail_to_pass=spec.fail_to_pass, pass_to_pass=spec.pass_to_pass
-        )
-    ]
+    test_patch = task.workspace.test_patch if task.workspace else ""
+    return code_grading.points_of(task.verifier.model_dump(), test_patch)
 
 
 @dataclass

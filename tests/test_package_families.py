@@ -83,6 +83,7 @@ def row(task_id: str, kind: str, prompt: list[dict[str, Any]], answer: str, veri
         "harness": rest.get("harness", "single_turn"),
         "world": rest.get("world", "null"),  # as the export writes a task without one
         "environment": rest.get("environment", "null"),
+        "workspace": rest.get("workspace", "null"),
     }
 
 
@@ -165,7 +166,14 @@ def left_out_rows() -> list[dict[str, Any]]:
     prompt = [{"role": "user", "content": "Fix the parser."}]
     return [
         row("rubric-1", "trace_answer", prompt, "a reply", json.dumps({"type": "rubric"})),
-        row("code-1", "function_rebuild", prompt, "", json.dumps({"type": "unit_tests"})),
+        row(
+            "code-1",
+            "function_rebuild",
+            prompt,
+            "",
+            json.dumps({"type": "unit_tests"}),
+            workspace=json.dumps({"repo_id": "r1", "origin": "/nowhere", "base": "a" * 40}),
+        ),
     ]
 
 
@@ -310,8 +318,8 @@ def replay_results_by_harness(task: dict[str, Any], calls: list[Any]) -> list[st
 
 @pytest.fixture(scope="module")
 def family_package(tmp_path_factory) -> tuple[Path, Path, list[dict[str, Any]], dict[str, int]]:
-    """A package of a version holding document-search, tool-replay and world tasks, and two
-    that need a model or a sandbox."""
+    """A package of a version holding document-search, tool-replay and world tasks, one that
+    needs a judge model and a code task whose repository tree the version lacks."""
     root = tmp_path_factory.mktemp("family-package")
     version = write_version(root)
     rows = all_rows()
@@ -326,7 +334,7 @@ def test_the_package_ships_the_corpus_and_runtimes_and_lists_what_it_leaves_out(
         copied = module / Path(shipped.__file__).name
         assert copied.read_text() == Path(shipped.__file__).read_text()
     assert (module / "corpus.parquet").read_bytes() == (version / "corpus.parquet").read_bytes()
-    assert skipped == {"verifier_rubric": 1, "verifier_unit_tests": 1}
+    assert skipped == {"verifier_rubric": 1, "code_without_workspace": 1}
     packaged = {r["task_id"]: r for r in pq.read_table(module / "tasks.parquet").to_pylist()}
     assert len(packaged) == len(rows) - 2
     for task in rows:
@@ -346,9 +354,7 @@ def test_the_package_ships_the_corpus_and_runtimes_and_lists_what_it_leaves_out(
     readme = (package / "README.md").read_text()
     assert "| doc_qa | search | 3 |" in readme and "| tool_replay | replay | 2 |" in readme
     assert "| world_tool_use | world | 3 |" in readme
-    assert (
-        "- `code-1` (function_rebuild): verifier_unit_tests: needs the repository and a" in readme
-    )
+    assert "- `code-1` (function_rebuild): code_without_workspace: its repository tree" in readme
     assert "- `rubric-1` (trace_answer): verifier_rubric: needs a judge model" in readme
 
 

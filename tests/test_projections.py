@@ -16,7 +16,7 @@ from datasets import load_dataset
 from data.errors import ReasonedError
 from data.hub import push_version
 from data.projections import SFT_SCHEMA, canonical_rows, episode_message, project
-from data.verifiers_package import has_corpus, module_name, packaged, taskset_id
+from data.verifiers_package import module_name, packaged, taskset_id
 from flows.cli import main
 from judges.rewards import verifier_reward
 from tests.test_world_package import VERIFIERS_PYTHON, installed, verifiers_figures
@@ -81,8 +81,7 @@ def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(docqa_tas
 
 def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_taskset):
     _, version, projections = docqa_taskset
-    corpus = has_corpus(version)
-    left_out = sum(packaged(task, corpus) is not None for task in canonical_rows(version))
+    left_out = sum(packaged(task, version) is not None for task in canonical_rows(version))
     skipped = projections["verifiers"].skipped
     assert sum(skipped.values()) == left_out
     assert all(reason.startswith("from_v1_package:") for reason in skipped)
@@ -92,7 +91,7 @@ def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_task
     searching = [
         task
         for task in canonical_rows(version)
-        if task["harness"] == "doc_search" and packaged(task, corpus) is None
+        if task["harness"] == "doc_search" and packaged(task, version) is None
     ]
     module = projections["verifiers"].path / "taskset" / module_name("docqa")
     assert searching and (module / "corpus.parquet").exists()

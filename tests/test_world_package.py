@@ -78,6 +78,7 @@ def world_rows() -> list[dict[str, Any]]:
                         "harness": "world_tools",
                         "world": task.world.model_dump_json(),
                         "environment": None,
+                        "workspace": None,
                     }
                 )
     return rows
@@ -155,9 +156,10 @@ def world_package(tmp_path_factory) -> tuple[Path, list[dict[str, Any]], dict[st
 
 def test_the_package_holds_the_world_tasks_and_ships_the_runtime_as_it_is(world_package):
     package, rows, skipped = world_package
-    assert rows and skipped == {} and all(packaged(row, False) is None for row in rows)
+    version = package.parent / "v1"
+    assert rows and skipped == {} and all(packaged(row, version) is None for row in rows)
     module = package / module_name("worlds")
-    for shipped in (world_runtime, call_checks, answer_match):
+    for shipped in (world_runtime, call_checks, answer_match):  # relative imports already
         copied = module / Path(shipped.__file__).name
         assert copied.read_text() == Path(shipped.__file__).read_text()
     readme = (package / "README.md").read_text()

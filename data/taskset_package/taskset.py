@@ -3,8 +3,9 @@ module, scored without a model or network. Answer tasks (document-search ones wi
 tools of the tool server, `tools`) are scored by the exact/F1 matcher shipped beside it; world
 tool-use tasks act on their world through the tool server and are scored by replaying their
 calls on the world (`world_runtime`); tool-replay tasks call the recorded tools and are scored
-by the share of expected calls made in order (`replay_runtime`). Each task's turn limit, the
-one taskfoundry calibrated it with, is a `@vf.stop`.
+by the share of expected calls made in order (`replay_runtime`); code tasks are tried on their
+repository tree in the sandbox and scored by their tests (`code_runtime`). Each task's turn
+limit, the one taskfoundry calibrated it with, is a `@vf.stop`.
 
 This file is copied as it is into each exported package (`data/verifiers_package.py`); it
 imports only the verifiers library, pyarrow and the package's own modules.
@@ -12,6 +13,7 @@ imports only the verifiers library, pyarrow and the package's own modules.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from verifiers.v1.types import content_text
 
 from . import replay_runtime
 from .answer_match import match
+from .code_runtime import grade_code
 from .tools import TaskToolset
 from .world_runtime import WorldSpec, conversation_attempt, grade_calls
 
@@ -33,7 +36,8 @@ class TaskfoundryData(vf.TaskData):
     """One exported task: the prompt (in TaskData), its gold answer and verifier spec, the
     calibration's pass rate, band, prime-rl pool and harness, its turn limit, and (world tasks)
     its world: the spec as JSON text, the initial state and the turn limit; (tool-replay
-    tasks) its environment: the tools offered and the results recorded."""
+    tasks) its environment: the tools offered and the results recorded; (code tasks) its
+    workspace: repository, base revision, start and hidden test patches."""
 
     answer: str
     verifier: dict[str, Any]
@@ -45,6 +49,7 @@ class TaskfoundryData(vf.TaskData):
     max_turns: int | None = None
     world: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
+    workspace: dict[str, Any] | None = None
 
 
 class TaskfoundryTaskConfig(vf.TaskConfig):
@@ -113,6 +118,13 @@ class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig])
         expected = [(c["name"], dict(c["arguments"])) for c in self.data.verifier["tool_calls"]]
         return replay_runtime.grade_calls(calls, expected)[0]
 
+    async def grade_code(self, reply: str) -> float:
+        """The reply's edits tried on the task's repository tree in the sandbox, scored by
+        its tests: taskfoundry's `unit_tests` verifier."""
+        workspace = self.data.workspace or {}
+        verifier = self.data.verifier
+        return await asyncio.to_thread(grade_code, reply, self.data.answer, verifier, workspace)
+
     def gold_calls(self) -> list[dict[str, Any]]:
         """The expected calls as assistant turns, one call each."""
         return [{"role": "assistant", "tool_calls": [c]} for c in self.data.verifier["tool_calls"]]
@@ -125,17 +137,22 @@ class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig])
             return self.grade_world(messages)
         if self.data.environment is not None:
             return self.grade_replay(messages)
+        if self.data.workspace is not None:
+            return await self.grade_code(trace.last_reply or "")
         return self.grade(trace.last_reply or "")
 
     async def validate(self, runtime: vf.Runtime | None = None) -> bool:
         """The gold answer (world tasks: the gold calls, then the gold answer; tool-replay
-        tasks: the expected calls) scores 1; an empty reply and every known wrong answer score
-        0."""
+        tasks: the expected calls; code tasks: the reference patch, its tests run) scores 1;
+        an empty reply and every known wrong answer score 0."""
         if self.data.world is not None:
             gold = [*self.gold_calls(), {"role": "assistant", "content": self.data.answer}]
             return self.grade_world(gold) == 1.0 and self.grade_world([]) == 0.0
         if self.data.environment is not None:
             return self.grade_replay(self.gold_calls()) == 1.0 and self.grade_replay([]) == 0.0
+        if self.data.workspace is not None:
+            gold, empty = await self.grade_code(self.data.answer), await self.grade_code("")
+            return gold == 1.0 and empty == 0.0
         wrong = ["", *self.data.verifier.get("negatives", [])]
         return self.grade(self.data.answer) == 1.0 and not any(self.grade(w) for w in wrong)
 
@@ -164,5 +181,6 @@ class TaskfoundryTaskset(vf.Taskset[TaskfoundryTask, TaskfoundryConfig]):
                 max_turns=row["max_turns"],
                 world=json.loads(row["world"] or "null"),
                 environment=json.loads(row["environment"] or "null"),
+                workspace=json.loads(row["workspace"] or "null"),
             )
             yield TaskfoundryTask(data, self.config.task)

@@ -1,0 +1,44 @@
+"""Code tasks of a taskfoundry package: an attempt is tried on a fresh copy of the task's
+repository tree at its base revision (shipped in `workspaces/`), in taskfoundry's sandbox
+runtime, and graded as taskfoundry grades it (`code_grading`): the start patch, the reply's
+edits (test files set aside), the hidden test patch, then every fail-to-pass test must pass
+and every pass-to-pass test keep passing; a commit sequence scores the share of its
+checkpoints passed.
+
+The sandbox (`sandbox`) runs the repository's code under bubblewrap, with no network, time
+and memory limits and a scrubbed environment. Where it cannot be made here, grading raises
+`SandboxUnavailable` saying why, unless FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1 is set.
+The tests' virtualenv is built once per set of requirements with pip (wheels only).
+
+This file is copied as it is into each exported package (`data/verifiers_package.py`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .code_grading import grade, points_of
+from .sandbox import Limits
+from .trial import Step, Trial, steps_in_tree
+from .workspace_bundle import FOLDER, bundle_name, unpack
+
+WORKSPACES = Path(__file__).resolve().parent / FOLDER
+
+
+def grade_code(
+    reply: str, answer: str, verifier: dict[str, Any], workspace: dict[str, Any]
+) -> float:
+    """The reward of `reply` to a code task with reference patch `answer`, `unit_tests`
+    verifier spec `verifier` and `workspace` (repository, base revision, patches), under
+    taskfoundry's default sandbox limits."""
+    bundle = WORKSPACES / bundle_name(workspace)
+
+    def tried(steps: list[Step]) -> list[Trial]:
+        with tempfile.TemporaryDirectory(prefix="taskfoundry-workspace-") as scratch:
+            tree = unpack(bundle, Path(scratch) / "tree")
+            return steps_in_tree(tree, workspace.get("start_patch", ""), steps, Limits())
+
+    points = points_of(verifier, workspace.get("test_patch", ""))
+    return grade(reply, answer, points, tried)[0]
