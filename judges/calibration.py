@@ -105,7 +105,7 @@ async def calibrate(
                     solver_model=solver,
                     temperature=config.temperature,
                     seed=seed + i,
-                    response=reply.text[:2000],
+                    response=reply.text,  # whole: the SFT projection trains on it
                     reward=result.reward,
                     usage=reply.usage,
                     reason=result.why[:300],

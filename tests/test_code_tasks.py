@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,11 +15,14 @@ import pytest
 
 from data.export import export_taskset
 from data.funnel import format_funnel, funnel
-from data.git import git
-from data.projections import project
+from data.git import checkout, git
+from data.prime_rl import write_rl_toml
+from data.projections import canonical_rows, project
 from data.records import Task, Workspace
 from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
+from data.verifiers_package import taskset_id
+from data.workspace_bundle import bundle_name, unpack
 from families import export_kinds, family_of
 from families.code import CodeFamily, repo_of
 from families.code_stages import pending_rebuilds, rebuild_functions, replay_commits
@@ -39,6 +44,7 @@ from judges.unit_tests import unit_test_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
+from tests.test_world_package import installed, needs_verifiers, verifiers_figures
 
 SETTINGS = {
     "code": {"max_functions": 4},
@@ -62,6 +68,14 @@ def code_run(tmp_path_factory):
     export = export_taskset(ctx.lake, "code", root / "tasksets", kinds=export_kinds())
     rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
     return ctx, repo, rows
+
+
+@pytest.fixture(scope="module")
+def code_version(code_run, tmp_path_factory) -> Path:
+    """The code run's taskset exported again, where only this module's tests add to it."""
+    ctx, _, _ = code_run
+    root = tmp_path_factory.mktemp("code-version")
+    return export_taskset(ctx.lake, "code", root, kinds=export_kinds()).path
 
 
 def statuses(ctx, stage):
@@ -344,10 +358,9 @@ def test_the_trainer_reward_runs_a_code_tasks_tests_in_the_sandbox(code_run):
     assert scores == [1.0, 0.0, None]
 
 
-def test_code_rollouts_that_passed_become_sft_transcripts(code_run, tmp_path):
+def test_code_rollouts_that_passed_become_sft_transcripts(code_run, code_version):
     ctx, _, rows = code_run
-    version = export_taskset(ctx.lake, "code", tmp_path, kinds=export_kinds()).path
-    sft = project(version, "sft", ctx.lake)
+    sft = project(code_version, "sft", ctx.lake)
     examples = pq.read_table(sft.path / "part-00000.parquet").to_pylist()
     passed = ctx.lake.rows(
         "SELECT count(DISTINCT (task_id, response)) AS n FROM attempts WHERE reward = 1"
@@ -361,6 +374,83 @@ def test_code_rollouts_that_passed_become_sft_transcripts(code_run, tmp_path):
         said = [{"role": m["role"], "content": m["content"]} for m in example["messages"]]
         assert said[: len(prompt)] == prompt
         assert example["messages"][-1]["role"] == "assistant" and example["reward"] == 1.0
+        assert parse_edits(example["messages"][-1]["content"]).paths  # the whole reply
+
+
+def listing(root: Path) -> dict[str, tuple]:
+    """Every entry under `root`: a symlink's target, a file's bytes and executable bit."""
+    entries: dict[str, tuple] = {}
+    for path in root.rglob("*"):
+        if path.is_symlink():
+            entries[path.relative_to(root).as_posix()] = ("link", os.readlink(path))
+        elif path.is_file():
+            executable = bool(path.stat().st_mode & 0o100)
+            entries[path.relative_to(root).as_posix()] = ("file", path.read_bytes(), executable)
+        else:
+            entries[path.relative_to(root).as_posix()] = ("folder",)
+    return entries
+
+
+def test_the_export_carries_each_code_tasks_tree_as_its_mirror_has_it(
+    code_run, code_version, tmp_path
+):
+    ctx, _, rows = code_run
+    workspaces = {bundle_name(json.loads(r["workspace"])): json.loads(r["workspace"]) for r in rows}
+    manifest = json.loads((code_version / "manifest.json").read_text())
+    assert manifest["workspaces"] == {"folder": "workspaces", "trees": len(workspaces)} != 0
+    for name, workspace in workspaces.items():
+        tree = unpack(code_version / "workspaces" / name, tmp_path / name / "tree")
+        mirror = ctx.unit_tests.mirrors[workspace["repo_id"]]
+        checked_out = checkout(mirror, workspace["base"], tmp_path / name / "checkout")
+        assert listing(tree) == listing(checked_out) != {}
+
+
+@needs_verifiers
+def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
+    code_run, code_version, tmp_path
+):
+    """Every code task is in the package with its tree; the reference patch validates, and
+    the same completions (reference, empty, two calibration replies) to a task of each kind
+    score the same through the package as through taskfoundry's verifier."""
+    ctx, _, _ = code_run
+    tasks = {t["task_id"]: t for t in canonical_rows(code_version)}
+    projection = project(code_version, "verifiers", ctx.lake)
+    assert projection.skipped == {}  # nothing left out: code tasks included
+    readme = (projection.path / "taskset" / "README.md").read_text()
+    for kind, n in Counter(t["kind"] for t in tasks.values()).items():
+        assert f"| {kind} | none | {n} |" in readme
+    assert "FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1" in readme
+
+    chosen = {t["kind"]: task_id for task_id, t in sorted(tasks.items(), reverse=True)}
+    records = {t.task_id: t for t in ctx.lake.records("tasks") if t.task_id in chosen.values()}
+    cases: dict[str, dict] = {}
+    expected: dict[str, dict[str, float]] = {}
+    for task_id, task in records.items():
+        replies = ctx.lake.rows(
+            "SELECT DISTINCT response FROM attempts WHERE task_id = ? ORDER BY response LIMIT 2",
+            [task_id],
+        )
+        completions = {"reference": task.answer, "empty": ""}
+        completions |= {f"reply-{i}": r["response"] for i, r in enumerate(replies)}
+        cases[task_id] = {"completions": {k: [{"reply": v}] for k, v in completions.items()}}
+        cases[task_id]["calls"] = []
+        expected[task_id] = {
+            name: asyncio.run(ctx.unit_tests.grade(task, reply)).reward
+            for name, reply in completions.items()
+        }
+    write_rl_toml(tmp_path / "rl.toml", code_version, list(tasks.values()))
+    env = installed(projection.path / "taskset", tmp_path)
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    args = [taskset_id("code"), "cases.json", tmp_path / "rl.toml"]
+    figures = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
+
+    assert set(figures["tasks"]) == set(tasks)
+    assert all(figures["validated"].values()) and set(figures["validated"]) == set(cases)
+    assert figures["rewards"] == expected
+    assert {r["reference"] for r in expected.values()} == {1.0}
+    assert {r["empty"] for r in expected.values()} == {0.0}
+    unhackable = {task_id for task_id, t in tasks.items() if not t["hackable"]}
+    assert set(figures["trained"]) == unhackable  # prime-rl trains on the code tasks too
 
 
 def test_with_no_sandbox_code_tasks_are_refused_and_say_why(tmp_path, monkeypatch):
