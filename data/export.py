@@ -169,12 +169,14 @@ def export_taskset(
     solver: str | None = None,
     *,
     kinds: ExportKinds,
+    search_turns: int | None = None,
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
     (exported as `<name>-<solver>`); `kinds` says which kinds wait for review and which carry
-    a trace. Rows stream from the lake in batches into the parquet parts, so memory stays flat
-    however many tasks there are."""
+    a trace; `search_turns` is the doc-search harness's turn limit the run calibrated with,
+    recorded with the corpus for whoever runs those tasks again. Rows stream from the lake in
+    batches into the parquet parts, so memory stays flat however many tasks there are."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
     sql = _TASKS_SQL.format(measured=MEASURED_BY)
@@ -204,6 +206,8 @@ def export_taskset(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     corpus = _write_corpus(lake, tmp, fingerprint) if tally.by_harness[SEARCH_HARNESS] else 0
+    if corpus and search_turns is not None:
+        fingerprint.add({"search_turns": search_turns})
     bundled = _write_workspaces(lake, tmp, trees)
     digest = fingerprint.hexdigest(band)
     if latest is not None and _manifest(latest).get("fingerprint") == digest:
@@ -212,7 +216,8 @@ def export_taskset(
             _point_latest(root, latest.name)  # a crash came between the rename and the link
         return ExportResult(latest, tally.n_tasks, written=False)
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
-    manifest["corpus"] = {"file": CORPUS_FILE, "chunks": corpus} if corpus else None
+    searched = {"file": CORPUS_FILE, "chunks": corpus, "max_turns": search_turns}
+    manifest["corpus"] = searched if corpus else None
     manifest["workspaces"] = {"folder": BUNDLES, "trees": bundled} if bundled else None
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (tmp / "README.md").write_text(_dataset_card(manifest))
@@ -360,6 +365,13 @@ def taskset_version(path: Path) -> Path:
 
 def _version_number(path: Path) -> int:
     return int(re.sub(r"\D", "", path.name))
+
+
+def search_turns(version: Path) -> int | None:
+    """The doc-search harness's turn limit taskset `version` was calibrated with, as its
+    manifest records it with the corpus (None: not recorded)."""
+    recorded = (_manifest(version).get("corpus") or {}).get("max_turns")
+    return int(recorded) if recorded else None
 
 
 def _manifest(version_dir: Path) -> dict[str, Any]:
@@ -542,7 +554,8 @@ holds the passages it may read at the open-book levels, none at the search level
 `solver_model`, `harness` (the environment the pass rate was measured in and the one to train in:
 `open_book`, one reply to the prompt as it is; `doc_search`, search and read tools over the corpus,
 the source withheld: the corpus is `corpus.parquet` beside the parts, `chunk_id` and `text`,
-BM25-searched as `data/corpus_index.py` does; `closed_book`, the question alone, only where a user
+BM25-searched as `data/corpus_index.py` does, within the turn limit the manifest's `corpus`
+entry records (`max_turns`); `closed_book`, the question alone, only where a user
 opted in to closed-book training; `code_single_turn`, `tool_replay`, `world_tools` or
 `world_actions`, a world's tools through native tool calls or JSON actions), `verdicts` (each
 judge's decision and reason, JSON), `consensus` (the panel's decision per check with its rule, vote

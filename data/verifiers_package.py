@@ -21,7 +21,8 @@ sandbox, each family solvable the way taskfoundry calibrated it:
   told (`FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1`).
 
 Each packaged task carries its turn limit (`max_turns`): the world's, the doc-search harness's
-(`calibrate.max_turns`'s default: an export does not record the run's), one per recorded call
+(the one the manifest records with the corpus, else `calibrate.max_turns`'s default), one per
+recorded call
 plus `EXTRA_TURNS` for a replay, one for a plain answer or code task. The code runtime's
 modules (from `data/`, `harnesses/` and `judges/`) are copied too, their imports of each other
 made relative to the package. Every other task is left out,
@@ -43,7 +44,7 @@ import pyarrow.parquet as pq
 
 from data import answer_match, corpus_index, replay_runtime, workspace_bundle
 from data.config import CalibrateConfig
-from data.export import TASKSET_SCHEMA
+from data.export import TASKSET_SCHEMA, search_turns
 from data.prompts import load_prompt
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -195,21 +196,23 @@ def packaged(task: dict[str, Any], version: Path) -> str | None:
     return None
 
 
-def max_turns(task: dict[str, Any]) -> int:
-    """The model calls an attempt at a packaged task may make, as taskfoundry's harness allows."""
+def max_turns(task: dict[str, Any], searches: int) -> int:
+    """The model calls an attempt at a packaged task may make, as taskfoundry's harness allows
+    (`searches` for a doc-search task)."""
     world, environment = setup_of(task, "world"), setup_of(task, "environment")
     if world:
         return int(world["max_turns"])
     if environment:
         return len(environment["recorded"]) + replay_runtime.EXTRA_TURNS
-    return SEARCH_TURNS if task["harness"] == corpus_index.HARNESS else 1
+    return searches if task["harness"] == corpus_index.HARNESS else 1
 
 
-def package_row(task: dict[str, Any]) -> dict[str, Any]:
-    """A packaged task's row: its columns, its turn limit, and (document search) the search
-    instructions merged into its system message, as the doc-search harness merged its own."""
+def package_row(task: dict[str, Any], searches: int) -> dict[str, Any]:
+    """A packaged task's row: its columns, its turn limit (`searches` for doc search), and
+    (document search) the search instructions merged into its system message, as the
+    doc-search harness merged its own."""
     row = {field: task[field] for field in PACKAGE_SCHEMA.names if field != "max_turns"}
-    row["max_turns"] = max_turns(task)
+    row["max_turns"] = max_turns(task, searches)
     if task["harness"] == corpus_index.HARNESS:
         prompt = [dict(m) for m in task["prompt"]]
         instructions = SEARCH_INSTRUCTION.template.strip()
@@ -227,12 +230,13 @@ def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dic
     manifest = json.loads((version / "manifest.json").read_text())
     name, module = manifest["name"], module_name(manifest["name"])
     kept, left_out, bundles = [], [], set()
+    searches = search_turns(version) or SEARCH_TURNS
     for task in tasks:
         reason = packaged(task, version)
         if reason:
             left_out.append((reason, task["task_id"], task["kind"]))
             continue
-        kept.append(package_row(task))
+        kept.append(package_row(task, searches))
         bundle = bundle_of(version, task)
         if bundle:
             bundles.add(bundle)

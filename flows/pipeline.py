@@ -150,6 +150,7 @@ def export_task(
         ctx.config.export.rows_per_part,
         solver,
         kinds=export_kinds(),
+        search_turns=ctx.config.calibrate.max_turns,
     )
 
 

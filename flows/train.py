@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 
 from data.config import FoundryConfig, load_config
 from data.endpoints import Endpoint
-from data.export import taskset_version
+from data.export import search_turns, taskset_version
 from data.lake import Lake
 from data.llm import LLMClient
 from data.model_servers import resolve_endpoints
@@ -172,7 +172,7 @@ def train_flow(
     policy = policy_path(model, cfg.home / "cache" / "policy")
     save = not smoke
     # a doc-search episode may call as many tools as calibration's turns left before the answer
-    search_calls = max(1, cfg.calibrate.max_turns - 1)
+    search_calls = max(1, (search_turns(version) or cfg.calibrate.max_turns) - 1)
     recorder = EpisodeRecorder(lake, f"train-{run}", model)
     args = (policy, version, rewards, scored, settings, output, save, search_calls, recorder)
     if not judge:

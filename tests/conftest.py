@@ -125,6 +125,10 @@ def agentic_taskset(tmp_path_factory):
     ingest_world_files([str(SAMPLE_DOCS.parent / "worlds")], ctx)
     with FakeOpenAIServer(Oracle()) as server:
         run_llm_stages(ctx, endpoints_for(server))
-    version = export_taskset(ctx.lake, "agentic", root / "tasksets", kinds=export_kinds()).path
+    turns = ctx.config.calibrate.max_turns
+    tasksets = root / "tasksets"
+    version = export_taskset(
+        ctx.lake, "agentic", tasksets, kinds=export_kinds(), search_turns=turns
+    ).path
     project(version, "trl", ctx.lake)
     return ctx, version

@@ -47,9 +47,12 @@ def test_calibration_attempts_score_the_same_through_the_package(agentic_taskset
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     name = json.loads((version / "manifest.json").read_text())["name"]
     args = [taskset_id(name), "cases.json", tmp_path / "rl.toml"]
-    graded = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)["rewards"]
+    figures = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
+    graded = figures["rewards"]
 
     assert set(graded) == set(cases)  # every task with calibration attempts is packaged
+    turn_limits = {tasks[t]["harness"]: limit for t, (_, _, limit) in figures["tasks"].items()}
+    assert turn_limits["doc_search"] == ctx.config.calibrate.max_turns == 3  # as calibrated
     for attempt in calibrated:
         assert graded[attempt["task_id"]][attempt["attempt_id"]] == attempt["reward"], attempt
     for task_id, rewards in graded.items():
