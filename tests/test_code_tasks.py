@@ -44,7 +44,13 @@ from judges.unit_tests import unit_test_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
-from tests.test_world_package import installed, needs_verifiers, verifiers_figures
+from tests.test_world_package import (
+    VERIFIERS_PYTHON,
+    installed,
+    needs_verifiers,
+    verifiers_figures,
+    verifiers_run,
+)
 
 SETTINGS = {
     "code": {"max_functions": 4},
@@ -451,6 +457,13 @@ def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
     assert {r["empty"] for r in expected.values()} == {0.0}
     unhackable = {task_id for task_id, t in tasks.items() if not t["hackable"]}
     assert set(figures["trained"]) == unhackable  # prime-rl trains on the code tasks too
+
+    validate = [VERIFIERS_PYTHON.parent / "vf-validate", taskset_id("code")]
+    validate += ["--runtime.type", "subprocess", "--rich", "false", "-o", tmp_path / "validate"]
+    verifiers_run(validate, env, tmp_path)  # the reference patch passes, an empty reply fails
+    (summary,) = (tmp_path / "validate").glob("*/summary.json")
+    outcomes = json.loads(summary.read_text())["outcomes"]
+    assert outcomes["valid"] == len(tasks) == sum(outcomes.values())
 
 
 def test_with_no_sandbox_code_tasks_are_refused_and_say_why(tmp_path, monkeypatch):
