@@ -102,14 +102,16 @@ def test_pipeline_calibrates_through_the_doc_search_harness(tmp_path, oracle_ser
     attempts = ctx.lake.rows("SELECT rollout_id FROM attempts")
     assert {a["rollout_id"] for a in attempts} <= {r["rollout_id"] for r in per_rollout}
     assert max(r["turns"] for r in per_rollout) == 3  # search, read, answer
-    exported = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    turns = ctx.config.calibrate.max_turns
+    tasksets = home / "tasksets"
+    exported = export_taskset(ctx.lake, "docqa", tasksets, kinds=export_kinds(), search_turns=turns)
     assert exported.n_tasks > 0
     # the environment travels with the tasks: every chunk calibration searched, in its order
     corpus = pq.read_table(exported.path / "corpus.parquet").to_pylist()
     chunks = ctx.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
     assert corpus == chunks
     manifest = json.loads((exported.path / "manifest.json").read_text())
-    assert manifest["corpus"] == {"file": "corpus.parquet", "chunks": len(chunks)}
+    assert manifest["corpus"] == {"file": "corpus.parquet", "chunks": len(chunks), "max_turns": 3}
 
 
 def test_a_corpus_of_stopwords_searches_to_nothing_and_ids_read_with_brackets():
