@@ -248,6 +248,8 @@ def _write_workspaces(lake: Lake, folder: Path, trees: dict[str, dict[str, Any]]
     `workspaces/` (`data.workspace_bundle`), checked out of the lake's mirrors, so that a code
     task can be graded without its repository; returns the trees written. A tree whose mirror
     is gone is not written (its tasks then need the repository)."""
+    if not trees:
+        return 0
     mirrors = {
         r["repo_id"]: Path(r["mirror"]) for r in lake.rows("SELECT repo_id, mirror FROM repos")
     }

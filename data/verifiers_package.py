@@ -22,11 +22,10 @@ sandbox, each family solvable the way taskfoundry calibrated it:
 
 Each packaged task carries its turn limit (`max_turns`): the world's, the doc-search harness's
 (the one the manifest records with the corpus, else `calibrate.max_turns`'s default), one per
-recorded call
-plus `EXTRA_TURNS` for a replay, one for a plain answer or code task. The code runtime's
-modules (from `data/`, `harnesses/` and `judges/`) are copied too, their imports of each other
-made relative to the package. Every other task is left out,
-counted and listed by id with the reason in the package README.
+recorded call plus `EXTRA_TURNS` for a replay, one for a plain answer or code task. The code
+runtime's modules (from `data/`, `harnesses/` and `judges/`) are copied too, their imports of
+each other made relative to the package. Every other task is left out, counted and listed by
+id with the reason in the package README.
 """
 
 from __future__ import annotations
@@ -170,8 +169,8 @@ def package_relative(source: str) -> str:
 
 
 def setup_of(task: dict[str, Any], column: str) -> dict[str, Any] | None:
-    """A task's `world` or `environment` column, parsed: None where the task has none (an
-    empty cell, or JSON null)."""
+    """A task's `world`, `environment` or `workspace` column, parsed: None where the task has
+    none (an empty cell, or JSON null)."""
     return json.loads(task[column]) if task[column] else None
 
 

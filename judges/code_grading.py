@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from data.languages import Language, Python
 from harnesses.edits import EditError, Edits, parse_edits, split_steps
@@ -24,17 +24,10 @@ Graded = tuple[float, str]  # a reward and why
 WHY_CHARS = 300
 
 
-class Checkpoint(Protocol):
-    """The hidden test patch applied after a step, and the tests that must then pass."""
-
-    test_patch: str
-    fail_to_pass: list[str]
-    pass_to_pass: list[str]
-
-
 @dataclass(frozen=True)
 class Point:
-    """A checkpoint read from a verifier spec's JSON form."""
+    """A checkpoint: the hidden test patch applied after a step, and the tests that must then
+    pass (`points_of` reads them from a verifier spec's JSON form)."""
 
     test_patch: str
     fail_to_pass: list[str]
@@ -56,7 +49,7 @@ def points_of(spec: Mapping[str, Any], test_patch: str) -> list[Point]:
 def grade(
     reply: str,
     reference: str,
-    points: Sequence[Checkpoint],
+    points: Sequence[Point],
     try_steps: TrySteps,
     language: Language | None = None,
 ) -> Graded:
@@ -102,9 +95,7 @@ def grader_reach(edits: list[Edits | None], reference: list[Edits | None]) -> st
     return ""
 
 
-def score_edits(
-    edits: list[Edits | None], points: Sequence[Checkpoint], try_steps: TrySteps
-) -> Graded:
+def score_edits(edits: list[Edits | None], points: Sequence[Point], try_steps: TrySteps) -> Graded:
     """Try each step's `edits` (None: nothing), each followed by its checkpoint's tests; a
     sequence scores the share of checkpoints passed."""
     steps = [
@@ -122,7 +113,7 @@ def score_edits(
     return passed / len(points), f"{passed:.0f}/{len(points)} checkpoints; {why}"
 
 
-def verdict(trial: Trial, point: Checkpoint) -> Graded:
+def verdict(trial: Trial, point: Point) -> Graded:
     """One step's outcome: 1.0 when its edits applied and every test of `point` passed."""
     if trial.run is None:
         failed = trial.rejected
