@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from data.splits import DEFAULT_EVAL_SHARE
+
 DEFAULT_HOME = Path(".foundry")
 WorldProtocol = Literal["auto", "tools", "actions"]
 
@@ -265,6 +267,9 @@ class ExportConfig(Settings):
     rows_per_part: int = Field(default=50_000, ge=1)
     # trainer projections written with each export (data/projections.py)
     formats: list[ExportFormat] = Field(default_factory=list)
+    # of the groups of related tasks, the share drawn to the eval split (data/splits.py); a
+    # group keeps the side it was first drawn to, whatever this says later
+    eval_share: float = Field(default=DEFAULT_EVAL_SHARE, ge=0, le=1)
 
 
 class FoundryConfig(Settings):

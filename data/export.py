@@ -28,7 +28,8 @@ from data.corpus_index import HARNESS as SEARCH_HARNESS
 from data.funnel import MEASURED_BY, funnel
 from data.git import checkout
 from data.lake import Lake
-from data.records import SCHEMA_VERSION, WorldSetup, utcnow
+from data.records import SCHEMA_VERSION, SplitAssignment, WorldSetup, utcnow
+from data.splits import DEFAULT_EVAL_SHARE, GROUPING, WITHHELD, SplitPlan, group_keys, plan_splits
 from data.workspace_bundle import FOLDER as BUNDLES
 from data.workspace_bundle import bundle_name, pack
 
@@ -66,6 +67,7 @@ TASKSET_SCHEMA = pa.schema(
         ("trace_id", pa.string()),
         ("intent", pa.string()),
         ("intent_share", pa.float64()),
+        ("split", pa.string()),
     ]
 )
 
@@ -74,9 +76,9 @@ TASKSET_SCHEMA = pa.schema(
 # band, else the one the repair moved furthest, so a trainer never sees one fact twice. Each
 # task carries its judge verdicts, panel decisions and rubric items as lists (a trace task also
 # its trace's, the panel's rating of the trace), so the export reads one ordered stream.
-# Parameters: $1 the calibrate stage, $2 the kinds exported once reviewed, $3 the kinds made
-# from traces, $4 and $5 the pass-rate range.
-_TASKS_SQL = """
+# Its split (`data.splits`) is added in Python. Parameters: $1 the calibrate stage, $2 the kinds
+# exported once reviewed, $3 the kinds made from traces, $4 and $5 the pass-rate range.
+_CHOSEN_SQL = """
 WITH latest_clustering AS (
     SELECT item_id FROM status WHERE stage = 'intents' AND status = 'done'
     ORDER BY recorded_at DESC LIMIT 1
@@ -110,7 +112,10 @@ WITH latest_clustering AS (
       AND d.pass_rate BETWEEN $4 AND $5
     QUALIFY row_number() OVER (
         PARTITION BY family ORDER BY band = 'in_band' DESC, step DESC, task_id) = 1
-), verdicts_of AS (
+)"""
+_TASKS_SQL = (
+    _CHOSEN_SQL
+    + """, verdicts_of AS (
     SELECT task_id, list({{'check': "check", 'judge': judge, 'judge_model': judge_model,
                           'prompt_version': prompt_version, 'decision': decision,
                           'confidence': confidence, 'reason': reason}}
@@ -137,6 +142,13 @@ LEFT JOIN consensus_of rc ON rc.task_id = c.trace_id
 LEFT JOIN rubric_of ru ON ru.task_id = c.task_id
 ORDER BY c.task_id
 """
+)
+# What a task's split groups are made of (`data.splits.group_keys`), for every chosen task.
+_GROUPS_SQL = (
+    _CHOSEN_SQL
+    + " SELECT task_id, source, workspace, lineage, world, trace_id, intent FROM chosen"
+    + " ORDER BY task_id"
+)
 
 
 ROWS_PER_BATCH = 10_000  # rows read from the lake at a time
@@ -170,13 +182,16 @@ def export_taskset(
     *,
     kinds: ExportKinds,
     search_turns: int | None = None,
+    eval_share: float = DEFAULT_EVAL_SHARE,
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
     (exported as `<name>-<solver>`); `kinds` says which kinds wait for review and which carry
     a trace; `search_turns` is the doc-search harness's turn limit the run calibrated with,
-    recorded with the corpus for whoever runs those tasks again. Rows stream from the lake in
-    batches into the parquet parts, so memory stays flat however many tasks there are."""
+    recorded with the corpus for whoever runs those tasks again. Each task is put in the `train`
+    or `eval` split, groups of related tasks on one side (`data.splits`; about `eval_share` of
+    the groups drawn to eval, sides kept in the lake). Rows stream from the lake in batches into
+    the parquet parts, so memory stays flat however many tasks there are."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
     sql = _TASKS_SQL.format(measured=MEASURED_BY)
@@ -191,11 +206,13 @@ def export_taskset(
     tally = _Tally()
     fingerprint = _Fingerprint()
     trees: dict[str, dict[str, Any]] = {}  # bundle name -> a code task's workspace
+    params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high]
+    splits = _split_plan(lake, params, eval_share)
     try:
         with _PartWriter(tmp, rows_per_part) as parts:
-            params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high]
             for batch in lake.batches(sql, params, ROWS_PER_BATCH):
-                rows = [_taskset_row(row, tally) for row in batch]
+                kept = [row for row in batch if row["task_id"] in splits.split_of]
+                rows = [_taskset_row(row, splits.split_of[row["task_id"]], tally) for row in kept]
                 for row in rows:
                     fingerprint.add(row)
                     workspace = json.loads(row["workspace"] or "null")
@@ -216,6 +233,13 @@ def export_taskset(
             _point_latest(root, latest.name)  # a crash came between the rename and the link
         return ExportResult(latest, tally.n_tasks, written=False)
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
+    manifest["split"] = {
+        "eval_share": eval_share,
+        "grouping": GROUPING,
+        "tasks": splits.counts(),
+        "groups": splits.groups,
+        "withheld": {WITHHELD: len(splits.withheld)} if splits.withheld else {},
+    }
     searched = {"file": CORPUS_FILE, "chunks": corpus, "max_turns": search_turns}
     manifest["corpus"] = searched if corpus else None
     manifest["workspaces"] = {"folder": BUNDLES, "trees": bundled} if bundled else None
@@ -225,6 +249,28 @@ def export_taskset(
     os.replace(tmp, final)
     _point_latest(root, version)
     return ExportResult(final, tally.n_tasks, written=True)
+
+
+def _split_plan(lake: Lake, params: list[Any], eval_share: float) -> SplitPlan:
+    """The sides of the tasks the export chooses, given the groups' sides kept in the lake; the
+    groups this export is the first to place are kept there too."""
+    keys_of = {
+        row["task_id"]: group_keys(row)
+        for batch in lake.batches(_GROUPS_SQL.format(measured=MEASURED_BY), params, ROWS_PER_BATCH)
+        for row in batch
+    }
+    known = {r["group_key"]: r["split"] for r in lake.rows("SELECT group_key, split FROM splits")}
+    plan = plan_splits(keys_of, known, eval_share)
+    if plan.assigned:
+        now = utcnow()
+        lake.write(
+            "splits",
+            [
+                SplitAssignment(group_key=k, split=side, eval_share=eval_share, assigned_at=now)
+                for k, side in sorted(plan.assigned.items())
+            ],
+        )
+    return plan
 
 
 def _write_corpus(lake: Lake, folder: Path, fingerprint: _Fingerprint) -> int:
@@ -267,15 +313,17 @@ def _write_workspaces(lake: Lake, folder: Path, trees: dict[str, dict[str, Any]]
     return written
 
 
-def _taskset_row(row: dict[str, Any], tally: _Tally) -> dict[str, Any]:
-    """A query row as a taskset row: its verdicts, panel decisions and rubric as JSON (a trace
-    task's own first, then its trace's), its tools from its world; counted into `tally`."""
+def _taskset_row(row: dict[str, Any], split: str, tally: _Tally) -> dict[str, Any]:
+    """A query row as a taskset row in `split`: its verdicts, panel decisions and rubric as
+    JSON (a trace task's own first, then its trace's), its tools from its world; counted into
+    `tally`."""
     verdicts = (row.pop("_task_verdicts") or []) + (row.pop("_trace_verdicts") or [])
     consensus = (row.pop("_task_consensus") or []) + (row.pop("_trace_consensus") or [])
     row["rubric"] = json.dumps(row.pop("_rubric") or [], sort_keys=True)
     row["verdicts"] = json.dumps(verdicts, sort_keys=True)
     row["consensus"] = json.dumps(consensus, sort_keys=True)
     row["tools"] = _tools(row["world"])
+    row["split"] = split
     tally.add(row, verdicts, consensus)
     return row
 
@@ -507,6 +555,8 @@ def _dataset_card(manifest: dict[str, Any]) -> str:
     models = manifest["models"]
     kinds = ", ".join(f"{k}: {v}" for k, v in manifest["by_kind"].items()) or "-"
     harnesses = ", ".join(f"{k}: {v}" for k, v in manifest["by_harness"].items()) or "-"
+    split = manifest["split"]
+    withheld = sum(split["withheld"].values())
     agreement = (
         "\n".join(
             f"- {check}: {v['decisions']} panel decisions, mean agreement {v['mean_agreement']}"
@@ -529,6 +579,9 @@ whose outcome a judge panel rated, scrubbed of secrets and personal data before 
 - difficulty levels: {levels}; moved by the repair loop: {manifest["repaired"]}
 - environments the pass rates were measured in (`harness`): {harnesses}
 - band filter: {manifest["band_filter"] or "none (every verified task, labelled)"}
+- split: train {split["tasks"]["train"]} tasks ({split["groups"]["train"]} groups), eval
+  {split["tasks"]["eval"]} tasks ({split["groups"]["eval"]} groups); withheld as their groups
+  are on both sides: {withheld}
 - generator: {", ".join(models["generator"]) or "-"}; judges: {", ".join(models["judges"]) or "-"};
   solver: {", ".join(models["solver"]) or "-"}
 - schema version {manifest["schema_version"]}, code {manifest["git_sha"]}
@@ -572,6 +625,13 @@ the repair loop has `repair`: its `parent`, the original task `root`, the `step`
 went through (`path`) and the `direction`; a task whose verifier was tightened after a reward hack
 has `remedied`: the `remedy` and its `parent`), `schema_version`. A taskset holds one task per
 original: the variant in the band if the repair loop found one.
+
+`split` is `train` or `eval`. Related tasks are grouped (a question by its source documents, a
+code task by the commits it starts from or reproduces, a trace task by its trace and intent
+cluster, a tool-use task by its world goal) and a group is on one side only, so no document,
+commit, intent or goal has tasks on both; the manifest's `split` entry states the grouping, the
+eval share and the counts. Sides are kept in the lake, so a later export keeps every task's.
+Train on `train` only (`foundry train` does) and measure on `eval` (`foundry evaluate`).
 
 Code tasks: the `prompt` holds the statement and the files that matter, and asks for whole files
 or a unified diff; `answer` is the reference patch; `verifier` has type `unit_tests` with the

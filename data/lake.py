@@ -41,6 +41,7 @@ from data.records import (
     Review,
     RubricItem,
     Source,
+    SplitAssignment,
     Status,
     Task,
     Trace,
@@ -88,6 +89,7 @@ TABLES: dict[str, TableSpec] = {
     "traces": TableSpec(Trace, ("trace_id",), "_shard"),
     "intents": TableSpec(Intent, ("clustering_id", "cluster"), "_shard"),
     "worlds": TableSpec(WorldSource, ("world_id",), "_shard"),
+    "splits": TableSpec(SplitAssignment, ("group_key",), "_shard"),
 }
 
 

@@ -47,6 +47,7 @@ TRL_SCHEMA = pa.schema(
         ("pool", pa.string()),
         ("harness", pa.string()),
         ("evidence", pa.string()),
+        ("split", pa.string()),
     ]
 )
 VERIFIERS_SCHEMA = pa.schema(
@@ -87,6 +88,7 @@ SFT_SCHEMA = pa.schema(
         ("harness", pa.string()),
         ("solver_model", pa.string()),
         ("reward", pa.float64()),
+        ("split", pa.string()),
     ]
 )
 # Attempts that count as accepted rollouts: a full pass of the task's verifier.
@@ -152,6 +154,7 @@ def trl_row(task: dict[str, Any]) -> dict[str, Any]:
         "pool": task["pool"],
         "harness": task["harness"],  # the environment its pass rate was measured in
         "evidence": task["evidence"],  # grader-side, like `solution`: what a gold episode reads
+        "split": task.get("split"),  # train on `train` only
     }
 
 
@@ -168,6 +171,7 @@ def verifiers_row(index: int, task: dict[str, Any]) -> dict[str, Any]:
         "band": task["band"],
         "pool": task["pool"],
         "intent": task["intent"],
+        "split": task.get("split"),
     }
     return {
         "example_id": index,
@@ -251,6 +255,7 @@ def sft_rows(tasks: list[dict[str, Any]], lake: Lake) -> tuple[list[dict[str, An
                 "harness": attempt["harness"],
                 "solver_model": attempt["solver_model"],
                 "reward": attempt["reward"],
+                "split": task.get("split"),  # an eval task's rollouts are for evaluation only
             }
         )
     return rows, dict(sorted(skipped.items()))

@@ -765,6 +765,16 @@ class Difficulty(Record):
     max_tokens: int | None = None
 
 
+class SplitAssignment(Record):
+    """Which side of the train/eval split a group of related tasks is on (`data.splits`): kept
+    in the lake so that every later export of any taskset puts the group on the same side."""
+
+    group_key: str  # e.g. `document:<source_id>`, `commit:<sha>`, `intent:<label>`
+    split: Literal["train", "eval"]
+    eval_share: float  # the share the group was assigned under
+    assigned_at: datetime
+
+
 class RubricItem(Record):
     """One checkable item a correct answer meets, distilled from one failed solver attempt."""
 

@@ -151,6 +151,7 @@ def export_task(
         solver,
         kinds=export_kinds(),
         search_turns=ctx.config.calibrate.max_turns,
+        eval_share=ctx.config.export.eval_share,
     )
 
 

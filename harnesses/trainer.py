@@ -27,12 +27,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from data.splits import EVAL, TRAIN
 from harnesses.train_environments import SINGLE_TURN, Environments, environments_for
 from harnesses.train_episodes import EpisodeRecorder
 from harnesses.warm_start import WarmStart, warm_start, warm_start_rows
 
 RewardFunction = Callable[..., list[float | None]]
 # the columns of a trainer row that grading a completion again needs
+EVAL_SPLIT = "eval_split"  # why an eval task is left out of training
 ROW_COLUMNS = ("verifier", "solution", "answer", "kind", "task_id", "workspace", "world")
 
 
@@ -174,10 +176,17 @@ class TrainResult:
 
 
 def trainable(dataset: Any, scored_types: Sequence[str]) -> tuple[Any, dict[str, int]]:
-    """The rows whose verifier type a reward function scores, and the rest counted by type."""
+    """The train split's rows whose verifier type a reward function scores; the rest counted,
+    the eval split's as `eval_split` (never trained on), others by verifier type."""
     types = [json.loads(spec)["type"] for spec in dataset["verifier"]]
-    left_out = Counter(t for t in types if t not in scored_types)
-    keep = [i for i, t in enumerate(types) if t in scored_types]
+    splits = dataset["split"] if "split" in dataset.column_names else [TRAIN] * len(types)
+    kept = [t in scored_types and side != EVAL for t, side in zip(types, splits, strict=True)]
+    left_out = Counter(
+        EVAL_SPLIT if side == EVAL else t
+        for t, side, keep in zip(types, splits, kept, strict=True)
+        if not keep
+    )
+    keep = [i for i, use in enumerate(kept) if use]
     return dataset.select(keep), dict(sorted(left_out.items()))
 
 

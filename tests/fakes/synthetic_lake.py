@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -14,11 +15,13 @@ import pyarrow.parquet as pq
 from data.lake import TABLES, Lake
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
+Documents = Callable[[int], list[str]]
 BANDS = ("too_easy", "in_band", "too_hard")
 
 
-def task_rows(start: int, stop: int) -> dict[str, list]:
+def task_rows(start: int, stop: int, documents: Documents | None = None) -> dict[str, list]:
     ids = [f"{i:016x}" for i in range(start, stop)]
+    documents = documents or (lambda number: ["s"])
     verifier = json.dumps({"type": "exact_or_f1", "f1_threshold": 0.6})
     lineage = json.dumps(
         {
@@ -38,7 +41,13 @@ def task_rows(start: int, stop: int) -> dict[str, list]:
         "verifier": [verifier] * len(ids),
         "evidence": [json.dumps([{"chunk_id": f"c{i}", "quote": f"fact {i}"}]) for i in ids],
         "source": [
-            json.dumps([{"source_id": "s", "path": "doc.md", "chunk_id": f"c{i}"}]) for i in ids
+            json.dumps(
+                [
+                    {"source_id": doc, "path": f"{doc}.md", "chunk_id": f"c{i}"}
+                    for doc in documents(int(i, 16))
+                ]
+            )
+            for i in ids
         ],
         "lineage": [lineage] * len(ids),
         "schema_version": ["1"] * len(ids),
@@ -95,9 +104,12 @@ def write_shard(lake: Lake, table: str, columns: dict[str, list]) -> None:
     pq.write_table(arrow, folder / f"20261130T000000-bench-{uuid.uuid4().hex[:8]}.parquet")
 
 
-def write_calibrated_tasks(lake: Lake, start: int, stop: int) -> list[str]:
-    """Tasks `start` to `stop` (ids are their numbers in hex), one shard per table; their ids."""
-    tasks = task_rows(start, stop)
+def write_calibrated_tasks(
+    lake: Lake, start: int, stop: int, documents: Documents | None = None
+) -> list[str]:
+    """Tasks `start` to `stop` (ids are their numbers in hex), one shard per table; their ids.
+    `documents` names the source documents of task number i (default: all one, `s`)."""
+    tasks = task_rows(start, stop, documents)
     write_shard(lake, "tasks", tasks)
     write_shard(lake, "difficulty", difficulty_rows(tasks["task_id"]))
     write_shard(lake, "status", status_rows(tasks["task_id"]))
