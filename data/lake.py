@@ -32,6 +32,7 @@ from data.records import (
     CommitReplay,
     Consensus,
     Difficulty,
+    Evaluation,
     HackVerdict,
     Intent,
     LLMCall,
@@ -90,6 +91,7 @@ TABLES: dict[str, TableSpec] = {
     "intents": TableSpec(Intent, ("clustering_id", "cluster"), "_shard"),
     "worlds": TableSpec(WorldSource, ("world_id",), "_shard"),
     "splits": TableSpec(SplitAssignment, ("group_key",), "_shard"),
+    "evaluations": TableSpec(Evaluation, ("evaluation_id",), "recorded_at"),
 }
 
 

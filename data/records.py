@@ -709,6 +709,9 @@ class Attempt(Record):
     usage: Usage
     reason: str = ""  # why the verifier gave this reward ("exact match", "token F1 0.67 >= 0.6")
     rollout_id: str = ""  # the proxy's rollout holding this attempt's model calls
+    # what it was made for: `calibrate` (or `calibrate:<solver>`), or an evaluation
+    # (`evaluate:k<K>:<policy>`); None: made before attempts named their stage (calibration)
+    stage: str | None = None
 
 
 class ProxyCall(Record):
@@ -763,6 +766,30 @@ class Difficulty(Record):
     prior: str = ""  # adaptive: "jeffreys" or "empirical:<tasks it was learnt from>"
     temperature: float | None = None  # the solver's sampling settings
     max_tokens: int | None = None
+
+
+class Evaluation(Record):
+    """A policy's pass rate on one split of a taskset version (`foundry evaluate`): k attempts
+    per task in each task's own environment, graded by its family's verifier. The per-task
+    results are the `difficulty` rows of its `stage`, the attempts those of the same stage."""
+
+    evaluation_id: str  # hashes the taskset version, split, stage
+    taskset: str  # name/version, e.g. `docqa/v0003`
+    split: str
+    policy: str  # the policy's label (`data.served_policy`)
+    policy_spec: str  # as it was named
+    stage: str  # `evaluate:k<K>:<policy>`
+    k: int
+    tasks: int  # tasks of the split evaluated
+    missing: int  # tasks of the split this lake does not hold or could not evaluate
+    attempts: int
+    passes: int
+    pass_rate: float  # passes / attempts (every task weighs k)
+    ci_low: float  # Wilson interval over the attempts
+    ci_high: float
+    confidence: float
+    by_kind: dict[str, list[int]]  # kind -> [attempts, passes]
+    recorded_at: datetime
 
 
 class SplitAssignment(Record):

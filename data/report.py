@@ -20,6 +20,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from data.evaluations import evaluation_rows
 from data.funnel import funnel
 from data.lake import Lake
 from data.projections import canonical_rows, last_user_message
@@ -90,6 +91,7 @@ def render_report(
         _section("difficulty", "Difficulty", _difficulty(manifest, plots)),
         _section("agreement", "Pass rate and judge agreement", _agreement(manifest, tasks, plots)),
         _section("cost", "Cost", _cost(summary, plots)),
+        _section("evaluation", "Held-out evaluation", _evaluations(evaluation_rows(lake))),
         _section("samples", "Sample tasks", _samples(manifest, tasks, samples_per_kind)),
     ]
     title = f"{manifest['name']} {manifest['version']}" if manifest else "no taskset"
@@ -311,6 +313,30 @@ def _cost(summary: dict[str, Any], plots: _Plots) -> str:
     if not priced:
         line += ". No model has a price, so only tokens are plotted."
     return plots.div(fig, "cost") + f'<p class="note">{_e(line)}</p>' + table
+
+
+def _evaluations(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return _empty("no policy evaluated yet: `foundry evaluate TASKSET --policy ...`")
+    header = ["taskset", "split", "policy", "tasks", "k", "pass rate", "interval", "not evaluated"]
+    table = [
+        [
+            r["taskset"],
+            r["split"],
+            r["policy"],
+            r["tasks"],
+            r["k"],
+            f"{r['pass_rate']:.3f}",
+            f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+            r["missing"],
+        ]
+        for r in rows
+    ]
+    note = (
+        "<p>Each policy attempted every task of the split k times in the task's own environment,"
+        " graded by its family's verifier; the interval is Wilson's over the attempts.</p>"
+    )
+    return note + _table(header, table, ["", "", "", "num", "num", "num", "", "num"])
 
 
 def _samples(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], n: int) -> str:

@@ -30,7 +30,7 @@ EXIT_ALL_CALLS_FAILED = 4
 LLM_COMMANDS = frozenset(
     {
         "run", "generate", "describe", "sequence", "intents", "trace-tasks", "trace-worlds",
-        "world-tasks", "verify", "review", "repair", "calibrate", "judges",
+        "world-tasks", "verify", "review", "repair", "calibrate", "judges", "evaluate",
     }
 )  # fmt: skip
 
@@ -168,6 +168,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=8,
         metavar="N",
         help="rewarded completions the judge panel audits for reward hacks (default 8; 0: none)",
+    )
+
+    evaluate = sub.add_parser(
+        "evaluate",
+        parents=[common],
+        help="policies' pass rates on a taskset's held-out split, each task in its environment",
+    )
+    evaluate.add_argument("taskset", help="a taskset folder or one of its versions")
+    evaluate.add_argument(
+        "--policy",
+        action="append",
+        required=True,
+        metavar="POLICY",
+        help="embedded, a model folder (e.g. what foundry train saved), MODEL@URL, or a model"
+        " on the solver's server; give two or more for a before/after table (the first is the"
+        " baseline)",
+    )
+    evaluate.add_argument("--split", default="eval", help="train or eval (default eval)")
+    evaluate.add_argument(
+        "--attempts", type=int, default=4, metavar="K", help="attempts per task (default 4)"
     )
 
     judges = sub.add_parser("judges", help="judge quality figures")
@@ -413,6 +433,22 @@ def _dispatch(args: argparse.Namespace) -> int:
             **common,
         )
         print(json.dumps(result, indent=2))
+    elif args.command == "evaluate":
+        from flows.evaluate import evaluate_flow
+
+        try:
+            result = evaluate_flow(
+                taskset=args.taskset,
+                policies=args.policy,
+                split=args.split,
+                attempts=args.attempts,
+                **common,
+            )
+        except (ValueError, FileNotFoundError) as exc:  # the taskset or a policy named wrong
+            print(f"foundry evaluate: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"{result['taskset']}, split {result['split']}: {result['tasks']} tasks")
+        print(result["table"])
     elif args.command == "judges":
         figures = pipeline.judge_variance_flow(
             tasks=args.tasks, seeds=args.seeds, temperature=args.temperature, **common
@@ -544,6 +580,7 @@ def _judges_report(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from data.evaluations import evaluation_rows, format_evaluations
     from data.funnel import format_funnel, funnel
     from data.trace_report import format_trace_report, trace_report
     from judges.agreement import format_judge_report, judge_report
@@ -555,6 +592,7 @@ def _stats(args: argparse.Namespace) -> int:
     summary["traces"] = trace_report(lake)
     summary["judges"] = judge_report(lake)
     summary["review"] = review_report(lake)
+    summary["evaluations"] = evaluation_rows(lake)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
@@ -566,6 +604,8 @@ def _stats(args: argparse.Namespace) -> int:
         print(format_judge_report(summary["judges"]))
         print()
         print(format_review_report(summary["review"]))
+        print()
+        print(format_evaluations(summary["evaluations"]))
     return 0
 
 

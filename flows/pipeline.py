@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -182,14 +182,17 @@ def _export_summary(
     return summary
 
 
-def _run_llm_stages(
-    names: list[str], ctx: StageContext, resolved: dict[str, Endpoint] | None = None
+def run_llm_stages(
+    names: Sequence[str | LLMStage],
+    ctx: StageContext,
+    resolved: dict[str, Endpoint] | None = None,
 ) -> dict[str, dict[str, int]]:
-    """Run the named LLM stages in order, their batches on the configured task runner; the
-    model endpoints (unless `resolved` already) and the runner are opened only if needed."""
-    stages = [stage_named(name) for name in names]
+    """Run the LLM stages (given or named) in order, their batches on the configured task
+    runner; the model endpoints (unless `resolved` already) and the runner are opened only if
+    needed."""
+    stages = [name if isinstance(name, LLMStage) else stage_named(name) for name in names]
     if not any(s.pending(ctx) for s in stages):
-        ctx.progress("nothing pending for " + ", ".join(names))
+        ctx.progress("nothing pending for " + ", ".join(s.name for s in stages))
         return {s.name: {} for s in stages}
     with ExitStack() as stack:
         if resolved is None:
@@ -300,7 +303,7 @@ def _llm_stage_flow(name: str):
     @flow(name=name)
     def stage_flow(home: str | None = None, config: str | None = None) -> dict:
         with stage_context(name, home, config) as ctx:
-            return _run_llm_stages([name], ctx)[name]
+            return run_llm_stages([name], ctx)[name]
 
     return stage_flow
 
@@ -328,10 +331,10 @@ def calibrate_flow(
     model (at `solver_url`, else the configured solver's server), kept beside earlier ones."""
     with stage_context("calibrate", home, config) as ctx:
         if solver is None:
-            return _run_llm_stages(["calibrate"], ctx)["calibrate"]
+            return run_llm_stages(["calibrate"], ctx)["calibrate"]
         ctx.config = with_solver(ctx.config, solver, solver_url)
         stage = f"calibrate:{solver}"
-        return _run_llm_stages([stage], ctx)[stage]
+        return run_llm_stages([stage], ctx)[stage]
 
 
 @flow(name="judge-variance")
@@ -453,7 +456,7 @@ def run_pipeline(
             summary["replay"] = replay_task(ctx)
         if pending_rebuilds(ctx):
             summary["rebuild"] = rebuild_task(ctx)
-        summary.update(_run_llm_stages([s.name for s in llm_stages()], ctx, resolved))
+        summary.update(run_llm_stages([s.name for s in llm_stages()], ctx, resolved))
         summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
         summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)

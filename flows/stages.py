@@ -299,13 +299,60 @@ def recalibration(solver: str) -> LLMStage:
     )
 
 
+EVALUATE = "evaluate"
+
+
+def evaluation_stage_name(policy: str, attempts: int) -> str:
+    """The stage of evaluating `policy` (its label) with `attempts` per task."""
+    return f"{EVALUATE}:k{attempts}:{policy}"
+
+
+def evaluation(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
+    """Evaluation stage `name` (`evaluation_stage_name`): k attempts at each of `task_ids` in
+    its environment, graded by its family, as calibration does with a fixed k; the difficulty
+    rows and attempts name the stage. (A batch elsewhere rebuilds it from the name alone.)"""
+    attempts = int(name.split(":")[1].removeprefix("k"))
+
+    async def evaluate_one(
+        ctx: StageContext, task_id: str, task: Task, client: LLMClient
+    ) -> Outcome:
+        family = family_of(task.kind)
+        harness = calibration_harness(ctx, task, client.endpoint("solver"))
+        config = family.attempt_config(ctx.config).model_copy(
+            update={"method": "fixed", "k": attempts}
+        )
+        plan = calibration.plan(config, [])
+        tried, difficulty = await calibration.calibrate(
+            task, client, config, plan, harness, family.grader(ctx), name
+        )
+        detail = f"{difficulty.passes} of {difficulty.n} passed in {harness.name}"
+        return Outcome(
+            ctx.status(name, task_id, "done", "evaluated", detail),
+            {"attempts": list(tried), "difficulty": [difficulty]},
+        )
+
+    def pending(ctx: StageContext) -> list[str]:
+        return pending_items_of(ctx, name, task_ids)
+
+    return LLMStage(name, pending, load_tasks, evaluate_one)
+
+
+def pending_items_of(ctx: StageContext, stage: str, items: Sequence[str]) -> list[str]:
+    """Those of `items` that `stage` has not finished, in their order."""
+    finished = ctx.lake.finished_items(stage)
+    return [item for item in items if item not in finished]
+
+
 def stage_named(name: str) -> LLMStage:
-    """A pipeline stage, or the re-calibration stage of `calibrate:<solver>`."""
+    """A pipeline stage, the re-calibration stage of `calibrate:<solver>`, or an evaluation
+    stage (`evaluate:k<K>:<policy>`)."""
     for stage in llm_stages():
         if stage.name == name:
             return stage
     if name.startswith("calibrate:"):
         return recalibration(name.removeprefix("calibrate:"))
+    if name.startswith(f"{EVALUATE}:"):
+        return evaluation(name)
     raise KeyError(f"no LLM stage {name!r}")
 
 
@@ -346,8 +393,12 @@ async def review_one(
     ctx: StageContext, task_id: str, loaded: ToReview, client: LLMClient
 ) -> Outcome:
     task = loaded.task
-    solver = client.model("solver")  # attempts of re-calibrations against other solvers aside
-    mine = [a for a in loaded.attempts if a.solver_model == solver]
+    solver = client.model("solver")  # attempts of re-calibrations and evaluations aside
+    mine = [
+        a
+        for a in loaded.attempts
+        if a.solver_model == solver and not (a.stage or "").startswith(EVALUATE)
+    ]
     audit = family_of(task.kind).audit
     if audit is None:
         raise LookupError(f"{task.kind} tasks are not reviewed")

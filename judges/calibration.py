@@ -75,7 +75,8 @@ async def calibrate(
     until the plan settles its band; `grader` scores each reply (default: `equivalence.grade`,
     the task's answer verifier). The difficulty row names `stage` as what measured it."""
     score = grader or (lambda task, completion: grade(task, completion, llm))
-    _, seed = seed_for("calibrate", task.task_id)
+    # calibrations share their seeds, evaluations theirs: an evaluation samples afresh
+    _, seed = seed_for(stage.split(":")[0], task.task_id)
     solver = llm.model("solver")
     attempts: list[Attempt] = []
     passes = 0
@@ -109,6 +110,7 @@ async def calibrate(
                     reward=result.reward,
                     usage=reply.usage,
                     reason=result.why[:300],
+                    stage=stage,
                 )
             )
             passes += result.reward >= 1.0

@@ -1,0 +1,154 @@
+"""`foundry evaluate`: policies' pass rates on a held-out split, each task in its environment,
+stored in the lake, shown by stats and the report, and compared task by task."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from data.lake import Lake
+from data.projections import last_user_message
+from data.served_policy import EMBEDDED, parse_policy, weights_hash
+from flows.cli import main
+from judges.evaluation import paired_difference
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.oracle import Oracle
+
+WEAK = "weak-model"
+
+
+class _WeakSolver:
+    """The oracle that wrote `tasks` (it remembers their answers), except that the model
+    `weak-model` never knows an answer."""
+
+    def __init__(self, tasks: list[dict]) -> None:
+        self.oracle = Oracle()
+        self.oracle.answers = {last_user_message(t["prompt"]): t["answer"] for t in tasks}
+        self.weak_requests = 0
+
+    def __call__(self, body):
+        if body.get("model") == WEAK:
+            self.weak_requests += 1
+            return "I do not know."
+        return self.oracle(body)
+
+
+@pytest.fixture
+def evaluated_home(docqa_taskset, tmp_path, monkeypatch):
+    """A copy of the doc-QA taskset's home and version, the split with most tasks, and a fake
+    server whose `fake-model` is the oracle and `weak-model` never right."""
+    ctx, version, _ = docqa_taskset
+    home = tmp_path / "home"
+    shutil.copytree(ctx.config.home, home, symlinks=True)
+    copy = tmp_path / "tasksets" / version.parent.name / version.name
+    shutil.copytree(version, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    split = max(manifest["split"]["tasks"], key=manifest["split"]["tasks"].get)
+    responder = _WeakSolver(pq.read_table(copy / "part-00000.parquet").to_pylist())
+    with FakeOpenAIServer(responder) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("FOUNDRY_MODEL", "fake-model")
+        yield home, copy, split, server, responder
+
+
+def test_before_after_table_is_measured_stored_and_resumed(evaluated_home, capsys):
+    home, version, split, server, responder = evaluated_home
+    url = server.base_url
+    split_ids = {
+        r["task_id"]
+        for r in pq.read_table(version / "part-00000.parquet").to_pylist()
+        if r["split"] == split
+    }
+    command = ["evaluate", str(version), "--home", str(home), "--split", split]
+    command += ["--policy", f"fake-model@{url}", "--policy", f"{WEAK}@{url}", "--attempts", "2"]
+
+    assert main(command) == 0
+
+    out = capsys.readouterr().out
+    assert f"split {split}: {len(split_ids)} tasks" in out
+    assert "fake-model" in out and WEAK in out and "baseline" in out
+    lake = Lake(home)
+    rows = {r["policy"]: r for r in lake.rows("SELECT * FROM evaluations")}
+    assert set(rows) == {"fake-model", WEAK}
+    for row in rows.values():
+        assert row["tasks"] == len(split_ids) and row["missing"] == 0
+        assert row["attempts"] == 2 * len(split_ids) and row["k"] == 2
+        assert row["ci_low"] <= row["pass_rate"] <= row["ci_high"]
+    assert rows[WEAK]["passes"] == 0 and rows["fake-model"]["passes"] > 0
+    stage = rows[WEAK]["stage"]
+    assert stage == f"evaluate:k2:{WEAK}"
+    measured = lake.rows("SELECT task_id, n FROM difficulty WHERE stage = ?", [stage])
+    assert {r["task_id"] for r in measured} == split_ids and {r["n"] for r in measured} == {2}
+    attempts = lake.rows("SELECT DISTINCT stage FROM attempts WHERE solver_model = ?", [WEAK])
+    assert [a["stage"] for a in attempts] == [stage]
+    asked = responder.weak_requests
+    assert asked >= 2 * len(split_ids)  # and the probes of the server, and the search turns
+
+    assert main(command) == 0  # everything is measured: nothing is asked again
+    assert responder.weak_requests == asked
+    capsys.readouterr()
+
+    assert main(["stats", "--home", str(home), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert {e["policy"] for e in stats["evaluations"]} == {"fake-model", WEAK}
+    assert main(["stats", "--home", str(home)]) == 0
+    assert "held-out evaluations" in capsys.readouterr().out
+    page = home / "report.html"
+    assert main(["report", "--home", str(home), "--taskset", str(version), "--out", str(page)]) == 0
+    html = page.read_text()
+    assert 'id="evaluation"' in html and WEAK in html
+
+
+def test_an_unknown_split_or_unsplit_taskset_is_refused_clearly(docqa_taskset, tmp_path, capsys):
+    _, version, _ = docqa_taskset
+    old = tmp_path / "old"
+    shutil.copytree(version, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["split"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    home = str(tmp_path / "home")
+
+    assert main(["evaluate", str(old), "--home", home, "--policy", "embedded"]) != 0
+    assert "export it again" in capsys.readouterr().err
+
+
+def test_paired_difference_resamples_tasks():
+    before = [{"task_id": f"t{i}", "n": 4, "passes": 1} for i in range(20)]
+    after = [{"task_id": f"t{i}", "n": 4, "passes": 3 if i < 15 else 1} for i in range(20)]
+
+    difference = paired_difference(before, after, confidence=0.9)
+
+    assert difference.tasks == 20 and difference.improved == 15 and difference.worsened == 0
+    assert difference.mean == pytest.approx(0.375)
+    assert 0 < difference.low < difference.mean < difference.high <= 0.5
+    assert paired_difference(before, [], 0.9) is None
+
+
+def test_policies_are_named_by_what_they_are(tmp_path):
+    folder = tmp_path / "trained"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights one")
+    first = parse_policy(str(folder))
+    (folder / "model.safetensors").write_bytes(b"weights two")
+    second = parse_policy(str(folder))
+
+    assert first.folder == folder.resolve() and first.label.startswith("trained-")
+    assert first.label != second.label  # trained again: another policy
+    assert second.label.endswith(weights_hash(folder)[:12])
+    assert parse_policy(EMBEDDED).model is None
+    remote = parse_policy("org/model-7b@http://gpu:8000/v1")
+    assert (remote.model, remote.base_url, remote.label) == (
+        "org/model-7b",
+        "http://gpu:8000/v1",
+        "org-model-7b",
+    )
+    with pytest.raises(ValueError, match="URL"):
+        parse_policy("model@gpu-box")
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(ValueError, match="config.json"):
+        parse_policy(str(tmp_path / "notes"))
