@@ -158,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--smoke", action="store_true", help="one CPU step, one task per environment: the wiring"
     )
     train.add_argument("--steps", type=int, help="training steps (default 200)")
+    train.add_argument(
+        "--learning-rate", type=float, help="instead of the default (1e-6 on CPU and GPU)"
+    )
+    train.add_argument(
+        "--shuffle-rewards",
+        action="store_true",
+        help="control run: each step's rewards permuted across its completions",
+    )
     train.add_argument("--out", help="output folder (default $FOUNDRY_HOME/train/NAME-VERSION)")
     train.add_argument(
         "--judge", action="store_true", help="also reward judged verifiers with the judge panel"
@@ -186,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         " baseline)",
     )
     evaluate.add_argument("--split", default="eval", help="train or eval (default eval)")
+    evaluate.add_argument("--json", action="store_true", help="machine-readable output")
     evaluate.add_argument(
         "--attempts", type=int, default=4, metavar="K", help="attempts per task (default 4)"
     )
@@ -430,6 +439,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             out=args.out,
             judge=args.judge,
             audit=args.audit,
+            learning_rate=args.learning_rate,
+            shuffle_rewards=args.shuffle_rewards,
             **common,
         )
         print(json.dumps(result, indent=2))
@@ -447,8 +458,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         except (ValueError, FileNotFoundError) as exc:  # the taskset or a policy named wrong
             print(f"foundry evaluate: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        print(f"{result['taskset']}, split {result['split']}: {result['tasks']} tasks")
-        print(result["table"])
+        if args.json:
+            print(json.dumps(result, indent=2, default=str))
+        else:
+            print(f"{result['taskset']}, split {result['split']}: {result['tasks']} tasks")
+            print(result["table"])
     elif args.command == "judges":
         figures = pipeline.judge_variance_flow(
             tasks=args.tasks, seeds=args.seeds, temperature=args.temperature, **common

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +46,24 @@ DEFAULT_STEPS = 200
 AUDIT_SAMPLE = 8  # rewarded completions the judge panel audits for reward hacks per run
 
 
-def settings_for(smoke: bool, steps: int | None) -> TrainSettings:
-    """One CPU step for a smoke run; else a GPU run where there is one, a small CPU run not."""
+def settings_for(
+    smoke: bool,
+    steps: int | None,
+    learning_rate: float | None = None,
+    shuffle_rewards: bool = False,
+) -> TrainSettings:
+    """One CPU step for a smoke run; else a GPU run where there is one, a small CPU run not;
+    with `learning_rate` instead of the default's, with `shuffle_rewards` as a control run."""
     if smoke:
-        return smoke_settings()
-    import torch
+        settings = smoke_settings()
+    else:
+        import torch
 
-    chosen = gpu_settings if torch.cuda.is_available() else cpu_settings
-    return chosen(steps or DEFAULT_STEPS)
+        chosen = gpu_settings if torch.cuda.is_available() else cpu_settings
+        settings = chosen(steps or DEFAULT_STEPS)
+    if learning_rate is not None:
+        settings = replace(settings, learning_rate=learning_rate)
+    return replace(settings, shuffle_rewards=shuffle_rewards)
 
 
 def _audit_of(kind: str) -> Audit | None:
@@ -146,6 +157,8 @@ def train_flow(
     audit: int = AUDIT_SAMPLE,
     home: str | None = None,
     config: str | None = None,
+    learning_rate: float | None = None,
+    shuffle_rewards: bool = False,
 ) -> dict[str, Any]:
     """GRPO-train `model` (`embedded`: SmolLM2-135M from its GGUF; else a folder or hub id) on
     the taskset at `taskset`, tasks with tools multi-turn in their environments. Rewards:
@@ -155,7 +168,9 @@ def train_flow(
     doc-search and a world task call their tools), after a short warm start. Every episode is
     recorded as proxy records in the lake (`foundry ingest traces HOME/lake/proxy_calls`).
     After training the judge panel audits up to `audit` fully rewarded completions for reward
-    hacks (0: none); the summary's `hack_audit` says what it found."""
+    hacks (0: none); the summary's `hack_audit` says what it found. The taskset's `eval`
+    split is never trained on. `shuffle_rewards` makes a control run: each step's rewards
+    permuted across its completions (what a run learns from the reward's distribution alone)."""
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
     version = taskset_version(Path(taskset))
     lake = Lake(cfg.home)
@@ -166,7 +181,7 @@ def train_flow(
     if unit_tests.mirrors:
         rewards["unit_test_reward"] = unit_test_reward(unit_tests)
         scored.append("unit_tests")
-    settings = settings_for(smoke, steps)
+    settings = settings_for(smoke, steps, learning_rate, shuffle_rewards)
     run = f"{version.parent.name}-{version.name}"
     output = Path(out) if out else cfg.home / "train" / run
     policy = policy_path(model, cfg.home / "cache" / "policy")

@@ -105,6 +105,9 @@ class TrainSettings:
     max_tool_turns: int  # tool-calling rounds per episode (TRL's max_tool_calling_iterations)
     warm_start: WarmStart | None  # supervised steps on gold episodes before GRPO (tool tasks)
     one_per_environment: bool = False  # train on one task per kind of environment (smoke)
+    # a control run: each step's rewards permuted across its completions, so they keep their
+    # distribution but say nothing of the completion they are given to
+    shuffle_rewards: bool = False
 
     @property
     def prompts_per_step(self) -> int:
@@ -336,6 +339,9 @@ def train_grpo(
     funcs = [sampler.wrap(name, func) for name, func in rewards.items()]
     if recorder is not None:
         funcs[0] = recorder.wrap(funcs[0])
+    if settings.shuffle_rewards:
+        shuffler = random.Random(settings.seed)
+        funcs = [shuffled(func, shuffler) for func in funcs]
     trainer = GRPOTrainer(
         model=policy,
         processing_class=tokenizer,
@@ -366,6 +372,23 @@ def train_grpo(
     summary = {**asdict(result), "output_dir": str(output_dir), "settings": asdict(settings)}
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     return result
+
+
+def shuffled(func: RewardFunction, rng: random.Random) -> RewardFunction:
+    """`func` with the rewards it gives a batch permuted among the completions it scored (those
+    it returns None for stay None); what it records or audits still sees the true ones."""
+
+    def permuted(prompts: list[Any], completions: list[Any], **columns: Any) -> list:
+        rewards = list(func(prompts, completions, **columns))
+        scored = [i for i, reward in enumerate(rewards) if reward is not None]
+        values = [rewards[i] for i in scored]
+        rng.shuffle(values)
+        for index, value in zip(scored, values, strict=True):
+            rewards[index] = value
+        return rewards
+
+    permuted.__name__ = getattr(func, "__name__", "reward")
+    return permuted
 
 
 def _gold_reward(rewards: dict[str, RewardFunction]) -> RewardFunction:

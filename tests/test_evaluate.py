@@ -152,3 +152,28 @@ def test_policies_are_named_by_what_they_are(tmp_path):
     (tmp_path / "notes").mkdir()
     with pytest.raises(ValueError, match="config.json"):
         parse_policy(str(tmp_path / "notes"))
+
+
+def test_a_model_folder_is_served_for_its_evaluation(evaluated_home, capsys):
+    """The embedded model's weights as a float model folder (what `foundry train` starts
+    from), served by `transformers serve` for the evaluation: structure, not content."""
+    from data.policy import policy_path
+
+    home, version, split, _, _ = evaluated_home
+    folder = policy_path(EMBEDDED, home / "cache" / "policy")
+    policy = parse_policy(folder)
+    command = ["evaluate", str(version), "--home", str(home), "--split", split, "--json"]
+
+    assert main([*command, "--policy", folder, "--attempts", "1"]) == 0
+
+    result = json.loads(capsys.readouterr().out)
+    [evaluation] = result["evaluations"]
+    assert evaluation["policy"] == policy.label and evaluation["policy_spec"] == folder
+    assert evaluation["tasks"] == result["tasks"] > 0 and evaluation["attempts"] == result["tasks"]
+    served = home / "cache" / "served" / policy.label
+    assert served.resolve() == policy.folder
+    solvers = Lake(home).rows(
+        "SELECT DISTINCT solver_model FROM attempts WHERE stage = ?", [evaluation["stage"]]
+    )
+    assert solvers == [{"solver_model": str(served)}]  # the name carries the weights' hash
+    assert (home / "logs" / f"policy-{policy.label}.log").is_file()

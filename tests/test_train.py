@@ -6,13 +6,14 @@ functions, each episode recorded as proxy records that `foundry ingest traces` r
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from datasets import Dataset
 
 from flows.cli import main
 from flows.train import taskset_version
-from harnesses.trainer import trainable
+from harnesses.trainer import shuffled, trainable
 
 
 def test_train_smoke_runs_a_multi_turn_step_that_calls_tools_and_records_it(
@@ -72,3 +73,19 @@ def test_a_taskset_folder_means_its_latest_version(docqa_taskset, tmp_path):
     assert taskset_version(version) == version
     with pytest.raises(FileNotFoundError, match="neither a taskset version"):
         taskset_version(tmp_path)
+
+
+def test_a_control_run_permutes_each_batchs_rewards_and_keeps_the_unscored():
+    def reward(prompts, completions, **columns):
+        return [None if c == "unscored" else float(len(c)) for c in completions]
+
+    completions = ["a", "unscored", "bbb", "cc", "dddd", "unscored"]
+    rng = random.Random(0)
+    control = shuffled(reward, rng)
+
+    batches = [control([None] * 6, completions) for _ in range(20)]
+
+    assert all(b[1] is None and b[5] is None for b in batches)
+    assert all(sorted(b[i] for i in (0, 2, 3, 4)) == [1.0, 2.0, 3.0, 4.0] for b in batches)
+    assert any(b != reward([None] * 6, completions) for b in batches)  # moved, not kept
+    assert control.__name__ == "reward"
