@@ -87,6 +87,7 @@ bench: install
 	$(PY) bench/catalog.py
 	$(PY) bench/scale_out.py
 	$(PY) bench/llama_build.py --tokens 256 --rounds 6
+	$(PY) bench/learning.py
 	@if [ -d .foundry/lake ]; then \
 	  $(PY) bench/calibration_calls.py --kind doc_qa --kind tool_replay --kind world_tool_use; \
 	else echo "bench/calibration_calls.py: skipped, it reads the lake a \`make run\` leaves in .foundry"; fi

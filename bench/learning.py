@@ -69,8 +69,15 @@ def timed(name: str, timings: dict[str, float], action, *args, **kwargs):
 
 
 def splits(version: Path) -> dict[str, Any]:
+    """A taskset version's tasks and groups per split, and tasks per band."""
     manifest = json.loads((version / "manifest.json").read_text())
-    return {"tasks": manifest["n_tasks"], **manifest["split"], "by_band": manifest["by_band"]}
+    split = manifest["split"]
+    return {
+        "tasks": split["tasks"],
+        "groups": split["groups"],
+        "withheld": split["withheld"],
+        "by_band": manifest["by_band"],
+    }
 
 
 def main() -> int:
@@ -78,6 +85,9 @@ def main() -> int:
     parser.add_argument("--home", type=Path, help="(default: a new temporary folder)")
     parser.add_argument("--steps", type=int, default=40, help="GRPO steps per training run")
     parser.add_argument("--learning-rate", type=float, default=2e-5)
+    parser.add_argument(
+        "--completion-tokens", type=int, default=64, help="per completion (answers are short)"
+    )
     parser.add_argument("--attempts", type=int, default=4, help="per task, when evaluating")
     args = parser.parse_args()
     home = (args.home or Path(tempfile.mkdtemp(prefix="foundry-learning-"))).resolve()
@@ -100,6 +110,7 @@ def main() -> int:
         out = home / "train" / name
         train = ["train", "--taskset", str(trained_on), "--steps", str(args.steps)]
         train += ["--learning-rate", str(args.learning_rate), "--audit", "0", "--out", str(out)]
+        train += ["--completion-tokens", str(args.completion_tokens)]
         summary = timed(f"train {name}", timings, foundry, *train, *extra, home=home)
         result = json.loads(summary)
         rewards = [r for r in result["rewards"] if r is not None]
@@ -128,6 +139,7 @@ def main() -> int:
     figures = {
         "steps": args.steps,
         "learning_rate": args.learning_rate,
+        "completion_tokens": args.completion_tokens,
         "attempts": args.attempts,
         "taskset": splits(whole),
         "trained_on": splits(trained_on),

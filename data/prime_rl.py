@@ -4,19 +4,22 @@ It adds one `[[orchestrator.train.source]]` for the package (`data/verifiers_pac
 the difficulty-pool sampler: pools at the ceilings calibration labels tasks with (`pool`
 column), prime-rl's default weights, and the calibrated share of tasks in each pool as comments.
 prime-rl re-scores pools from its own rollouts as training goes; tasks flagged hackable are
-excluded by key. It trains on every task the package holds, whatever its family (answer,
-document search, world tool use, tool replay): the `null` harness serves the package's tool
-server to the model, and each task's turn limit is the package's own `@vf.stop`.
+excluded by key, and so are the tasks of the eval split. It trains on every other task the
+package holds, whatever its family (answer, document search, world tool use, tool replay,
+code): the `null` harness serves the package's tool server to the model, and each task's turn
+limit is the package's own `@vf.stop`.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from data.records import Pool
+from data.splits import EVAL
 from data.verifiers_package import packaged, taskset_id, tools_of
 
 # prime-rl's difficulty pools: each pool's inclusive ceiling on the mean reward, in order
@@ -30,27 +33,38 @@ def write_rl_toml(path: Path, version: Path, tasks: list[dict[str, Any]]) -> tup
     tasks left out per reason)."""
     manifest = json.loads((version / "manifest.json").read_text())
     skipped: dict[str, int] = {}
-    trained, hackable = [], []
+    trained, hackable, held_out = [], [], []
     for task in tasks:
         reason = packaged(task, version)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
+        elif task.get("split") == EVAL:
+            held_out.append(task["task_id"])
         elif task["hackable"]:
             hackable.append(task["task_id"])
         else:
             trained.append(task)
     if hackable:
         skipped["hackable"] = len(hackable)
+    if held_out:
+        skipped["eval_split"] = len(held_out)
     package = version.resolve() / "verifiers" / "taskset"
-    path.write_text(rl_toml(manifest["name"], manifest["version"], package, trained, hackable))
+    text = rl_toml(manifest["name"], manifest["version"], package, trained, hackable, held_out)
+    path.write_text(text)
     return len(trained), dict(sorted(skipped.items()))
 
 
 def rl_toml(
-    name: str, version: str, package: Path, tasks: list[dict[str, Any]], excluded: list[str]
+    name: str,
+    version: str,
+    package: Path,
+    tasks: list[dict[str, Any]],
+    hackable: list[str],
+    held_out: Sequence[str] = (),
 ) -> str:
     """The fragment's text: one training source for `package` (the verifiers projection's v1
-    taskset package) over `tasks`, without the `excluded` task keys."""
+    taskset package) over `tasks`, without the keys of the `hackable` tasks and of those
+    `held_out` (the eval split)."""
     ident = taskset_id(name)
     pools = Counter(t["pool"] for t in tasks)
     families = Counter(f"{t['kind']} ({tools_of(t)} tools)" for t in tasks)
@@ -73,7 +87,10 @@ def rl_toml(
         lines.append(
             f"sampler.pools.{pool} = {{ threshold = {ceiling}, weight = {POOL_WEIGHTS[pool]} }}"
         )
-    if excluded:
-        lines.append("# tasks flagged hackable by review: not trained on")
-        lines.append(f"select.exclude.keys = {json.dumps(sorted(excluded))}")
+    if hackable or held_out:
+        lines.append(
+            f"# not trained on: {len(hackable)} tasks flagged hackable by review,"
+            f" {len(held_out)} of the eval split (held out to measure the policy)"
+        )
+        lines.append(f"select.exclude.keys = {json.dumps(sorted([*hackable, *held_out]))}")
     return "\n".join(lines) + "\n"

@@ -3,10 +3,10 @@
 A policy is named one of four ways:
 - `embedded`: the embedded model, on the embedded llama.cpp server;
 - a model folder (what `foundry train` saves, or any transformers checkpoint): served for the
-  evaluation by `transformers serve` (the CPU, or a GPU where torch sees one) under a name
-  that carries the hash of its weights, so a folder trained again is a new policy and never
-  meets answers cached for the old one. For vLLM, serve the folder yourself and name it
-  `MODEL@URL`;
+  evaluation by `transformers serve` (the CPU, or a GPU where torch sees one), sampling at
+  the temperature asked, under a name that carries the hash of its weights, so a folder
+  trained again is a new policy and never meets answers cached for the old one. For vLLM,
+  serve the folder yourself and name it `MODEL@URL`;
 - `MODEL@URL`: a model on an OpenAI-compatible server (`URL` ends in `/v1`);
 - `MODEL`: a model on the configured solver's server.
 """
@@ -14,8 +14,10 @@ A policy is named one of four ways:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from data.embedded import free_port, supervised_server
 EMBEDDED = "embedded"
 WEIGHTS = ("*.safetensors", "*.bin", "*.gguf")
 HASH_CHUNK = 1 << 20
+GENERATION_CONFIG = "generation_config.json"
 
 
 @dataclass(frozen=True)
@@ -73,18 +76,11 @@ def weights_hash(folder: Path) -> str:
 @contextmanager
 def serving(policy: Policy, cache: Path, logs: Path) -> Iterator[Policy]:
     """`policy` ready to be asked: a model folder served on loopback for as long as this
-    lasts (as `cache/served/<label>`, a link to the folder, so the name carries the hash);
-    any other policy as it is."""
+    lasts (as `cache/served/<label>`, see `served_folder`); any other policy as it is."""
     if policy.folder is None:
         yield policy
         return
-    served = cache / "served" / policy.label
-    served.parent.mkdir(parents=True, exist_ok=True)
-    if not served.is_symlink() or served.resolve() != policy.folder:
-        tmp = served.with_name(f".{served.name}.{os.getpid()}.tmp")
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(policy.folder)
-        os.replace(tmp, served)
+    served = served_folder(policy.folder, cache / "served" / policy.label)
     port = free_port()
     command = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(served)]
     command += ["--host", "127.0.0.1", "--port", str(port), "--device", "auto"]
@@ -92,6 +88,28 @@ def serving(policy: Policy, cache: Path, logs: Path) -> Iterator[Policy]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the folder is local: never ask a hub
     with supervised_server(command, port, logs / f"policy-{policy.label}.log") as url:
         yield replace(policy, model=str(served), base_url=url)
+
+
+def served_folder(folder: Path, served: Path) -> Path:
+    """`served`: links to the files of model `folder`, and a generation config that samples.
+    Its name carries the weights' hash; the config is needed because `transformers serve`
+    samples only where the model's own generation config says so (most say nothing, and a
+    request's temperature was then ignored: every attempt the same greedy reply). A request at
+    temperature 0 is still answered greedily. Made aside and renamed into place."""
+    if (served / GENERATION_CONFIG).is_file():
+        return served
+    tmp = served.with_name(f".{served.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for entry in folder.iterdir():
+        if entry.name != GENERATION_CONFIG:
+            (tmp / entry.name).symlink_to(entry)
+    original = folder / GENERATION_CONFIG
+    settings = json.loads(original.read_text()) if original.is_file() else {}
+    (tmp / GENERATION_CONFIG).write_text(json.dumps({**settings, "do_sample": True}, indent=2))
+    shutil.rmtree(served, ignore_errors=True)
+    os.replace(tmp, served)
+    return served
 
 
 def with_policy(config: FoundryConfig, policy: Policy) -> FoundryConfig:

@@ -162,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--learning-rate", type=float, help="instead of the default (1e-6 on CPU and GPU)"
     )
     train.add_argument(
+        "--completion-tokens",
+        type=int,
+        metavar="N",
+        help="longest completion (default 512 on CPU; short answers train faster with less)",
+    )
+    train.add_argument(
         "--shuffle-rewards",
         action="store_true",
         help="control run: each step's rewards permuted across its completions",
@@ -194,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
         " baseline)",
     )
     evaluate.add_argument("--split", default="eval", help="train or eval (default eval)")
+    evaluate.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="the split's first N tasks by id only (a quick look; compare like with like)",
+    )
     evaluate.add_argument("--json", action="store_true", help="machine-readable output")
     evaluate.add_argument(
         "--attempts", type=int, default=4, metavar="K", help="attempts per task (default 4)"
@@ -441,6 +453,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             audit=args.audit,
             learning_rate=args.learning_rate,
             shuffle_rewards=args.shuffle_rewards,
+            completion_tokens=args.completion_tokens,
             **common,
         )
         print(json.dumps(result, indent=2))
@@ -453,6 +466,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 policies=args.policy,
                 split=args.split,
                 attempts=args.attempts,
+                limit=args.limit,
                 **common,
             )
         except (ValueError, FileNotFoundError) as exc:  # the taskset or a policy named wrong

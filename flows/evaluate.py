@@ -39,19 +39,20 @@ def evaluate_flow(
     policies: list[str],
     split: str = "eval",
     attempts: int = DEFAULT_ATTEMPTS,
+    limit: int | None = None,
     home: str | None = None,
     config: str | None = None,
 ) -> dict[str, Any]:
     """Pass rate of each of `policies` (`embedded`, a model folder, `MODEL@URL` or a model on
     the solver's server) on `split` of the taskset at `taskset`, `attempts` per task, with
     Wilson intervals; with two or more, each later one's per-task difference from the first,
-    with a bootstrap interval over tasks."""
-    if attempts < 1:
-        raise ValueError("attempts must be at least 1")
+    with a bootstrap interval over tasks. `limit`: the split's first tasks by id only."""
+    if attempts < 1 or (limit is not None and limit < 1):
+        raise ValueError("attempts and limit must be at least 1")
     with stage_context("evaluate", home, config) as ctx:
         version = taskset_version(Path(taskset))
         name = f"{version.parent.name}/{version.name}"
-        task_ids = split_task_ids(version, split)
+        task_ids = split_task_ids(version, split)[:limit]
         configured = ctx.config
         confidence = configured.calibrate.confidence
         evaluations, results = [], []

@@ -51,9 +51,11 @@ def settings_for(
     steps: int | None,
     learning_rate: float | None = None,
     shuffle_rewards: bool = False,
+    completion_tokens: int | None = None,
 ) -> TrainSettings:
     """One CPU step for a smoke run; else a GPU run where there is one, a small CPU run not;
-    with `learning_rate` instead of the default's, with `shuffle_rewards` as a control run."""
+    with `learning_rate` and `completion_tokens` (per completion, or per turn of an episode)
+    instead of the default's, with `shuffle_rewards` as a control run."""
     if smoke:
         settings = smoke_settings()
     else:
@@ -63,6 +65,8 @@ def settings_for(
         settings = chosen(steps or DEFAULT_STEPS)
     if learning_rate is not None:
         settings = replace(settings, learning_rate=learning_rate)
+    if completion_tokens is not None:
+        settings = replace(settings, max_completion_length=completion_tokens)
     return replace(settings, shuffle_rewards=shuffle_rewards)
 
 
@@ -159,6 +163,7 @@ def train_flow(
     config: str | None = None,
     learning_rate: float | None = None,
     shuffle_rewards: bool = False,
+    completion_tokens: int | None = None,
 ) -> dict[str, Any]:
     """GRPO-train `model` (`embedded`: SmolLM2-135M from its GGUF; else a folder or hub id) on
     the taskset at `taskset`, tasks with tools multi-turn in their environments. Rewards:
@@ -181,7 +186,7 @@ def train_flow(
     if unit_tests.mirrors:
         rewards["unit_test_reward"] = unit_test_reward(unit_tests)
         scored.append("unit_tests")
-    settings = settings_for(smoke, steps, learning_rate, shuffle_rewards)
+    settings = settings_for(smoke, steps, learning_rate, shuffle_rewards, completion_tokens)
     run = f"{version.parent.name}-{version.name}"
     output = Path(out) if out else cfg.home / "train" / run
     policy = policy_path(model, cfg.home / "cache" / "policy")

@@ -11,7 +11,7 @@ import pytest
 
 from data.lake import Lake
 from data.projections import last_user_message
-from data.served_policy import EMBEDDED, parse_policy, weights_hash
+from data.served_policy import EMBEDDED, parse_policy, served_folder, weights_hash
 from flows.cli import main
 from judges.evaluation import paired_difference
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -156,7 +156,8 @@ def test_policies_are_named_by_what_they_are(tmp_path):
 
 def test_a_model_folder_is_served_for_its_evaluation(evaluated_home, capsys):
     """The embedded model's weights as a float model folder (what `foundry train` starts
-    from), served by `transformers serve` for the evaluation: structure, not content."""
+    from), served by `transformers serve` for the evaluation of two tasks: structure, not
+    content."""
     from data.policy import policy_path
 
     home, version, split, _, _ = evaluated_home
@@ -164,16 +165,33 @@ def test_a_model_folder_is_served_for_its_evaluation(evaluated_home, capsys):
     policy = parse_policy(folder)
     command = ["evaluate", str(version), "--home", str(home), "--split", split, "--json"]
 
-    assert main([*command, "--policy", folder, "--attempts", "1"]) == 0
+    assert main([*command, "--policy", folder, "--attempts", "2", "--limit", "2"]) == 0
 
     result = json.loads(capsys.readouterr().out)
     [evaluation] = result["evaluations"]
     assert evaluation["policy"] == policy.label and evaluation["policy_spec"] == folder
-    assert evaluation["tasks"] == result["tasks"] > 0 and evaluation["attempts"] == result["tasks"]
+    assert evaluation["tasks"] == result["tasks"] == 2 and evaluation["attempts"] == 4
     served = home / "cache" / "served" / policy.label
-    assert served.resolve() == policy.folder
+    assert (served / "model.safetensors").resolve() == policy.folder / "model.safetensors"
+    assert json.loads((served / "generation_config.json").read_text())["do_sample"] is True
     solvers = Lake(home).rows(
         "SELECT DISTINCT solver_model FROM attempts WHERE stage = ?", [evaluation["stage"]]
     )
     assert solvers == [{"solver_model": str(served)}]  # the name carries the weights' hash
     assert (home / "logs" / f"policy-{policy.label}.log").is_file()
+
+
+def test_a_served_folder_links_the_weights_and_samples(tmp_path):
+    folder = tmp_path / "trained"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": 2}))
+
+    served = served_folder(folder, tmp_path / "served" / "trained-abc")
+
+    assert (served / "model.safetensors").is_symlink()
+    assert (served / "model.safetensors").read_bytes() == b"weights"
+    config = json.loads((served / "generation_config.json").read_text())
+    assert config == {"eos_token_id": 2, "do_sample": True}  # the model's own, sampling
+    assert json.loads((folder / "generation_config.json").read_text()) == {"eos_token_id": 2}
+    assert served_folder(folder, served) == served  # made once

@@ -368,6 +368,21 @@ def test_a_search_task_of_a_version_without_its_corpus_is_left_out_and_said_so(t
     assert rl == 0 and left_out == skipped
 
 
+def test_prime_rl_never_trains_on_the_eval_split(tmp_path):
+    version = write_version(tmp_path)
+    rows = search_rows()
+    rows[0]["split"], rows[1]["split"] = "eval", "train"
+
+    trained, left_out = write_rl_toml(tmp_path / "rl.toml", version, rows)
+
+    assert trained == len(rows) - 1 and left_out == {"eval_split": 1}
+    excluded = next(
+        line for line in (tmp_path / "rl.toml").read_text().splitlines()
+        if line.startswith("select.exclude.keys")
+    )  # fmt: skip
+    assert json.loads(excluded.split(" = ", 1)[1]) == [rows[0]["task_id"]]
+
+
 @needs_verifiers
 def test_the_package_grades_and_serves_every_family_as_taskfoundry_does(family_package, tmp_path):
     package, version, rows, _ = family_package
