@@ -132,3 +132,15 @@ def agentic_taskset(tmp_path_factory):
     ).path
     project(version, "trl", ctx.lake)
     return ctx, version
+
+
+def latest_artifacts(keys: list[str]) -> dict:
+    """The latest Prefect artifact of each of `keys`, read back through the Prefect API."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys))
+        )
+    return {artifact.key: artifact for artifact in sorted(found, key=lambda a: a.created)}

@@ -13,7 +13,9 @@ from data.lake import Lake
 from data.projections import last_user_message
 from data.served_policy import EMBEDDED, parse_policy, served_folder, weights_hash
 from flows.cli import main
+from flows.evaluate import ARTIFACT_KEY
 from judges.evaluation import paired_difference
+from tests.conftest import latest_artifacts
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 
@@ -85,6 +87,8 @@ def test_before_after_table_is_measured_stored_and_resumed(evaluated_home, capsy
     assert {r["task_id"] for r in measured} == split_ids and {r["n"] for r in measured} == {2}
     attempts = lake.rows("SELECT DISTINCT stage FROM attempts WHERE solver_model = ?", [WEAK])
     assert [a["stage"] for a in attempts] == [stage]
+    [artifact] = latest_artifacts([ARTIFACT_KEY]).values()
+    assert WEAK in artifact.data and "baseline" in artifact.data
     asked = responder.weak_requests
     assert asked >= 2 * len(split_ids)  # and the probes of the server, and the search turns
 

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from flows.artifacts import KEYS
 from flows.cli import main
-from tests.conftest import SAMPLE_DOCS
+from tests.conftest import SAMPLE_DOCS, latest_artifacts
 
 
 def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
@@ -93,11 +93,4 @@ def test_band_must_be_ordered(capsys):
 
 def run_artifacts() -> dict:
     """The latest artifact of each of the pipeline's keys, read back through the Prefect API."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
-    with get_client(sync_client=True) as client:
-        found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=list(KEYS)))
-        )
-    return {artifact.key: artifact for artifact in sorted(found, key=lambda a: a.created)}
+    return latest_artifacts(list(KEYS))
