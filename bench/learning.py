@@ -17,7 +17,9 @@ documents held out), through the same commands a user runs:
 
 It prints each phase's wall time, the tasks per split and band, the before/after/control table
 (pass rate with its Wilson interval; each trained policy's per-task difference from before with
-a bootstrap interval over tasks) and writes everything to `HOME/learning.json`. A re-run with
+a bootstrap interval over tasks), the trained policy's difference from the control (what the
+reward taught beyond training on the same prompts without it) and writes everything to
+`HOME/learning.json`. Intervals are at the configured `calibrate.confidence` (90%). A re-run with
 the same `--home` resumes (the run and the evaluations from the lake; training runs again).
 
 `.venv/bin/python bench/learning.py [--home DIR] [--steps 40] [--learning-rate 2e-5]
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from data.lake import Lake  # noqa: E402
 from data.policy import EMBEDDED, policy_path  # noqa: E402
 from data.served_policy import parse_policy  # noqa: E402
+from judges.evaluation import paired_difference, split_task_ids, task_results  # noqa: E402
 
 FOUNDRY = Path(sys.executable).parent / "foundry"
 CONFIG = ROOT / "bench" / "learning.toml"
@@ -78,6 +83,23 @@ def splits(version: Path) -> dict[str, Any]:
         "withheld": split["withheld"],
         "by_band": manifest["by_band"],
     }
+
+
+def trained_against_control(
+    home: Path, version: Path, evaluations: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The trained policy's per-task difference from the control's on the held-out tasks
+    (`evaluations`: before, trained, control, as `foundry evaluate --json` lists them): what
+    the reward taught beyond what training on the same prompts does without it."""
+    _, trained, control = evaluations
+    ids = split_task_ids(version, trained["split"])
+    lake = Lake(home)
+    versus = paired_difference(
+        task_results(lake, control["stage"], ids),
+        task_results(lake, trained["stage"], ids),
+        trained["confidence"],
+    )
+    return asdict(versus)
 
 
 def main() -> int:
@@ -136,6 +158,13 @@ def main() -> int:
     print(f"held-out: {measured['tasks']} {measured['split']} tasks, {args.attempts} attempts each")
     print(f"  policies: {named}")
     print(measured["table"], flush=True)
+    versus = trained_against_control(home, whole, measured["evaluations"])
+    print(
+        f"trained vs control: {versus['mean']:+.3f} [{versus['low']:+.3f}, {versus['high']:+.3f}]"
+        f" over {versus['tasks']} tasks (up {versus['improved']}, down {versus['worsened']});"
+        f" {versus['confidence']:.0%} intervals",
+        flush=True,
+    )
     figures = {
         "steps": args.steps,
         "learning_rate": args.learning_rate,
@@ -145,6 +174,7 @@ def main() -> int:
         "trained_on": splits(trained_on),
         "evaluations": dict(zip(roles, measured["evaluations"], strict=True)),
         "differences_from_before": dict(zip(roles[1:], measured["differences"], strict=True)),
+        "trained_vs_control": versus,
         "table": measured["table"],
         "seconds": timings,
     }
