@@ -196,7 +196,7 @@ def export_taskset(
     stage = f"calibrate:{solver}" if solver else "calibrate"
     sql = _TASKS_SQL.format(measured=MEASURED_BY)
     if solver:
-        name = f"{name}-{_slug(solver)}"
+        name = f"{name}-{slug(solver)}"
     root = base / name
     latest = _latest_version(root)
     version = f"v{(_version_number(latest) if latest else 0) + 1:04d}"
@@ -395,7 +395,9 @@ def _tools(world: str | None) -> str | None:
     return json.dumps(WorldSetup.model_validate(setup).tools, sort_keys=True) if setup else None
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """`text` with every run of characters other than letters, digits, `.`, `_` and `-` made
+    one `-` (a name safe in paths and ids)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from data.records import Pool
-from data.splits import EVAL
+from data.splits import EVAL, HELD_OUT
 from data.verifiers_package import packaged, taskset_id, tools_of
 
 # prime-rl's difficulty pools: each pool's inclusive ceiling on the mean reward, in order
@@ -47,7 +47,7 @@ def write_rl_toml(path: Path, version: Path, tasks: list[dict[str, Any]]) -> tup
     if hackable:
         skipped["hackable"] = len(hackable)
     if held_out:
-        skipped["eval_split"] = len(held_out)
+        skipped[HELD_OUT] = len(held_out)
     package = version.resolve() / "verifiers" / "taskset"
     text = rl_toml(manifest["name"], manifest["version"], package, trained, hackable, held_out)
     path.write_text(text)

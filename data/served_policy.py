@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from data.config import FoundryConfig, with_solver
 from data.embedded import free_port, supervised_server
+from data.export import slug
 
 EMBEDDED = "embedded"
 WEIGHTS = ("*.safetensors", "*.bin", "*.gguf")
@@ -51,12 +51,12 @@ def parse_policy(spec: str) -> Policy:
         if not (folder / "config.json").is_file():
             raise ValueError(f"{folder} is a folder but not a model folder (no config.json)")
         folder = folder.resolve()
-        label = f"{_slug(folder.name)}-{weights_hash(folder)[:12]}"
+        label = f"{slug(folder.name) or 'policy'}-{weights_hash(folder)[:12]}"
         return Policy(spec, label, folder=folder)
     model, at, url = spec.partition("@")
     if at and not url.startswith(("http://", "https://")):
         raise ValueError(f"policy {spec!r}: after @ comes the server's URL (http://.../v1)")
-    return Policy(spec, _slug(model), model=model, base_url=url or None)
+    return Policy(spec, slug(model) or "policy", model=model, base_url=url or None)
 
 
 def weights_hash(folder: Path) -> str:
@@ -121,7 +121,3 @@ def with_policy(config: FoundryConfig, policy: Policy) -> FoundryConfig:
         if policy.folder is not None:  # one generation at a time: the server has no batching
             solver = solver.model_copy(update={"max_concurrency": 1})
     return config.model_copy(update={"roles": config.roles.model_copy(update={"solver": solver})})
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "policy"

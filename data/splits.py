@@ -24,6 +24,7 @@ TRAIN, EVAL = "train", "eval"
 SPLITS = (TRAIN, EVAL)
 DEFAULT_EVAL_SHARE = 0.2  # of the groups of related tasks, the share drawn to eval
 WITHHELD = "groups_on_both_sides"
+HELD_OUT = "eval_split"  # why a trainer's input leaves an eval task out
 # What a group is, per kind of task, as the manifest states it.
 GROUPING = {
     "documents": "document: every source document a question draws on",

@@ -125,8 +125,13 @@ def pending_in_window(
 
 def pending_items(ctx: StageContext, stage: str, sql: str) -> list[str]:
     """The ids `sql` selects (as `id`) that `stage` has not finished, in its order."""
+    return unfinished(ctx, stage, [row["id"] for row in ctx.lake.rows(sql)])
+
+
+def unfinished(ctx: StageContext, stage: str, items: Sequence[str]) -> list[str]:
+    """Those of `items` that `stage` has not finished, in their order."""
     finished = ctx.lake.finished_items(stage)
-    return [row["id"] for row in ctx.lake.rows(sql) if row["id"] not in finished]
+    return [item for item in items if item not in finished]
 
 
 def candidates_outcome(

@@ -43,6 +43,7 @@ from families.stage import (
     kind_in,
     kinds_in_scope,
     pending_items,
+    unfinished,
 )
 from flows.repair import Stop, next_move
 from generators.checks import CheckFailure
@@ -266,24 +267,30 @@ def calibration_harness(ctx: StageContext, task: Task, solver: Endpoint) -> Harn
     return ctx.harnesses[name]
 
 
-def calibrate_into(stage: str) -> Callable[..., Awaitable[Outcome]]:
+def calibrate_into(stage: str, fixed_k: int | None = None) -> Callable[..., Awaitable[Outcome]]:
     """The calibrate work for `stage`: attempts in the task's environment, scored by its
-    family's grader, and the difficulty row they measure, which names `stage`."""
+    family's grader, and the difficulty row they measure, which names `stage`. The run's plan
+    decides how many attempts and the status names the band; with `fixed_k` (an evaluation)
+    there are exactly that many and the status says `evaluated`."""
 
     async def calibrate_one(
         ctx: StageContext, task_id: str, task: Task, client: LLMClient
     ) -> Outcome:
         family = family_of(task.kind)
         harness = calibration_harness(ctx, task, client.endpoint("solver"))
-        solver = client.model("solver")
-        plan = calibration_plan(ctx, solver, harness.name)
         config = family.attempt_config(ctx.config)
+        if fixed_k is None:
+            plan = calibration_plan(ctx, client.model("solver"), harness.name)
+        else:
+            config = config.model_copy(update={"method": "fixed", "k": fixed_k})
+            plan = calibration.plan(config, [])
         attempts, difficulty = await calibration.calibrate(
             task, client, config, plan, harness, family.grader(ctx), stage
         )
         detail = f"{difficulty.passes} of {difficulty.n} passed in {harness.name}"
+        reason = difficulty.band if fixed_k is None else "evaluated"
         return Outcome(
-            ctx.status(stage, task_id, "done", difficulty.band, detail),
+            ctx.status(stage, task_id, "done", reason, detail),
             {"attempts": list(attempts), "difficulty": [difficulty]},
         )
 
@@ -313,34 +320,10 @@ def evaluation(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
     rows and attempts name the stage. (A batch elsewhere rebuilds it from the name alone.)"""
     attempts = int(name.split(":")[1].removeprefix("k"))
 
-    async def evaluate_one(
-        ctx: StageContext, task_id: str, task: Task, client: LLMClient
-    ) -> Outcome:
-        family = family_of(task.kind)
-        harness = calibration_harness(ctx, task, client.endpoint("solver"))
-        config = family.attempt_config(ctx.config).model_copy(
-            update={"method": "fixed", "k": attempts}
-        )
-        plan = calibration.plan(config, [])
-        tried, difficulty = await calibration.calibrate(
-            task, client, config, plan, harness, family.grader(ctx), name
-        )
-        detail = f"{difficulty.passes} of {difficulty.n} passed in {harness.name}"
-        return Outcome(
-            ctx.status(name, task_id, "done", "evaluated", detail),
-            {"attempts": list(tried), "difficulty": [difficulty]},
-        )
-
     def pending(ctx: StageContext) -> list[str]:
-        return pending_items_of(ctx, name, task_ids)
+        return unfinished(ctx, name, task_ids)
 
-    return LLMStage(name, pending, load_tasks, evaluate_one)
-
-
-def pending_items_of(ctx: StageContext, stage: str, items: Sequence[str]) -> list[str]:
-    """Those of `items` that `stage` has not finished, in their order."""
-    finished = ctx.lake.finished_items(stage)
-    return [item for item in items if item not in finished]
+    return LLMStage(name, pending, load_tasks, calibrate_into(name, fixed_k=attempts))
 
 
 def stage_named(name: str) -> LLMStage:

@@ -27,14 +27,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from data.splits import EVAL, TRAIN
+from data.splits import EVAL, HELD_OUT, TRAIN
 from harnesses.train_environments import SINGLE_TURN, Environments, environments_for
 from harnesses.train_episodes import EpisodeRecorder
 from harnesses.warm_start import WarmStart, warm_start, warm_start_rows
 
 RewardFunction = Callable[..., list[float | None]]
 # the columns of a trainer row that grading a completion again needs
-EVAL_SPLIT = "eval_split"  # why an eval task is left out of training
 ROW_COLUMNS = ("verifier", "solution", "answer", "kind", "task_id", "workspace", "world")
 
 
@@ -185,7 +184,7 @@ def trainable(dataset: Any, scored_types: Sequence[str]) -> tuple[Any, dict[str,
     splits = dataset["split"] if "split" in dataset.column_names else [TRAIN] * len(types)
     kept = [t in scored_types and side != EVAL for t, side in zip(types, splits, strict=True)]
     left_out = Counter(
-        EVAL_SPLIT if side == EVAL else t
+        HELD_OUT if side == EVAL else t
         for t, side, keep in zip(types, splits, kept, strict=True)
         if not keep
     )

@@ -11,9 +11,9 @@ from datasets import Dataset
 
 from data.export import export_taskset
 from data.lake import Lake
-from data.splits import EVAL, TRAIN, group_keys, plan_splits
+from data.splits import EVAL, HELD_OUT, TRAIN, group_keys, plan_splits
 from families import export_kinds
-from harnesses.trainer import EVAL_SPLIT, trainable
+from harnesses.trainer import trainable
 from tests.fakes.synthetic_lake import write_calibrated_tasks
 
 
@@ -138,4 +138,4 @@ def test_training_leaves_the_eval_split_out_and_counts_it():
     kept, left_out = trainable(Dataset.from_list(rows), ["exact_or_f1"])
 
     assert kept["task_id"] == ["a"]
-    assert left_out == {EVAL_SPLIT: 2, "llm_equivalence": 1}
+    assert left_out == {HELD_OUT: 2, "llm_equivalence": 1}
