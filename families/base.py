@@ -20,6 +20,7 @@ from data.lake import Lake
 from data.llm import LLMClient
 from data.records import Consensus, Direction, ItemStatus, Task, Verdict
 from families.stage import LLMStage
+from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material
 from generators.knobs import Ladder, Level
 from harnesses.base import Harness
@@ -110,3 +111,11 @@ class Family(ABC):
     ) -> Task:
         """`task` made at `level` of the ladder (raises `CheckFailure` where it cannot be)."""
         raise NotImplementedError(f"{type(self).__name__} has no difficulty ladder")
+
+    async def sibling(
+        self, task: Task, material: Material, llm: LLMClient, services: Services
+    ) -> Task:
+        """A new task like `task`: from the same source, at the same level, asking something
+        else (`foundry loop` makes more of what a policy failed). Raises `CheckFailure` where
+        none can be made; a family without a way to make one says `no_sibling_generator`."""
+        raise CheckFailure("no_sibling_generator")

@@ -12,6 +12,7 @@ Generation: the `generate` stage, chunk -> candidate tasks (`generators.doc_qa`)
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from data.config import FoundryConfig
@@ -22,7 +23,8 @@ from data.records import Chunk, Direction, Task
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import doc_qa
-from generators.doc_qa_variants import Material, make_variant
+from generators.checks import CheckFailure
+from generators.doc_qa_variants import Material, at_level, make_variant
 from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.doc_search import NAME as DOC_SEARCH
@@ -57,7 +59,7 @@ class ChunkInput:
     source_path: str
 
 
-def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, ChunkInput]:
+def load_chunks(ctx: Services, chunk_ids: list[str]) -> dict[str, ChunkInput]:
     """Each chunk with the path of its source."""
     rows = ctx.lake.rows(
         "SELECT c.*, s.path AS source_path FROM chunks c LEFT JOIN sources s USING (source_id)"
@@ -114,6 +116,24 @@ class DocQA(Family):
         services: Services,
     ) -> Task:
         return await make_variant(task, level, direction, material, llm, services.config.generate)
+
+    async def sibling(
+        self, task: Task, material: Material, llm: LLMClient, services: Services
+    ) -> Task:
+        """A question about another fact of the passage `task` draws on, at `task`'s level."""
+        loaded = load_chunks(services, [e.chunk_id for e in task.evidence[:1]])
+        if not loaded:
+            raise CheckFailure("source_missing")
+        [chunk] = loaded.values()
+        made_from_it = services.lake.rows(
+            "SELECT evidence FROM tasks WHERE json_extract_string(evidence, '$[0].chunk_id') = ?",
+            [chunk.chunk.chunk_id],
+        )
+        asked = {json.loads(row["evidence"])[0]["quote"] for row in made_from_it}
+        config = services.config.generate
+        fresh = await doc_qa.sibling(task, chunk.chunk, chunk.source_path, asked, llm, config)
+        level = doc_qa.LADDER.level(doc_qa.level_of(task))
+        return await at_level(fresh, level, material, llm, config)
 
 
 FAMILY = DocQA()

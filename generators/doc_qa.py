@@ -42,7 +42,7 @@ from data.records import (
 )
 from data.spans import answer_candidates
 from generators.candidates import Candidate, Rejection
-from generators.checks import BLANK, CheckFailure, check_answer, check_question
+from generators.checks import BLANK, CheckFailure, check_answer, check_question, contains
 from generators.knobs import Ladder, Level
 
 GENERATOR = "doc_qa"
@@ -137,6 +137,47 @@ async def generate(
     count = min(config.candidates_per_chunk, len(sentences))
     picks = sorted(random.Random(seed_text).sample(range(len(sentences)), count))
     return [await _candidate(chunk, source_path, sentences[i], i, llm, config) for i in picks]
+
+
+def sibling_sentence(
+    chunk: Chunk, task: Task, asked: set[str], config: GenerateConfig
+) -> tuple[int, str]:
+    """A fact sentence of `chunk` that no task asks about yet: neither one `generate` picks,
+    nor one of `asked` (the evidence of the tasks made from it so far), nor one holding
+    `task`'s answer; drawn by a seed of the chunk and `task` (raises `CheckFailure`
+    `no_unasked_sentence` when every sentence is taken)."""
+    seed_text, _ = seed_for(GENERATOR, VERSION, chunk.chunk_id)
+    sentences = focus_sentences(chunk.text)
+    count = min(config.candidates_per_chunk, len(sentences))
+    picked = set(random.Random(seed_text).sample(range(len(sentences)), count))
+    free = [
+        i
+        for i, sentence in enumerate(sentences)
+        if i not in picked and sentence not in asked and not contains(sentence, task.answer)
+    ]
+    if not free:
+        raise CheckFailure("no_unasked_sentence")
+    sibling_seed, _ = seed_for(GENERATOR, VERSION, chunk.chunk_id, "sibling", task.task_id)
+    pick = random.Random(sibling_seed).choice(free)
+    return pick, sentences[pick]
+
+
+async def sibling(
+    task: Task,
+    chunk: Chunk,
+    source_path: str,
+    asked: set[str],
+    llm: LLMClient,
+    config: GenerateConfig,
+) -> Task:
+    """A new task at the generator's base level from the chunk `task` draws on, about a fact
+    sentence no task of that chunk asks about (`asked`: the evidence sentences of those there
+    are); raises `CheckFailure` where none can be made."""
+    focus, sentence = sibling_sentence(chunk, task, asked, config)
+    made = await _candidate(chunk, source_path, sentence, focus, llm, config)
+    if isinstance(made, Rejection):
+        raise CheckFailure(made.reason)
+    return made.task
 
 
 async def _candidate(

@@ -216,6 +216,21 @@ async def make_variant(
     )
 
 
+async def at_level(
+    task: Task, level: Level, material: Material, llm: LLMClient, config: GenerateConfig
+) -> Task:
+    """A new task (not yet in the lake) made at `level` rather than where it was generated:
+    the variant, with no repair step in its lineage (it has no parent to point to)."""
+    names = [each.name for each in LADDER.levels]
+    made_at = names.index(str(task.lineage.knobs.get("level", LADDER.base)))
+    if names.index(level.name) == made_at:
+        return task
+    direction: Direction = "harder" if names.index(level.name) > made_at else "easier"
+    variant = await make_variant(task, level, direction, material, llm, config)
+    unrepaired = variant.lineage.model_copy(update={"repair": None})
+    return variant.model_copy(update={"lineage": unrepaired})
+
+
 def _passages(task: Task, level: Level, material: Material, seed: int) -> list[str]:
     """The passages the level's prompt gives the solver (none at the search levels)."""
     context = level.knobs["context"]
