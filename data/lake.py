@@ -36,6 +36,7 @@ from data.records import (
     HackVerdict,
     Intent,
     LLMCall,
+    LoopRound,
     ProxyCall,
     Record,
     Repo,
@@ -92,6 +93,7 @@ TABLES: dict[str, TableSpec] = {
     "worlds": TableSpec(WorldSource, ("world_id",), "_shard"),
     "splits": TableSpec(SplitAssignment, ("group_key",), "_shard"),
     "evaluations": TableSpec(Evaluation, ("evaluation_id",), "recorded_at"),
+    "loop_rounds": TableSpec(LoopRound, ("round_id",), "recorded_at"),
 }
 
 

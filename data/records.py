@@ -420,10 +420,24 @@ class Remedied(BaseModel):
     parent: str
 
 
+class TargetRef(BaseModel):
+    """The failure a task was made to target (`foundry loop`): a policy's failed attempt at a
+    train-split task, in one round of the loop."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    round: int  # the loop round whose policy failed
+    policy: str  # that policy's label (`data.served_policy`)
+    task_id: str  # the task it failed
+    attempt_id: str  # its first failed attempt
+    failure: str  # the failure's kind (`judges.steering.failure_kind`)
+    reason: str  # the verifier's words on that attempt
+
+
 class Lineage(BaseModel):
     """Where a task came from: enough to regenerate it. `knobs` hold the generator's settings
     (its difficulty level among them); a variant names the repair step that made it, a
-    remedied task the remedy (it keeps its parent's repair step)."""
+    remedied task the remedy (it keeps its parent's repair step), a task the loop made from a
+    policy's failure that failure (`target`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     generator: str
@@ -434,6 +448,7 @@ class Lineage(BaseModel):
     knobs: dict[str, int | str] = Field(default_factory=dict)
     repair: RepairStep | None = None
     remedied: Remedied | None = None
+    target: TargetRef | None = None
 
 
 class Usage(BaseModel):
@@ -789,6 +804,34 @@ class Evaluation(Record):
     ci_high: float
     confidence: float
     by_kind: dict[str, list[int]]  # kind -> [attempts, passes]
+    recorded_at: datetime
+
+
+class LoopRound(Record):
+    """One round of `foundry loop`: the taskset version it exported (measured against the
+    round's policy), the policy it trained from it, their held-out pass rates, and what the
+    new policy's failures made for the next round."""
+
+    round_id: str  # hashes the loop and the round
+    loop: str  # the loop's name (its taskset is `<export name>-<loop>`)
+    round: int  # 1, 2, ...
+    taskset: str  # name/version of the round's export
+    tasks: int
+    train_tasks: int
+    eval_tasks: int
+    policy: str  # the label of the policy the round started from
+    trained: str  # the label of the policy it made (or was given)
+    trained_spec: str  # how the loop names it (a model folder, `MODEL@URL`, ...)
+    k: int  # attempts per eval task
+    before: float | None  # the held-out pass rate of `policy`; None: no eval task
+    after: float | None  # of `trained`
+    before_ci: list[float]  # [low, high]
+    after_ci: list[float]
+    difference: float | None  # mean per-task difference, after minus before
+    difference_ci: list[float]  # its bootstrap interval ([] without one)
+    steered: dict[str, int]  # the steering stage's outcomes (`status:reason` -> tasks)
+    targets: dict[str, int]  # failure kind -> tasks made to target it
+    episodes: int  # rollouts of the trained policy ingested as traces
     recorded_at: datetime
 
 

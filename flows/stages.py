@@ -46,6 +46,7 @@ from families.stage import (
     unfinished,
 )
 from flows.repair import Stop, next_move
+from flows.steering import first_failure, steer
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, Neighbour
 from harnesses.base import Harness
@@ -327,8 +328,8 @@ def evaluation(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
 
 
 def stage_named(name: str) -> LLMStage:
-    """A pipeline stage, the re-calibration stage of `calibrate:<solver>`, or an evaluation
-    stage (`evaluate:k<K>:<policy>`)."""
+    """A pipeline stage, the re-calibration stage of `calibrate:<solver>`, an evaluation
+    stage (`evaluate:k<K>:<policy>`) or a loop's steering stage (`steer:r<round>:<policy>`)."""
     for stage in llm_stages():
         if stage.name == name:
             return stage
@@ -336,6 +337,8 @@ def stage_named(name: str) -> LLMStage:
         return recalibration(name.removeprefix("calibrate:"))
     if name.startswith(f"{EVALUATE}:"):
         return evaluation(name)
+    if name.startswith(f"{STEER}:"):
+        return steering(name)
     raise KeyError(f"no LLM stage {name!r}")
 
 
@@ -455,16 +458,18 @@ class ToRepair:
     material: Material
 
 
-def load_repair_material(ctx: StageContext, task_ids: list[str]) -> dict[str, ToRepair]:
-    """Each task with its band and what its variants draw on: its source's title, its evidence
-    chunk's text and the chunks nearest that chunk by embedding."""
+def load_repair_material(
+    ctx: StageContext, task_ids: list[str], measured_by: str = "calibrate"
+) -> dict[str, ToRepair]:
+    """Each task with its band (as the stage `measured_by` measured it) and what its variants
+    draw on: its source's title, its evidence chunk's text and the chunks nearest that chunk by
+    embedding."""
     tasks = load_tasks(ctx, task_ids)
     bands = {
         r["item_id"]: r["reason"]
         for r in ctx.lake.rows(
-            "SELECT item_id, reason FROM status WHERE stage = 'calibrate'"
-            " AND list_contains(?, item_id)",
-            [task_ids],
+            "SELECT item_id, reason FROM status WHERE stage = ? AND list_contains(?, item_id)",
+            [measured_by, task_ids],
         )
     }
     source_ids = sorted({s.source_id for t in tasks.values() for s in t.source[:1]})
@@ -522,6 +527,84 @@ async def repair_one(
         return Outcome(status, {"tasks": [variant]})
     reason = f"no_{move.direction}_variant"
     return Outcome(ctx.status("repair", task_id, "done", reason, "; ".join(failures)))
+
+
+# steer (`foundry loop`): a train task -> a task toward the new policy's band or its failure
+
+STEER = "steer"
+TARGETED = "targeted"  # steer reason: a task made to target the policy's failure
+
+
+def steering_stage_name(round_: int, policy: str) -> str:
+    """The stage that steers by the failures of `policy` (its label), trained in `round_`."""
+    return f"{STEER}:r{round_}:{policy}"
+
+
+@dataclass(frozen=True)
+class ToSteer:
+    """A train task, its band for the policy, what its variants draw on, and the policy's
+    attempts at it."""
+
+    repair: ToRepair
+    attempts: list[Attempt]
+
+
+def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
+    """Steering stage `name` (`steering_stage_name`) over `task_ids`, train tasks the policy
+    was measured on (`calibrate:<policy>`): each gets a task toward the policy's band or
+    targeting its first failed attempt (`flows.steering`). (A batch elsewhere rebuilds the
+    stage from the name alone.)"""
+    _, round_text, policy = name.split(":", 2)
+    round_ = int(round_text.removeprefix("r"))
+    measured_by = f"calibrate:{policy}"
+
+    def pending(ctx: StageContext) -> list[str]:
+        return unfinished(ctx, name, task_ids)
+
+    def load(ctx: StageContext, ids: list[str]) -> dict[str, ToSteer]:
+        attempts: dict[str, list[Attempt]] = {}
+        for attempt in ctx.lake.records(
+            "attempts", "stage = ? AND list_contains(?, task_id)", [measured_by, ids]
+        ):
+            attempts.setdefault(attempt.task_id, []).append(attempt)
+        material = load_repair_material(ctx, ids, measured_by)
+        return {i: ToSteer(m, attempts.get(i, [])) for i, m in material.items()}
+
+    async def steer_one(
+        ctx: StageContext, task_id: str, loaded: ToSteer, client: LLMClient
+    ) -> Outcome:
+        task, band = loaded.repair.task, loaded.repair.band
+        family = family_of(task.kind)
+        target = first_failure(loaded.attempts, round_, policy)
+        plan = steer(band, target, task.lineage, family.ladder, ctx.config.repair.max_steps)
+        if isinstance(plan, Stop):
+            return Outcome(ctx.status(name, task_id, "done", plan.reason, plan.detail))
+        material = loaded.repair.material
+        failures: list[str] = []
+        made: Task | None = None
+        for level in plan.levels:
+            try:
+                made = await family.variant(task, level, plan.direction, material, client, ctx)
+                break
+            except CheckFailure as failure:
+                failures.append(f"{level.name}: {failure.reason}")
+        if made is None and plan.target is not None:
+            try:
+                made = await family.sibling(task, material, client, ctx)
+            except CheckFailure as failure:
+                failures.append(f"sibling: {failure.reason}")
+        if made is None:
+            what = plan.direction or "sibling"
+            return Outcome(ctx.status(name, task_id, "done", f"no_{what}", "; ".join(failures)))
+        if plan.target is not None:
+            made = made.model_copy(
+                update={"lineage": made.lineage.model_copy(update={"target": plan.target})}
+            )
+        reason, why = (REPAIRED, band) if plan.target is None else (TARGETED, plan.target.failure)
+        detail = "; ".join([*failures, f"{why}: {made.task_id}"])
+        return Outcome(ctx.status(name, task_id, "done", reason, detail), {"tasks": [made]})
+
+    return LLMStage(name, pending, load, steer_one)
 
 
 CHECK_STAGES = (
