@@ -183,6 +183,8 @@ def export_taskset(
     kinds: ExportKinds,
     search_turns: int | None = None,
     eval_share: float = DEFAULT_EVAL_SHARE,
+    name_by_solver: bool = True,
+    loop: dict[str, Any] | None = None,
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
@@ -191,11 +193,13 @@ def export_taskset(
     recorded with the corpus for whoever runs those tasks again. Each task is put in the `train`
     or `eval` split, groups of related tasks on one side (`data.splits`; about `eval_share` of
     the groups drawn to eval, sides kept in the lake). Rows stream from the lake in batches into
-    the parquet parts, so memory stays flat however many tasks there are."""
+    the parquet parts, so memory stays flat however many tasks there are. `foundry loop` keeps
+    its rounds under one name (`name_by_solver` False) and says which round a version is in
+    `loop` (the manifest's `loop` entry; a round is its own version)."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
     sql = _TASKS_SQL.format(measured=MEASURED_BY)
-    if solver:
+    if solver and name_by_solver:
         name = f"{name}-{slug(solver)}"
     root = base / name
     latest = _latest_version(root)
@@ -226,6 +230,8 @@ def export_taskset(
     if corpus and search_turns is not None:
         fingerprint.add({"search_turns": search_turns})
     bundled = _write_workspaces(lake, tmp, trees)
+    if loop is not None:
+        fingerprint.add({"loop": loop})
     digest = fingerprint.hexdigest(band)
     if latest is not None and _manifest(latest).get("fingerprint") == digest:
         shutil.rmtree(tmp)
@@ -240,6 +246,8 @@ def export_taskset(
         "groups": splits.groups,
         "withheld": {WITHHELD: len(splits.withheld)} if splits.withheld else {},
     }
+    if loop is not None:
+        manifest["loop"] = loop
     searched = {"file": CORPUS_FILE, "chunks": corpus, "max_turns": search_turns}
     manifest["corpus"] = searched if corpus else None
     manifest["workspaces"] = {"folder": BUNDLES, "trees": bundled} if bundled else None

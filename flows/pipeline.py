@@ -140,6 +140,8 @@ def export_task(
     out: str | None,
     band: tuple[float, float] | None,
     solver: str | None = None,
+    name_by_solver: bool = True,
+    loop: dict[str, Any] | None = None,
 ) -> ExportResult:
     base = Path(out) if out else ctx.config.home / "tasksets"
     return export_taskset(
@@ -152,6 +154,8 @@ def export_task(
         kinds=export_kinds(),
         search_turns=ctx.config.calibrate.max_turns,
         eval_share=ctx.config.export.eval_share,
+        name_by_solver=name_by_solver,
+        loop=loop,
     )
 
 

@@ -164,6 +164,7 @@ def train_flow(
     learning_rate: float | None = None,
     shuffle_rewards: bool = False,
     completion_tokens: int | None = None,
+    in_band_only: bool = False,
 ) -> dict[str, Any]:
     """GRPO-train `model` (`embedded`: SmolLM2-135M from its GGUF; else a folder or hub id) on
     the taskset at `taskset`, tasks with tools multi-turn in their environments. Rewards:
@@ -175,7 +176,9 @@ def train_flow(
     After training the judge panel audits up to `audit` fully rewarded completions for reward
     hacks (0: none); the summary's `hack_audit` says what it found. The taskset's `eval`
     split is never trained on. `shuffle_rewards` makes a control run: each step's rewards
-    permuted across its completions (what a run learns from the reward's distribution alone)."""
+    permuted across its completions (what a run learns from the reward's distribution alone).
+    `in_band_only`: only the tasks the taskset's calibration put in its band (the rest teach
+    nothing: every completion gets the same reward)."""
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
     version = taskset_version(Path(taskset))
     lake = Lake(cfg.home)
@@ -187,6 +190,7 @@ def train_flow(
         rewards["unit_test_reward"] = unit_test_reward(unit_tests)
         scored.append("unit_tests")
     settings = settings_for(smoke, steps, learning_rate, shuffle_rewards, completion_tokens)
+    settings = replace(settings, in_band_only=in_band_only)
     run = f"{version.parent.name}-{version.name}"
     output = Path(out) if out else cfg.home / "train" / run
     policy = policy_path(model, cfg.home / "cache" / "policy")

@@ -107,6 +107,7 @@ class TrainSettings:
     # a control run: each step's rewards permuted across its completions, so they keep their
     # distribution but say nothing of the completion they are given to
     shuffle_rewards: bool = False
+    in_band_only: bool = False  # train only on tasks the taskset's calibration put in its band
 
     @property
     def prompts_per_step(self) -> int:
@@ -177,18 +178,31 @@ class TrainResult:
     hack_audit: dict[str, Any] | None = None  # what the audit found among rewarded completions
 
 
-def trainable(dataset: Any, scored_types: Sequence[str]) -> tuple[Any, dict[str, int]]:
-    """The train split's rows whose verifier type a reward function scores; the rest counted,
-    the eval split's as `eval_split` (never trained on), others by verifier type."""
+IN_BAND = "in_band"
+OUT_OF_BAND = "out_of_band"  # left-out reason: a task outside the band (`in_band_only`)
+
+
+def trainable(
+    dataset: Any, scored_types: Sequence[str], in_band_only: bool = False
+) -> tuple[Any, dict[str, int]]:
+    """The train split's rows whose verifier type a reward function scores (and, with
+    `in_band_only`, whose band is `in_band`); the rest counted: the eval split's as
+    `eval_split` (never trained on), then out-of-band rows as `out_of_band`, others by
+    verifier type."""
     types = [json.loads(spec)["type"] for spec in dataset["verifier"]]
     splits = dataset["split"] if "split" in dataset.column_names else [TRAIN] * len(types)
-    kept = [t in scored_types and side != EVAL for t, side in zip(types, splits, strict=True)]
-    left_out = Counter(
-        HELD_OUT if side == EVAL else t
-        for t, side, keep in zip(types, splits, kept, strict=True)
-        if not keep
-    )
-    keep = [i for i, use in enumerate(kept) if use]
+    bands = dataset["band"] if in_band_only else [IN_BAND] * len(types)
+
+    def left_out_as(kind: str, side: str, band: str) -> str | None:
+        if side == EVAL:
+            return HELD_OUT
+        if band != IN_BAND:
+            return OUT_OF_BAND
+        return None if kind in scored_types else kind
+
+    reasons = [left_out_as(*row) for row in zip(types, splits, bands, strict=True)]
+    keep = [i for i, reason in enumerate(reasons) if reason is None]
+    left_out = Counter(reason for reason in reasons if reason is not None)
     return dataset.select(keep), dict(sorted(left_out.items()))
 
 
@@ -263,12 +277,12 @@ def train_grpo(
     from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    rows, left_out = trainable(dataset, scored_types)
+    rows, left_out = trainable(dataset, scored_types, settings.in_band_only)
     one_each = settings.prompts_per_step if settings.one_per_environment else 0
     rows, environments = with_environments(rows, version, search_calls, one_each)
     left_out = dict(sorted((Counter(left_out) + Counter(environments.left_out)).items()))
     if len(rows) == 0:
-        raise ValueError(f"no task in the taskset has a verifier the rewards score: {left_out}")
+        raise ValueError(f"no task of the taskset is left to train on; left out: {left_out}")
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics = output_dir / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
