@@ -200,6 +200,9 @@ class ServeConfig(Settings):
     """`foundry serve`: the deployments it registers and serves."""
 
     cron: str = "0 3 * * *"  # the nightly run, in the server's time zone
+    # `foundry serve --pool`: the work pool of the `train` deployment (a GPU host's); default
+    # the same pool as the others
+    train_pool: str | None = None
 
 
 class BudgetConfig(Settings):

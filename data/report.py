@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 from data.evaluations import evaluation_rows
 from data.funnel import funnel
 from data.lake import Lake
+from data.loop_rounds import loop_rows
 from data.projections import canonical_rows, last_user_message
 from data.records import utcnow
 
@@ -92,6 +93,7 @@ def render_report(
         _section("agreement", "Pass rate and judge agreement", _agreement(manifest, tasks, plots)),
         _section("cost", "Cost", _cost(summary, plots)),
         _section("evaluation", "Held-out evaluation", _evaluations(evaluation_rows(lake))),
+        _section("loop", "Loop rounds", _loop_rounds(loop_rows(lake))),
         _section("samples", "Sample tasks", _samples(manifest, tasks, samples_per_kind)),
     ]
     title = f"{manifest['name']} {manifest['version']}" if manifest else "no taskset"
@@ -337,6 +339,44 @@ def _evaluations(rows: list[dict[str, Any]]) -> str:
         " graded by its family's verifier; the interval is Wilson's over the attempts.</p>"
     )
     return note + _table(header, table, ["", "", "", "num", "num", "num", "", "num"])
+
+
+def _loop_rounds(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return _empty("no loop has run yet: `foundry loop`")
+
+    def rate(value: float | None, interval: list[float], sign: str = "") -> str:
+        if value is None:
+            return "-"
+        spread = f" [{interval[0]:{sign}.3f}, {interval[1]:{sign}.3f}]" if interval else ""
+        return f"{value:{sign}.3f}{spread}"
+
+    header = ["loop", "round", "taskset", "train / eval", "policy", "pass rate", "trained"]
+    header += ["pass rate after", "change", "targets made", "rollouts ingested"]
+    table = [
+        [
+            r["loop"],
+            r["round"],
+            r["taskset"],
+            f"{r['train_tasks']} / {r['eval_tasks']}",
+            r["policy"],
+            rate(r["before"], r["before_ci"]),
+            r["trained"],
+            rate(r["after"], r["after_ci"]),
+            rate(r["difference"], r["difference_ci"], "+"),
+            sum(r["targets"].values()),
+            r["episodes"],
+        ]
+        for r in rows
+    ]
+    note = (
+        "<p>Each round exports a version measured against its policy, trains it, and evaluates"
+        " both policies on the version's eval split (k attempts per task; Wilson intervals, the"
+        " change's a bootstrap over tasks). The new policy's failures on train tasks become the"
+        " next round's targeted tasks.</p>"
+    )
+    align = ["", "num", "", "", "", "num", "", "num", "num", "num", "num"]
+    return note + _table(header, table, align)
 
 
 def _samples(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], n: int) -> str:

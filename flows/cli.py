@@ -30,7 +30,7 @@ EXIT_ALL_CALLS_FAILED = 4
 LLM_COMMANDS = frozenset(
     {
         "run", "generate", "describe", "sequence", "intents", "trace-tasks", "trace-worlds",
-        "world-tasks", "verify", "review", "repair", "calibrate", "judges", "evaluate",
+        "world-tasks", "verify", "review", "repair", "calibrate", "judges", "evaluate", "loop",
     }
 )  # fmt: skip
 
@@ -172,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="control run: each step's rewards permuted across its completions",
     )
+    train.add_argument(
+        "--in-band-only",
+        action="store_true",
+        help="train only on the tasks calibration put in the band (the rest teach nothing)",
+    )
     train.add_argument("--out", help="output folder (default $FOUNDRY_HOME/train/NAME-VERSION)")
     train.add_argument(
         "--judge", action="store_true", help="also reward judged verifiers with the judge panel"
@@ -210,6 +215,42 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--attempts", type=int, default=4, metavar="K", help="attempts per task (default 4)"
     )
+
+    loop = sub.add_parser(
+        "loop",
+        parents=[common],
+        help="rounds of export, train, held-out evaluation, re-measure and steering by the"
+        " new policy's failures",
+    )
+    loop.add_argument("--rounds", type=int, default=2, help="rounds to have run (default 2)")
+    loop.add_argument(
+        "--policy",
+        default="embedded",
+        help="round 1's policy: embedded, a model folder, or with --trainer given MODEL@URL",
+    )
+    loop.add_argument(
+        "--trainer",
+        choices=("grpo", "deployment", "given"),
+        default="grpo",
+        help="grpo: train here (foundry train); deployment: the train deployment, on its own"
+        " work pool; given: no training, each round's policy is the next --given",
+    )
+    loop.add_argument(
+        "--given",
+        action="append",
+        default=[],
+        metavar="POLICY",
+        help="with --trainer given: the policy round N makes (repeat, one per round)",
+    )
+    loop.add_argument(
+        "--name", default="loop", help="the loop's name: its taskset is <export name>-<name>"
+    )
+    loop.add_argument(
+        "--attempts", type=int, default=4, metavar="K", help="attempts per eval task (default 4)"
+    )
+    loop.add_argument("--steps", type=int, help="training steps per round")
+    loop.add_argument("--learning-rate", type=float, help="the training's learning rate")
+    loop.add_argument("--json", action="store_true", help="machine-readable output")
 
     judges = sub.add_parser("judges", help="judge quality figures")
     judge_commands = judges.add_subparsers(dest="judges_command", required=True)
@@ -454,9 +495,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             learning_rate=args.learning_rate,
             shuffle_rewards=args.shuffle_rewards,
             completion_tokens=args.completion_tokens,
+            in_band_only=args.in_band_only,
             **common,
         )
         print(json.dumps(result, indent=2))
+    elif args.command == "loop":
+        return _loop(args, common)
     elif args.command == "evaluate":
         from flows.evaluate import evaluate_flow
 
@@ -482,6 +526,32 @@ def _dispatch(args: argparse.Namespace) -> int:
             tasks=args.tasks, seeds=args.seeds, temperature=args.temperature, **common
         )
         print(json.dumps(figures, indent=2))
+    return 0
+
+
+def _loop(args: argparse.Namespace, common: dict) -> int:
+    from data.loop_rounds import format_rounds
+    from flows.loop import loop_flow
+
+    try:
+        result = loop_flow(
+            rounds=args.rounds,
+            policy=args.policy,
+            trainer=args.trainer,
+            given=args.given,
+            name=args.name,
+            attempts=args.attempts,
+            steps=args.steps,
+            learning_rate=args.learning_rate,
+            **common,
+        )
+    except (ValueError, FileNotFoundError) as exc:  # a policy named wrong, nothing to train on
+        print(f"foundry loop: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print(format_rounds(result["rounds"]))
     return 0
 
 
@@ -580,7 +650,7 @@ def _serve(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if args.pool:
         for name in deploy_to_pool(cfg, args.config, args.pool):
-            print(f"deployed {name} to work pool {args.pool}")
+            print(f"deployed {name}")
         return 0
     try:
         serve_deployments(cfg, args.config)
@@ -610,6 +680,7 @@ def _judges_report(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     from data.evaluations import evaluation_rows, format_evaluations
     from data.funnel import format_funnel, funnel
+    from data.loop_rounds import format_rounds, loop_rows
     from data.trace_report import format_trace_report, trace_report
     from judges.agreement import format_judge_report, judge_report
     from judges.review_report import format_review_report, review_report
@@ -621,6 +692,7 @@ def _stats(args: argparse.Namespace) -> int:
     summary["judges"] = judge_report(lake)
     summary["review"] = review_report(lake)
     summary["evaluations"] = evaluation_rows(lake)
+    summary["loop_rounds"] = loop_rows(lake)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
@@ -634,6 +706,8 @@ def _stats(args: argparse.Namespace) -> int:
         print(format_review_report(summary["review"]))
         print()
         print(format_evaluations(summary["evaluations"]))
+        print()
+        print(format_rounds(summary["loop_rounds"]))
     return 0
 
 

@@ -3,7 +3,10 @@
 - `nightly`: the whole pipeline on the configured `[sources]`, on the `[serve] cron` schedule;
 - `adhoc`: a backfill as one form in the UI ("Custom run"): sources, task kinds, the days of
   the commits and traces, limits, band, models and budget as typed parameters over the
-  configuration.
+  configuration;
+- `train`: `foundry train` on a taskset, on its own work pool (`[serve] train_pool`: a GPU
+  host's) when deployed to pools;
+- `loop`: `foundry loop`, its training step run by the `train` deployment.
 
 `foundry serve` runs until stopped; each flow run it picks up runs in a subprocess of it.
 """
@@ -19,7 +22,9 @@ from prefect.deployments.runner import RunnerDeployment
 
 from data.config import FoundryConfig
 from families import kinds as registered_kinds
+from flows.loop import loop_flow
 from flows.pipeline import pipeline_flow, run_pipeline
+from flows.train import train_flow
 
 RegisteredKind = Literal[tuple(registered_kinds())]  # the form offers each one to tick
 
@@ -127,9 +132,26 @@ def specs(cfg: FoundryConfig, config: str | None) -> list[tuple[Flow, str, dict[
         "parameters": common,
         "description": "A backfill: sources, kinds, days, limits, band, models, budget as a form",
     }
+    train = {
+        "name": "train",
+        "parameters": common,
+        "description": "GRPO on a taskset's train split with its own rewards (foundry train)",
+    }
+    loop = {
+        "name": "loop",
+        "parameters": {
+            "trainer": "deployment",
+            "train_deployment": f"{train_flow.name}/{train['name']}",
+            **common,
+        },
+        "description": "Rounds of export, train (the train deployment), held-out evaluation"
+        " and steering by the new policy's failures (foundry loop)",
+    }
     return [
         (pipeline_flow, "flows/pipeline.py:pipeline_flow", nightly),
         (adhoc_flow, "flows/deployments.py:adhoc_flow", adhoc),
+        (train_flow, "flows/train.py:train_flow", train),
+        (loop_flow, "flows/loop.py:loop_flow", loop),
     ]
 
 
@@ -145,14 +167,16 @@ def serve_deployments(cfg: FoundryConfig, config: str | None) -> None:
 
 
 def deploy_to_pool(cfg: FoundryConfig, config: str | None, pool: str) -> list[str]:
-    """Register the deployments for the work pool `pool`, their flows loaded from this
-    checkout: every host whose worker serves the pool runs them from the same path (shared
-    storage). Returns the deployments' names."""
+    """Register the deployments for the work pool `pool` (`train` for `[serve] train_pool`
+    where set), their flows loaded from this checkout: every host whose worker serves the pool
+    runs them from the same path (shared storage). Returns the deployments' names and
+    pools."""
     names = []
     for made, entrypoint, settings in specs(cfg, config):
         remote = made.from_source(source=str(CHECKOUT), entrypoint=entrypoint)
+        own = cfg.serve.train_pool if made is train_flow and cfg.serve.train_pool else pool
         remote.deploy(
-            work_pool_name=pool, build=False, push=False, print_next_steps=False, **settings
+            work_pool_name=own, build=False, push=False, print_next_steps=False, **settings
         )
-        names.append(f"{made.name}/{settings['name']}")
+        names.append(f"{made.name}/{settings['name']} (work pool {own})")
     return names

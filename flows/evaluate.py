@@ -9,6 +9,8 @@ and `foundry stats` and the report page show them; the table is also a Prefect a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,8 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from data.export import taskset_version
-from data.served_policy import parse_policy, serving, with_policy
+from data.served_policy import Policy, parse_policy, serving, with_policy
+from families.stage import StageContext
 from flows.pipeline import run_llm_stages, stage_context
 from flows.stages import evaluation, evaluation_stage_name
 from judges.evaluation import (
@@ -53,19 +56,14 @@ def evaluate_flow(
         version = taskset_version(Path(taskset))
         name = f"{version.parent.name}/{version.name}"
         task_ids = split_task_ids(version, split)[:limit]
-        configured = ctx.config
-        confidence = configured.calibrate.confidence
+        confidence = ctx.config.calibrate.confidence
         evaluations, results = [], []
         for spec in policies:
             policy = parse_policy(spec)
             stage = evaluation_stage_name(policy.label, attempts)
             ctx.progress(f"evaluate {policy.label} on {len(task_ids)} {split} tasks of {name}")
-            with serving(policy, configured.home / "cache", configured.home / "logs") as ready:
-                ctx.config = with_policy(configured, ready)
-                try:
-                    run_llm_stages([evaluation(stage, task_ids)], ctx)
-                finally:
-                    ctx.config = configured
+            with as_solver(ctx, policy):
+                run_llm_stages([evaluation(stage, task_ids)], ctx)
             measured = task_results(ctx.lake, stage, task_ids)
             size = len(task_ids)
             record = evaluation_record(
@@ -89,6 +87,19 @@ def evaluate_flow(
             "evaluations": [e.model_dump(mode="json") for e in evaluations],
             "differences": [_difference(d) for d in differences],
         }
+
+
+@contextmanager
+def as_solver(ctx: StageContext, policy: Policy) -> Iterator[Policy]:
+    """`policy` served (a model folder on loopback) and in the solver's role for as long as
+    this lasts."""
+    configured = ctx.config
+    with serving(policy, configured.home / "cache", configured.home / "logs") as ready:
+        ctx.config = with_policy(configured, ready)
+        try:
+            yield ready
+        finally:
+            ctx.config = configured
 
 
 def _difference(difference: Difference | None) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ from data.projections import canonical_rows
 from data.report import render_report, write_report
 from flows.cli import main
 
-SECTIONS = ["funnel", "difficulty", "agreement", "cost", "evaluation", "samples"]
+SECTIONS = ["funnel", "difficulty", "agreement", "cost", "evaluation", "loop", "samples"]
 PLOTS = ("plot-funnel", "plot-difficulty", "plot-agreement", "plot-cost")
 VOID = {"meta", "br", "img", "input", "link", "hr", "col", "wbr"}
 

@@ -110,23 +110,30 @@ def test_deployments_for_a_work_pool_run_on_its_worker(prefect_server, oracle_se
     env = {**env, "OPENAI_BASE_URL": oracle_server.base_url, "OPENAI_API_KEY": "test-key"}
     home = tmp_path / "home"
     prefect = str(BIN / "prefect")
-    pool = ["work-pool", "create", "foundry", "--type", "process"]
-    subprocess.run([prefect, *pool], env=env, check=True, capture_output=True, timeout=120)
+    for name in ("foundry", "gpu"):
+        pool = ["work-pool", "create", name, "--type", "process"]
+        subprocess.run([prefect, *pool], env=env, check=True, capture_output=True, timeout=120)
+    config = tmp_path / "foundry.toml"
+    config.write_text('[serve]\ntrain_pool = "gpu"\n')
+    command = [str(BIN / "foundry"), "serve", "--pool", "foundry", "--home", str(home)]
     deployed = subprocess.run(
-        [str(BIN / "foundry"), "serve", "--pool", "foundry", "--home", str(home)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
+        [*command, "--config", str(config)], env=env, capture_output=True, text=True, timeout=180
     )
     assert deployed.returncode == 0, deployed.stderr[-3000:]
-    assert "deployed adhoc/adhoc to work pool foundry" in deployed.stdout
+    assert "deployed adhoc/adhoc (work pool foundry)" in deployed.stdout
+    assert "deployed train/train (work pool gpu)" in deployed.stdout
     with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
         adhoc = client.read_deployment_by_name("adhoc/adhoc")
         assert adhoc.work_pool_name == "foundry"
         assert adhoc.entrypoint == "flows/deployments.py:adhoc_flow"
         nightly = client.read_deployment_by_name("pipeline/nightly")
         assert nightly.work_pool_name == "foundry" and nightly.schedules
+        train = client.read_deployment_by_name("train/train")
+        assert train.work_pool_name == "gpu" and train.entrypoint == "flows/train.py:train_flow"
+        loop = client.read_deployment_by_name("loop/loop")
+        assert loop.work_pool_name == "foundry"
+        assert loop.parameters["trainer"] == "deployment"
+        assert loop.parameters["train_deployment"] == "train/train"
         run = client.create_flow_run_from_deployment(
             adhoc.id, parameters={"docs": [str(SAMPLE_DOCS / "river-kelm.md")], "max_chunks": 2}
         )
