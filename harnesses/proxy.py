@@ -169,6 +169,7 @@ class StreamAssembler:
     choices: dict[int, dict[str, Any]] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # events that could not be read
+    done: bool = False  # the stream's `[DONE]` event has been read
     _pending: bytes = b""
 
     def feed(self, data: bytes) -> None:
@@ -186,6 +187,7 @@ class StreamAssembler:
     def _event(self, event: bytes) -> None:
         for line in event.decode("utf-8", "replace").splitlines():
             payload = line[5:].strip() if line.startswith("data:") else ""
+            self.done = self.done or payload == "[DONE]"
             if payload in ("", "[DONE]"):
                 continue
             try:
@@ -410,17 +412,22 @@ def create_app(
         assembled = StreamAssembler()
 
         async def relay() -> AsyncIterator[bytes]:
-            error = "client disconnected before the stream ended"
+            ended = False
+            error = ""
             try:
                 async for data in reply.aiter_raw():
                     assembled.feed(data)
                     yield data
                 assembled.finish()
-                error = "; ".join(assembled.problems)[:500]
+                ended = True
             except httpx2.HTTPError as exc:
                 error = f"upstream stream broke: {type(exc).__name__}: {exc}"
             finally:
                 await reply.aclose()
+                # a client that hangs up once it has read `[DONE]` (SDKs do) read it all
+                if not ended and not error and not assembled.done:
+                    error = "client disconnected before the stream ended"
+                error = error or "; ".join(assembled.problems)[:500]
                 exchange.record(200, assembled.response(), error)
 
         return StreamingResponse(
