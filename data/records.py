@@ -429,8 +429,9 @@ class TargetRef(BaseModel):
     policy: str  # that policy's label (`data.served_policy`)
     task_id: str  # the task it failed
     attempt_id: str  # its first failed attempt
-    failure: str  # the failure's kind (`judges.steering.failure_kind`)
+    failure: str  # the failure's kind (`flows.steering.failure_kind`)
     reason: str  # the verifier's words on that attempt
+    rubric: list[str] = Field(default_factory=list)  # the task's rubric: what a right answer meets
 
 
 class Lineage(BaseModel):

@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     loop.add_argument("--steps", type=int, help="training steps per round")
     loop.add_argument("--learning-rate", type=float, help="the training's learning rate")
+    loop.add_argument(
+        "--completion-tokens", type=int, metavar="N", help="the training's longest completion"
+    )
     loop.add_argument("--json", action="store_true", help="machine-readable output")
 
     judges = sub.add_parser("judges", help="judge quality figures")
@@ -543,6 +546,7 @@ def _loop(args: argparse.Namespace, common: dict) -> int:
             attempts=args.attempts,
             steps=args.steps,
             learning_rate=args.learning_rate,
+            completion_tokens=args.completion_tokens,
             **common,
         )
     except (ValueError, FileNotFoundError) as exc:  # a policy named wrong, nothing to train on

@@ -67,6 +67,7 @@ class LoopSettings:
     attempts: int
     steps: int | None
     learning_rate: float | None
+    completion_tokens: int | None
     train_deployment: str
     home: str | None
     config: str | None
@@ -82,6 +83,7 @@ def loop_flow(
     attempts: int = DEFAULT_ATTEMPTS,
     steps: int | None = None,
     learning_rate: float | None = None,
+    completion_tokens: int | None = None,
     train_deployment: str = TRAIN_DEPLOYMENT,
     home: str | None = None,
     config: str | None = None,
@@ -99,6 +101,7 @@ def loop_flow(
         attempts: attempts per eval task
         steps: training steps per round (default: the train flow's)
         learning_rate: the training's (default: the train flow's)
+        completion_tokens: the training's longest completion (default: the train flow's)
         train_deployment: the deployment `trainer="deployment"` runs
         home: the foundry home
         config: a foundry.toml to use
@@ -112,7 +115,16 @@ def loop_flow(
     if trainer != "given" and current.folder is None and current.spec != EMBEDDED:
         raise ValueError(f"{policy} is served, not trainable: start from `embedded` or a folder")
     settings = LoopSettings(
-        name, trainer, given, attempts, steps, learning_rate, train_deployment, home, config
+        name,
+        trainer,
+        given,
+        attempts,
+        steps,
+        learning_rate,
+        completion_tokens,
+        train_deployment,
+        home,
+        config,
     )
     done = _finished_rounds(home, config, name)
     for round_ in range(1, rounds + 1):
@@ -196,6 +208,7 @@ def _trained(
             "home": home,
             "config": settings.config,
             "learning_rate": settings.learning_rate,
+            "completion_tokens": settings.completion_tokens,
             "in_band_only": True,
         }
         if settings.trainer == "deployment":

@@ -542,11 +542,12 @@ def steering_stage_name(round_: int, policy: str) -> str:
 
 @dataclass(frozen=True)
 class ToSteer:
-    """A train task, its band for the policy, what its variants draw on, and the policy's
-    attempts at it."""
+    """A train task, its band for the policy, what its variants draw on, the policy's attempts
+    at it, and its rubric items."""
 
     repair: ToRepair
     attempts: list[Attempt]
+    rubric: list[str]
 
 
 def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
@@ -567,15 +568,21 @@ def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
             "attempts", "stage = ? AND list_contains(?, task_id)", [measured_by, ids]
         ):
             attempts.setdefault(attempt.task_id, []).append(attempt)
+        rubrics: dict[str, list[str]] = {}
+        for row in ctx.lake.rows(
+            "SELECT task_id, item FROM rubrics WHERE list_contains(?, task_id) ORDER BY rubric_id",
+            [ids],
+        ):
+            rubrics.setdefault(row["task_id"], []).append(row["item"])
         material = load_repair_material(ctx, ids, measured_by)
-        return {i: ToSteer(m, attempts.get(i, [])) for i, m in material.items()}
+        return {i: ToSteer(m, attempts.get(i, []), rubrics.get(i, [])) for i, m in material.items()}
 
     async def steer_one(
         ctx: StageContext, task_id: str, loaded: ToSteer, client: LLMClient
     ) -> Outcome:
         task, band = loaded.repair.task, loaded.repair.band
         family = family_of(task.kind)
-        target = first_failure(loaded.attempts, round_, policy)
+        target = first_failure(loaded.attempts, round_, policy, loaded.rubric)
         plan = steer(band, target, task.lineage, family.ladder, ctx.config.repair.max_steps)
         if isinstance(plan, Stop):
             return Outcome(ctx.status(name, task_id, "done", plan.reason, plan.detail))

@@ -34,8 +34,11 @@ def failure_kind(reason: str) -> str:
     return " ".join(masked.split())[:FAILURE_CHARS] or "no reason given"
 
 
-def first_failure(attempts: Sequence[Attempt], round_: int, policy: str) -> TargetRef | None:
-    """The earliest of `attempts` that did not pass, as the target a new task would name."""
+def first_failure(
+    attempts: Sequence[Attempt], round_: int, policy: str, rubric: Sequence[str] = ()
+) -> TargetRef | None:
+    """The earliest of `attempts` that did not pass, as the target a new task would name, with
+    the task's `rubric` items (what a right answer meets, where review wrote some)."""
     failed = sorted((a for a in attempts if a.reward < 1.0), key=lambda a: a.index)
     if not failed:
         return None
@@ -47,6 +50,7 @@ def first_failure(attempts: Sequence[Attempt], round_: int, policy: str) -> Targ
         attempt_id=attempt.attempt_id,
         failure=failure_kind(attempt.reason),
         reason=attempt.reason,
+        rubric=list(rubric),
     )
 
 

@@ -115,6 +115,11 @@ def test_two_rounds_steer_by_failures_and_measure_against_the_last_policy(loop_h
         attempt = failed[target["attempt_id"]]
         assert attempt["task_id"] == target["task_id"]
         assert target["failure"] == failure_kind(attempt["reason"])
+    rubrics: dict[str, set[str]] = {}
+    for row in lake.rows("SELECT task_id, item FROM rubrics"):
+        rubrics.setdefault(row["task_id"], set()).add(row["item"])
+    assert any(t["rubric"] for t in from_round_one)
+    assert all(set(t["rubric"]) == rubrics.get(t["task_id"], set()) for t in from_round_one)
     in_two = [json.loads(r["lineage"]).get("target") for r in rows_two]
     assert any(t and t["round"] == 1 for t in in_two)
     # counted when round one ended; a later repair variant of a targeted task keeps its target
