@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import get_args
@@ -507,8 +508,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     elif args.command == "evaluate":
         from flows.evaluate import evaluate_flow
 
-        try:
-            result = evaluate_flow(
+        def evaluate() -> dict:
+            return evaluate_flow(
                 taskset=args.taskset,
                 policies=args.policy,
                 split=args.split,
@@ -516,14 +517,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 **common,
             )
-        except (ValueError, FileNotFoundError) as exc:  # the taskset or a policy named wrong
-            print(f"foundry evaluate: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if args.json:
-            print(json.dumps(result, indent=2, default=str))
-        else:
-            print(f"{result['taskset']}, split {result['split']}: {result['tasks']} tasks")
-            print(result["table"])
+
+        def table(result: dict) -> str:
+            heading = f"{result['taskset']}, split {result['split']}: {result['tasks']} tasks"
+            return f"{heading}\n{result['table']}"
+
+        return _flow_output("evaluate", evaluate, args.json, table)
     elif args.command == "judges":
         figures = pipeline.judge_variance_flow(
             tasks=args.tasks, seeds=args.seeds, temperature=args.temperature, **common
@@ -536,8 +535,8 @@ def _loop(args: argparse.Namespace, common: dict) -> int:
     from data.loop_rounds import format_rounds
     from flows.loop import loop_flow
 
-    try:
-        result = loop_flow(
+    def loop() -> dict:
+        return loop_flow(
             rounds=args.rounds,
             policy=args.policy,
             trainer=args.trainer,
@@ -549,14 +548,22 @@ def _loop(args: argparse.Namespace, common: dict) -> int:
             completion_tokens=args.completion_tokens,
             **common,
         )
-    except (ValueError, FileNotFoundError) as exc:  # a policy named wrong, nothing to train on
-        print(f"foundry loop: {exc}", file=sys.stderr)
+
+    return _flow_output("loop", loop, args.json, lambda result: format_rounds(result["rounds"]))
+
+
+def _flow_output(
+    command: str, run: Callable[[], dict], as_json: bool, text: Callable[[dict], str]
+) -> int:
+    """Run a flow and print its result as JSON or as `text` says; a taskset or policy named
+    wrong, or nothing to train on, is a usage error in one line."""
+    try:
+        result = run()
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"foundry {command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        print(format_rounds(result["rounds"]))
-    return 0
+    print(json.dumps(result, indent=2, default=str) if as_json else text(result))
+    return EXIT_OK
 
 
 def _scope(args: argparse.Namespace) -> dict | None:
