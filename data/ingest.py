@@ -6,11 +6,11 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from data.chunking import chunk_text
+from data.chunking import Span, chunk_text
 from data.config import IngestConfig
 from data.embeddings import as_matrix, embed, near_duplicates
 from data.lake import Lake
-from data.readers import Document, discover, read_document
+from data.readers import Document, ReadLimits, discover, read_document
 from data.records import Chunk, ItemStatus, Source, Status, content_id, utcnow
 
 Progress = Callable[[str], None]
@@ -28,6 +28,7 @@ def ingest_documents(
     """
     files = discover(paths)
     progress(f"ingest: {len(files)} files")
+    limits = ReadLimits(cfg.max_file_bytes, cfg.convert_timeout_s, cfg.convert_memory_mb)
 
     def status(stage: str, item: str, state: ItemStatus, reason: str, detail: str = "") -> Status:
         return Status.now(stage, item, state, reason, detail, run_id)
@@ -50,7 +51,7 @@ def ingest_documents(
     for group in _groups([str(f) for f in files]):
         sources, statuses, candidates = [], [], []
         for name in group:
-            result = read_document(Path(name), cfg.max_file_bytes)
+            result = read_document(Path(name), limits)
             if not isinstance(result, Document):
                 statuses.append(status("ingest", name, "rejected", result.reason, result.detail))
                 counts[f"rejected:{result.reason}"] += 1
@@ -74,14 +75,16 @@ def ingest_documents(
                         n_chars=len(result.text),
                         title=result.title,
                         text=result.text,
+                        notes="; ".join(result.notes),
                         ingested_at=utcnow(),
                     )
                 )
                 known_sources[source_id] = name
             statuses.append(status("ingest", name, "done", "ingested", source_id))
             counts["ingested"] += 1
-            spans = chunk_text(result.text, cfg.chunk_chars, cfg.min_chunk_chars)
-            candidates += [(source_id, i, span) for i, span in enumerate(spans)]
+            counts.update(f"note:{note.split(':')[0]}" for note in result.notes)
+            located = section_spans(result, cfg.chunk_chars, cfg.min_chunk_chars)
+            candidates += [(source_id, i, span, where) for i, (span, where) in enumerate(located)]
         fresh = [c for c in candidates if f"{c[0]}#{c[1]}" not in settled]
         chunks, chunk_statuses, known_vectors = _dedup_chunks(
             fresh, known_chunks, known_ids, known_vectors, cfg.near_duplicate_threshold, status
@@ -94,13 +97,25 @@ def ingest_documents(
     return counts
 
 
+def section_spans(document: Document, max_chars: int, min_chars: int) -> list[tuple[Span, str]]:
+    """The document's chunks, each with the location of its section: a section is chunked on
+    its own, so no chunk crosses a page, slide or sheet block; offsets index the whole text."""
+    located = []
+    ends = [start for _, start in document.sections[1:]] + [len(document.text) + 2]
+    for (location, start), end in zip(document.sections, ends, strict=True):
+        for span in chunk_text(document.text[start : end - 2], max_chars, min_chars):
+            moved = Span(span.text, span.start + start, span.end + start)
+            located.append((moved, location))
+    return located
+
+
 def _dedup_chunks(candidates, known_chunks, known_ids, known_vectors, threshold, status):
     """Drop exact (same text) and near (cosine >= threshold) duplicate chunks, with reasons.
 
     `known_ids` (row ids of `known_vectors`) grows with the chunks kept; the new matrix is
     returned."""
     fresh, statuses = [], []
-    for source_id, index, span in candidates:
+    for source_id, index, span, location in candidates:
         chunk_id = content_id("chunk", span.text)
         item = f"{source_id}#{index}"
         owner = known_chunks.get(chunk_id)
@@ -110,11 +125,11 @@ def _dedup_chunks(candidates, known_chunks, known_ids, known_vectors, threshold,
             statuses.append(status("chunk", item, "rejected", "exact_duplicate", chunk_id))
             continue
         known_chunks[chunk_id] = source_id
-        fresh.append((chunk_id, source_id, index, span, item))
-    vectors = embed([span.text for _, _, _, span, _ in fresh])
+        fresh.append((chunk_id, source_id, index, span, item, location))
+    vectors = embed([span.text for _, _, _, span, _, _ in fresh])
     matches = near_duplicates(vectors, known_vectors, threshold)
     kept, kept_vectors = [], []
-    for (chunk_id, source_id, index, span, item), vector, match in zip(
+    for (chunk_id, source_id, index, span, item, location), vector, match in zip(
         fresh, vectors, matches, strict=True
     ):
         if match is not None:
@@ -137,6 +152,7 @@ def _dedup_chunks(candidates, known_chunks, known_ids, known_vectors, threshold,
                 char_start=span.start,
                 char_end=span.end,
                 embedding=[float(x) for x in vector],
+                location=location,
             )
         )
         kept_vectors.append(vector)

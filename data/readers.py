@@ -14,8 +14,11 @@ import re
 import stat
 import unicodedata
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
+
+from data.conversion import ConversionError, convert
+from data.converters import CONVERTERS, Section, markdown_text
+from data.html_text import html_text
 
 FORMATS = {
     ".md": "markdown",
@@ -32,8 +35,12 @@ class Document:
     path: str
     format: str
     title: str
-    text: str
+    text: str  # the sections' texts, joined by a blank line
     sha256: str
+    # (location, start offset in `text`) of each section: a page, slide, sheet block, cell...;
+    # a plain text, Markdown or HTML file is one section without a location
+    sections: tuple[tuple[str, int], ...] = (("", 0),)
+    notes: tuple[str, ...] = ()  # what the converter left out (pages without a text layer)
 
 
 @dataclass(frozen=True)
@@ -59,17 +66,26 @@ def discover(paths: list[str]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def read_document(path: Path, max_bytes: int) -> Document | Rejected:
-    """Read one file into a `Document`, or explain in a `Rejected` why it cannot be used."""
+def read_document(path: Path, limits: ReadLimits) -> Document | Rejected:
+    """Read one file into a `Document`, or explain in a `Rejected` why it cannot be used.
+    Office, PDF, e-book, notebook and markup formats (`data.converters`) are converted in a
+    child process within `limits`."""
     name = str(path)
     info = regular_file(path)
     if isinstance(info, Rejected):
         return info
-    fmt = FORMATS.get(path.suffix.lower())
+    suffix = path.suffix.lower()
+    fmt = FORMATS.get(suffix) or (CONVERTERS[suffix][0] if suffix in CONVERTERS else None)
     if fmt is None:
         return Rejected(name, "unsupported_format", path.suffix or "no extension")
-    if info.st_size > max_bytes:
-        return Rejected(name, "too_large", f"{info.st_size} bytes > {max_bytes}")
+    if info.st_size > limits.max_bytes:
+        return Rejected(name, "too_large", f"{info.st_size} bytes > {limits.max_bytes}")
+    if suffix in CONVERTERS:
+        try:
+            converted = convert(path, limits.convert_timeout_s, limits.convert_memory_mb)
+        except ConversionError as error:
+            return Rejected(name, error.reason, error.detail)
+        return _document(name, fmt, converted.title, converted.sections, converted.notes)
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -81,11 +97,30 @@ def read_document(path: Path, max_bytes: int) -> Document | Rejected:
     except UnicodeDecodeError as exc:
         return Rejected(name, "undecodable", f"not UTF-8 at byte {exc.start}")
     title, body = _to_text(decoded, fmt, path)
-    text = normalise(body)
-    if not text:
+    return _document(name, fmt, title, [Section("", body)], [])
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    max_bytes: int  # larger files are refused unread
+    convert_timeout_s: float  # a converted format's child process: wall and CPU time
+    convert_memory_mb: int  # and address space
+
+
+def _document(
+    name: str, fmt: str, title: str, sections: list[Section], notes: list[str]
+) -> Document | Rejected:
+    """The document of normalised, non-empty `sections`, or `empty` when none has text."""
+    kept = [(s.location, text) for s in sections if (text := normalise(s.text))]
+    if not kept:
         return Rejected(name, "empty", "no text after normalisation")
+    starts, offset = [], 0
+    for location, text in kept:
+        starts.append((location, offset))
+        offset += len(text) + 2
+    text = "\n\n".join(text for _, text in kept)
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return Document(path=name, format=fmt, title=" ".join(title.split()), text=text, sha256=sha)
+    return Document(name, fmt, " ".join(title.split()), text, sha, tuple(starts), tuple(notes))
 
 
 def regular_file(path: Path) -> os.stat_result | Rejected:
@@ -122,80 +157,12 @@ def normalise(text: str) -> str:
 
 def _to_text(decoded: str, fmt: str, path: Path) -> tuple[str, str]:
     if fmt == "html":
-        parser = _HTMLText()
-        parser.feed(decoded)
-        parser.close()
-        return parser.title.strip() or path.stem, parser.text()
+        title, text = html_text(decoded)
+        return title.strip() or path.stem, text
     if fmt == "markdown":
-        heading = re.search(r"^#{1,6}\s+(.+)$", decoded, flags=re.MULTILINE)
-        body = re.sub(r"^#{1,6}\s+", "", decoded, flags=re.MULTILINE)
-        body = re.sub(r"(\*\*|__|`)", "", body)
-        return (heading.group(1).strip() if heading else path.stem), body
+        heading, body = markdown_text(decoded)
+        return heading or path.stem, body
     return path.stem, decoded
-
-
-class _HTMLText(HTMLParser):
-    """Visible text of an HTML page: blocks become paragraphs, script/style are dropped.
-
-    The parser is event-based (no tree), so deeply nested markup costs no recursion.
-    """
-
-    BLOCKS = {
-        "p",
-        "div",
-        "section",
-        "article",
-        "li",
-        "ul",
-        "ol",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "br",
-        "tr",
-        "table",
-        "header",
-        "footer",
-        "main",
-        "blockquote",
-        "pre",
-    }
-    HIDDEN = {"script", "style", "noscript", "template"}
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.title = ""
-        self._hidden = 0
-        self._in_title = False
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in self.HIDDEN:
-            self._hidden += 1
-        elif tag == "title":
-            self._in_title = True
-        elif tag in self.BLOCKS:
-            self.parts.append("\n\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.HIDDEN:
-            self._hidden = max(0, self._hidden - 1)
-        elif tag == "title":
-            self._in_title = False
-        elif tag in self.BLOCKS:
-            self.parts.append("\n\n")
-
-    def handle_data(self, data: str) -> None:
-        if self._in_title:
-            self.title += data
-        elif not self._hidden:
-            self.parts.append(data.replace("\n", " "))
-
-    def text(self) -> str:
-        return "".join(self.parts)
 
 
 def _file_kind(mode: int) -> str:

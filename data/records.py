@@ -201,6 +201,7 @@ class SourceRef(BaseModel):
     source_id: str
     path: str
     chunk_id: str
+    location: str = ""  # where in the source the chunk is: "page 3", "slide 2", "cell 4", ...
 
 
 class ToolCall(BaseModel):
@@ -473,6 +474,7 @@ class Source(Record):
     title: str
     text: str
     ingested_at: datetime
+    notes: str = ""  # what its converter left out, e.g. "pages without a text layer: 3-4"
 
 
 class ChangedFile(BaseModel):
@@ -554,6 +556,7 @@ class Chunk(Record):
     char_start: int
     char_end: int
     embedding: list[float]
+    location: str = ""  # its section in the source: "page 3", "sheet Q1, rows 2-21", ...
 
 
 class TraceMessage(BaseModel):

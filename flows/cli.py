@@ -92,7 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = sub.add_parser("ingest", help="add sources to the lake")
     kinds = ingest.add_subparsers(dest="kind", required=True)
-    docs = kinds.add_parser("docs", parents=[common], help=".md/.txt/.html files or folders")
+    docs = kinds.add_parser(
+        "docs",
+        parents=[common],
+        help="documents (.md .txt .html .pdf .docx .pptx .xlsx .csv .epub .ipynb .rst .adoc)"
+        " or folders",
+    )
     docs.add_argument("paths", nargs="+")
     repo = kinds.add_parser("repo", parents=[common], help="a git repository: path or URL")
     repo.add_argument("origin", help="a local repository or a git URL")

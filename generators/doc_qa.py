@@ -214,7 +214,14 @@ async def _candidate(
         answer=answer,
         verifier=verifier,
         evidence=[Evidence(chunk_id=chunk.chunk_id, quote=evidence)],
-        source=[SourceRef(source_id=chunk.source_id, path=source_path, chunk_id=chunk.chunk_id)],
+        source=[
+            SourceRef(
+                source_id=chunk.source_id,
+                path=source_path,
+                chunk_id=chunk.chunk_id,
+                location=chunk.location,
+            )
+        ],
         lineage=Lineage(
             generator=GENERATOR,
             generator_version=VERSION,

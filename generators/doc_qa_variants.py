@@ -192,7 +192,14 @@ async def make_variant(
     if rewrite and rewrite.bridge:
         chunk, path = rewrite.bridge.neighbour.chunk, rewrite.bridge.neighbour.source_path
         evidence.append(Evidence(chunk_id=chunk.chunk_id, quote=rewrite.bridge.fact))
-        sources.append(SourceRef(source_id=chunk.source_id, path=path, chunk_id=chunk.chunk_id))
+        sources.append(
+            SourceRef(
+                source_id=chunk.source_id,
+                path=path,
+                chunk_id=chunk.chunk_id,
+                location=chunk.location,
+            )
+        )
     knobs = {k: v for k, v in task.lineage.knobs.items() if k not in STEP_KNOBS}
     written = task.lineage.model_copy(
         update={

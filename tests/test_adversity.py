@@ -114,7 +114,7 @@ def hostile_documents(folder: Path) -> dict[str, str]:
         "empty.md": "empty",
         "binary.txt": "binary",
         "latin1.md": "undecodable",
-        "scan.pdf": "unsupported_format",
+        "scan.pdf": "unreadable_document",
         "huge.txt": "too_large",
         "pipe.md": "not_a_regular_file",
         "loop.md": "symlink_loop",

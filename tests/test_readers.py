@@ -4,13 +4,14 @@ from pathlib import Path
 import pytest
 
 from data.chunking import chunk_text, split_sentences
-from data.readers import Document, Rejected, discover, normalise, read_document
+from data.readers import Document, ReadLimits, Rejected, discover, normalise, read_document
 
 MAX = 1_000_000
+LIMITS = ReadLimits(MAX, 60, 2048)
 
 
-def read(path: Path) -> Document | Rejected:
-    return read_document(path, MAX)
+def read(path: Path, limits: ReadLimits = LIMITS) -> Document | Rejected:
+    return read_document(path, limits)
 
 
 def test_markdown_is_normalised_and_titled(tmp_path):
@@ -75,7 +76,7 @@ def test_special_files_and_links(tmp_path):
 def test_too_large_is_rejected_without_reading(tmp_path):
     path = tmp_path / "big.txt"
     path.write_text("x" * 2000)
-    assert read_document(path, 1000).reason == "too_large"
+    assert read(path, ReadLimits(1000, 60, 2048)).reason == "too_large"
 
 
 def test_discover_walks_folders_and_globs(tmp_path):
