@@ -90,6 +90,10 @@ class VerifyConfig(Settings):
         default="majority", description="how the panel's open-book verdicts combine"
     )
     quorum: int = Field(default=2, ge=1, description="k of the k-of-n quorum rule")
+    # control items per kind each judge answers before verification (judges/controls.py), and
+    # the accuracy below which a judge is reported as unable to do the job (0 items: none)
+    control_items: int = Field(default=4, ge=0)
+    control_accuracy: float = Field(default=0.6, ge=0, le=1)
 
 
 class CalibrateConfig(Settings):

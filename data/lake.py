@@ -35,6 +35,7 @@ from data.records import (
     Evaluation,
     HackVerdict,
     Intent,
+    JudgeControl,
     LLMCall,
     LoopRound,
     ProxyCall,
@@ -94,6 +95,7 @@ TABLES: dict[str, TableSpec] = {
     "splits": TableSpec(SplitAssignment, ("group_key",), "_shard"),
     "evaluations": TableSpec(Evaluation, ("evaluation_id",), "recorded_at"),
     "loop_rounds": TableSpec(LoopRound, ("round_id",), "recorded_at"),
+    "judge_controls": TableSpec(JudgeControl, ("control_id",), "recorded_at"),
 }
 
 

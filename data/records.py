@@ -839,6 +839,24 @@ class LoopRound(Record):
     recorded_at: datetime
 
 
+class JudgeControl(Record):
+    """One judge's accuracy on control items made from the run's chunks (`judges.controls`):
+    questions whose answer the passage shows, which it must answer, and wrong answers, which it
+    must reject."""
+
+    control_id: str  # hashes the role, model, prompts and number of items
+    role: str  # `judge:<n>`
+    model: str
+    items: int
+    correct: int
+    unanswered: int  # items it gave no reply to (counted wrong)
+    accuracy: float
+    threshold: float  # `[verify] control_accuracy`
+    competent: bool
+    by_kind: dict[str, list[int]]  # "answer" / "reject" -> [items, correct]
+    recorded_at: datetime
+
+
 class SplitAssignment(Record):
     """Which side of the train/eval split a group of related tasks is on (`data.splits`): kept
     in the lake so that every later export of any taskset puts the group on the same side."""

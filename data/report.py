@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from data.evaluations import evaluation_rows
 from data.funnel import funnel
+from data.judge_controls import latest_controls
 from data.lake import Lake
 from data.loop_rounds import loop_rows
 from data.projections import canonical_rows, last_user_message
@@ -90,7 +91,11 @@ def render_report(
     sections = [
         _section("funnel", "Funnel", _funnel(summary, plots)),
         _section("difficulty", "Difficulty", _difficulty(manifest, plots)),
-        _section("agreement", "Pass rate and judge agreement", _agreement(manifest, tasks, plots)),
+        _section(
+            "agreement",
+            "Pass rate and judge agreement",
+            _agreement(manifest, tasks, plots) + _controls(lake),
+        ),
         _section("cost", "Cost", _cost(summary, plots)),
         _section("evaluation", "Held-out evaluation", _evaluations(evaluation_rows(lake))),
         _section("loop", "Loop rounds", _loop_rounds(loop_rows(lake))),
@@ -203,6 +208,28 @@ def _difficulty(manifest: dict[str, Any] | None, plots: _Plots) -> str:
     fig.update_layout(xaxis_title="solver pass rate", yaxis_title="tasks", bargap=0.05)
     bands = _table(["band", "tasks"], [[b, manifest["by_band"][b]] for b in BANDS], ["", "num"])
     return plots.div(fig, "difficulty") + bands
+
+
+def _controls(lake: Lake) -> str:
+    rows = latest_controls(lake)
+    if not rows:
+        return ""
+    table = [
+        [
+            r["role"],
+            r["model"],
+            f"{r['correct']} of {r['items']}",
+            f"{r['accuracy']:.0%}",
+            "yes" if r["competent"] else f"no (below {r['threshold']:.0%}): a stronger model",
+        ]
+        for r in rows
+    ]
+    note = (
+        "<p>Before verifying, each judge answered control items made from the run's own chunks:"
+        " fill-in-the-blank questions the passage shown answers, and wrong answers to reject.</p>"
+    )
+    header = ["judge", "model", "control items right", "accuracy", "able to judge"]
+    return note + _table(header, table, ["", "", "num", "num", ""])
 
 
 def _agreement(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], plots: _Plots) -> str:

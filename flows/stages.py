@@ -1,8 +1,8 @@
 """Stage logic as plain functions over the lake (no Prefect here, so tests need no server).
 
 The LLM stages run in order: the registered families' generation stages (each family declares
-its own, `Family.stages`), then verify, calibrate, review and repair, here, which ask each
-task's family what it needs.
+its own, `Family.stages`), then the judges' control items, verify, calibrate, review and
+repair, here, which ask each task's family what it needs.
 
 Each stage finds the items not finished yet, processes them in batches, and writes every batch
 as shards: outputs first, then the items' status, then LLM usage. An item is finished once its
@@ -31,7 +31,7 @@ from data.funnel import MEASURED_BY
 from data.ingest import ingest_documents
 from data.interrupt import Interrupted
 from data.llm import LLMClient
-from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun
+from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun, content_id
 from families import family_of, generation_stages, reviewed_kinds
 from families import kinds as registered_kinds
 from families.base import Checked
@@ -51,7 +51,7 @@ from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, Neighbour
 from harnesses.base import Harness
 from harnesses.proxy import ACCESS_HEADER, is_loopback, running_proxy
-from judges import answerability, calibration
+from judges import answerability, calibration, controls
 from judges.review import review
 from judges.variance import reask
 
@@ -175,6 +175,45 @@ async def _until_done_or_stopped(tasks: list[asyncio.Task]) -> None:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             return
+
+
+# controls: before verify, each judge on control items made from the run's chunks
+
+CONTROL_CHUNKS = 200  # the chunks control items are drawn from, at most
+
+
+def pending_controls(ctx: StageContext) -> list[str]:
+    """One item for the judge panel as configured (its models and the number of items), until
+    measured; none without chunks or with `verify.control_items = 0`."""
+    verify = ctx.config.verify
+    if verify.control_items == 0 or not ctx.lake.rows("SELECT 1 FROM chunks LIMIT 1"):
+        return []
+    panel = [(j.base_url, j.model, j.temperature, j.seed) for j in ctx.config.roles.judges]
+    item = content_id("controls", panel, verify.control_items, controls.CHECK.version)
+    return unfinished(ctx, "controls", [item])
+
+
+def load_control_material(ctx: StageContext, items: list[str]) -> dict[str, list[str]]:
+    rows = ctx.lake.rows(f"SELECT text FROM chunks ORDER BY chunk_id LIMIT {CONTROL_CHUNKS}")
+    return {item: [row["text"] for row in rows] for item in items}
+
+
+async def measure_controls(
+    ctx: StageContext, item: str, chunks: list[str], client: LLMClient
+) -> Outcome:
+    """Each judge's accuracy on control items; a judge below the threshold is reported."""
+    verify = ctx.config.verify
+    made = controls.controls_from(chunks, verify.control_items, seed=item)
+    if not made:
+        return Outcome(ctx.status("controls", item, "done", "no_control_items"))
+    records = await controls.measure(made, client, verify.control_accuracy)
+    for record in records:
+        if not record.competent:
+            ctx.progress(controls.warning(record))
+    reason = "judges_competent" if all(r.competent for r in records) else "judge_below_accuracy"
+    detail = ", ".join(f"{r.role} {r.correct}/{r.items}" for r in records)
+    status = ctx.status("controls", item, "done", reason, detail)
+    return Outcome(status, {"judge_controls": list(records)})
 
 
 # verify: candidate -> accepted / rejected by the judge panel
@@ -615,6 +654,7 @@ def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
 
 
 CHECK_STAGES = (
+    LLMStage("controls", pending_controls, load_control_material, measure_controls),
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),
@@ -624,8 +664,8 @@ CHECK_STAGES = (
 
 def llm_stages() -> list[LLMStage]:
     """The pipeline's LLM stages in the order they run: the registered families' generation
-    stages (`families.generation_stages`), then verify, calibrate, review and repair, which
-    ask each task's family what it needs."""
+    stages (`families.generation_stages`), then the judges' control items, verify, calibrate,
+    review and repair, which ask each task's family what it needs."""
     return [*generation_stages(), *CHECK_STAGES]
 
 

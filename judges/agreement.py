@@ -6,6 +6,7 @@ from collections import Counter
 from itertools import combinations
 from typing import Any
 
+from data.judge_controls import latest_controls
 from data.lake import Lake
 
 
@@ -71,6 +72,7 @@ def judge_report(lake: Lake) -> dict[str, Any]:
     )
     return {
         "judges": judges,
+        "controls": {row.pop("role"): row for row in latest_controls(lake)},
         "pairs": pairs,
         "seed_variance": seed_variance(lake),
         "panel": {r.pop("check"): r for r in panel},
@@ -105,6 +107,16 @@ def format_judge_report(report: dict[str, Any]) -> str:
             f"{name:<10} {j['model'][:30]:<30} {j['verdicts']:>8} {j['error_rate']:>7.1%}"
             f"  {'-' if agree is None else f'{agree:.1%}':>17}"
         )
+    for name, c in report["controls"].items():
+        verdict = (
+            "able" if c["competent"] else f"BELOW {c['threshold']:.0%}: give it a stronger model"
+        )
+        lines.append(
+            f"controls {name} ({c['model'][:30]}): {c['correct']} of {c['items']} control items"
+            f" right ({c['accuracy']:.0%}), {verdict}"
+        )
+    if not report["controls"]:
+        lines.append("controls: not measured yet (the run's first verify measures them)")
     for check, p in report["panel"].items():
         lines.append(
             f"panel {check:<12} decisions {p['decisions']:>5}  mean agreement"

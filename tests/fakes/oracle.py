@@ -13,6 +13,9 @@ asks for one answer.
 Told that its reply was not valid (the client's structured-output repair), it answers the
 request again as it did the first time.
 
+As a judge it passes its control items: it fills a control's blank from the passage shown, and
+rejects a proposed answer that does not fill it.
+
 For traces it names a cluster after its first request's first words, rates a final reply good
 when it is longer than 60 characters (else bad: "too short to help"), writes one rubric item
 quoting the reference reply's first words, corrects a failed reply with a fixed text, grades a
@@ -60,6 +63,17 @@ def _line(text: str, label: str) -> str:
 def _block(text: str, tag: str) -> str:
     match = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", text, flags=re.S)
     return match.group(1).strip() if match else ""
+
+
+def _filled(question: str, passage: str) -> str:
+    """What fills the blank of a judge control's question (`Fill in the blank: ... _____ ...`)
+    in `passage`; "" for another question."""
+    cloze = question.removeprefix("Fill in the blank: ")
+    if cloze == question or "_____" not in cloze:
+        return ""
+    before, after = cloze.split("_____", 1)
+    found = re.search(re.escape(before) + r"(.+?)" + re.escape(after), passage)
+    return found.group(1) if found else ""
 
 
 class Oracle:
@@ -146,8 +160,12 @@ class Oracle:
                 + "?",
                 answer,
             )
+        if prompt.startswith("Read the passage, the question and the proposed answer"):
+            filled = _filled(_line(prompt, "Question"), prompt)  # a judge control
+            return "yes" if filled and filled == _line(prompt, "Proposed answer") else "no"
         if prompt.startswith("Read the passage"):
-            return self.answers.get(_line(prompt, "Question"), "unknown")
+            question = _line(prompt, "Question")
+            return self.answers.get(question) or _filled(question, prompt) or "unknown"
         if '<attempt number="' in prompt:
             item = {"attempt": 1, "category": "wrong_answer", "failure": "names something else"}
             return json.dumps({"items": [item]})
