@@ -208,8 +208,7 @@ async def measure_controls(
         return Outcome(ctx.status("controls", item, "done", "no_control_items"))
     records = await controls.measure(made, client, verify.control_accuracy)
     for record in records:
-        if not record.competent:
-            ctx.progress(controls.warning(record))
+        ctx.progress(controls.figure(record) if record.competent else controls.warning(record))
     reason = "judges_competent" if all(r.competent for r in records) else "judge_below_accuracy"
     detail = ", ".join(f"{r.role} {r.correct}/{r.items}" for r in records)
     status = ctx.status("controls", item, "done", reason, detail)

@@ -133,11 +133,18 @@ async def measure(controls: list[Control], llm: LLMClient, threshold: float) -> 
     return records
 
 
+def figure(record: JudgeControl) -> str:
+    """A judge's control figure, as said before verification."""
+    return (
+        f"judge {record.role} ({record.model}) got {record.correct} of {record.items} control"
+        f" items right ({record.accuracy:.0%})"
+    )
+
+
 def warning(record: JudgeControl) -> str:
     """What to tell the user about a judge below the threshold, with the remedy."""
     return (
-        f"judge {record.role} ({record.model}) got {record.correct} of {record.items} control"
-        f" items right ({record.accuracy:.0%}, below {record.threshold:.0%}): its verdicts are"
-        " unreliable, so tasks may be rejected for want of a judge able to answer; give that"
-        " judge a stronger model ([[roles.judges]] model and base_url in foundry.toml)"
+        f"{figure(record)[:-1]}, below {record.threshold:.0%}): its verdicts are unreliable, so"
+        " tasks may be rejected for want of a judge able to answer; give that judge a stronger"
+        " model ([[roles.judges]] model and base_url in foundry.toml)"
     )

@@ -57,7 +57,8 @@ def test_a_judge_below_the_accuracy_is_reported_before_verifying(tmp_path, capsy
         assert main(command) == 0
     err = capsys.readouterr().err
     assert f"judge judge:1 ({WEAK}) got 0 of 8 control items right" in err
-    assert "a stronger model" in err and "judge judge:0" not in err
+    assert "a stronger model" in err and "(0%, below 60%)" in err
+    assert "judge judge:0 (fake-model) got 8 of 8 control items right (100%)\n" in err
     rows = {r["role"]: r for r in Lake(home).rows("SELECT * FROM judge_controls")}
     assert rows["judge:0"]["competent"] and rows["judge:0"]["correct"] == 8
     assert not rows["judge:1"]["competent"] and rows["judge:1"]["accuracy"] == 0.0
