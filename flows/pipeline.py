@@ -303,11 +303,13 @@ def rebuild_flow(home: str | None = None, config: str | None = None) -> dict:
         return rebuild_task(ctx)
 
 
-def _llm_stage_flow(name: str):
+def _llm_stage_flow(name: str, first: tuple[str, ...] = ()):
+    """The flow of LLM stage `name`, after the stages `first` (what it relies on)."""
+
     @flow(name=name)
     def stage_flow(home: str | None = None, config: str | None = None) -> dict:
         with stage_context(name, home, config) as ctx:
-            return run_llm_stages([name], ctx)[name]
+            return run_llm_stages([*first, name], ctx)[name]
 
     return stage_flow
 
@@ -319,7 +321,7 @@ intents_flow = _llm_stage_flow("intents")
 trace_tasks_flow = _llm_stage_flow("trace_tasks")
 trace_worlds_flow = _llm_stage_flow("trace_worlds")
 world_tasks_flow = _llm_stage_flow("world_tasks")
-verify_flow = _llm_stage_flow("verify")
+verify_flow = _llm_stage_flow("verify", first=("controls",))  # the judges' figures first
 review_flow = _llm_stage_flow("review")
 repair_flow = _llm_stage_flow("repair")
 
