@@ -116,7 +116,15 @@ def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, or
     with registered(WordCount()):
         check_kinds(ctx.config.scope.kinds)
         names = [stage.name for stage in llm_stages()]
-        assert names == [*SHIPPED_STAGES, STAGE, "controls", "verify", "calibrate", "review", "repair"]
+        assert names == [
+            *SHIPPED_STAGES,
+            STAGE,
+            "controls",
+            "verify",
+            "calibrate",
+            "review",
+            "repair",
+        ]
         assert stage_named(STAGE).work is count_words  # the runners find a batch's stage by name
         run_llm_stages(ctx, endpoints_for(oracle_server))
         result = export_taskset(ctx.lake, "words", tmp_path / "tasksets", kinds=export_kinds())
