@@ -101,11 +101,9 @@ def section_spans(document: Document, max_chars: int, min_chars: int) -> list[tu
     """The document's chunks, each with the location of its section: a section is chunked on
     its own, so no chunk crosses a page, slide or sheet block; offsets index the whole text."""
     located = []
-    ends = [start for _, start in document.sections[1:]] + [len(document.text) + 2]
-    for (location, start), end in zip(document.sections, ends, strict=True):
-        for span in chunk_text(document.text[start : end - 2], max_chars, min_chars):
-            moved = Span(span.text, span.start + start, span.end + start)
-            located.append((moved, location))
+    for location, start, end in document.sections:
+        for span in chunk_text(document.text[start:end], max_chars, min_chars):
+            located.append((Span(span.text, span.start + start, span.end + start), location))
     return located
 
 

@@ -28,6 +28,7 @@ FORMATS = {
     ".htm": "html",
 }
 BINARY_SNIFF_BYTES = 8192
+SECTION_BREAK = "\n\n"  # between a document's sections in its text
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,9 @@ class Document:
     title: str
     text: str  # the sections' texts, joined by a blank line
     sha256: str
-    # (location, start offset in `text`) of each section: a page, slide, sheet block, cell...;
-    # a plain text, Markdown or HTML file is one section without a location
-    sections: tuple[tuple[str, int], ...] = (("", 0),)
+    # (location, start, end) of each section in `text`: a page, slide, sheet block, cell...;
+    # a plain text, Markdown or HTML file is one section without a location (all of `text`)
+    sections: tuple[tuple[str, int, int], ...]
     notes: tuple[str, ...] = ()  # what the converter left out (pages without a text layer)
 
 
@@ -114,13 +115,13 @@ def _document(
     kept = [(s.location, text) for s in sections if (text := normalise(s.text))]
     if not kept:
         return Rejected(name, "empty", "no text after normalisation")
-    starts, offset = [], 0
+    spans, offset = [], 0
     for location, text in kept:
-        starts.append((location, offset))
-        offset += len(text) + 2
-    text = "\n\n".join(text for _, text in kept)
+        spans.append((location, offset, offset + len(text)))
+        offset += len(text) + len(SECTION_BREAK)
+    text = SECTION_BREAK.join(text for _, text in kept)
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return Document(name, fmt, " ".join(title.split()), text, sha, tuple(starts), tuple(notes))
+    return Document(name, fmt, " ".join(title.split()), text, sha, tuple(spans), tuple(notes))
 
 
 def regular_file(path: Path) -> os.stat_result | Rejected:

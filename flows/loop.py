@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -222,14 +223,17 @@ def _trained(
             summary = train_flow(**parameters)
         if not (model / "config.json").is_file():
             raise RuntimeError(f"training saved no model in {model}")
-        _write_atomically(marker, json.dumps(summary, indent=2, default=str) + "\n")
+        text = json.dumps(summary, indent=2, default=str) + "\n"
+        _written_atomically(marker, lambda tmp: tmp.write_text(text))
     return parse_policy(str(model))
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _written_atomically(path: Path, write: Callable[[Path], object]) -> None:
+    """`write` the file at a temporary name beside `path`, then rename it into place: a kill
+    leaves the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    write(tmp)
     os.replace(tmp, path)
 
 
@@ -283,10 +287,8 @@ def _ingest_episodes(ctx: StageContext, trained: Policy, train_ids: list[str], f
     if not rows:
         return 0
     path = folder / "episodes.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(pa.Table.from_pylist(rows, schema=ProxyCall.arrow_schema()), tmp)
-    os.replace(tmp, path)
+    table = pa.Table.from_pylist(rows, schema=ProxyCall.arrow_schema())
+    _written_atomically(path, lambda tmp: pq.write_table(table, tmp))
     ingest_trace_files([str(path)], ctx)
     return len({row["rollout_id"] for row in rows})
 

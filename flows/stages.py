@@ -31,10 +31,19 @@ from data.funnel import MEASURED_BY
 from data.ingest import ingest_documents
 from data.interrupt import Interrupted
 from data.llm import LLMClient
-from data.records import Attempt, Chunk, LLMCall, Record, Task, VerdictRerun, content_id
+from data.records import (
+    Attempt,
+    Chunk,
+    Direction,
+    LLMCall,
+    Record,
+    Task,
+    VerdictRerun,
+    content_id,
+)
 from families import family_of, generation_stages, reviewed_kinds
 from families import kinds as registered_kinds
-from families.base import Checked
+from families.base import Checked, Family
 from families.stage import (
     LLMStage,
     Outcome,
@@ -49,6 +58,7 @@ from flows.repair import Stop, next_move
 from flows.steering import first_failure, steer
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, Neighbour
+from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.proxy import ACCESS_HEADER, is_loopback, running_proxy
 from judges import answerability, calibration, controls
@@ -554,17 +564,36 @@ async def repair_one(
     if isinstance(move, Stop):
         return Outcome(ctx.status("repair", task_id, "done", move.reason, move.detail))
     failures: list[str] = []
-    for level in move.levels:
+    made = await first_variant(
+        family, task, move.levels, move.direction, material, client, ctx, failures
+    )
+    if made is None:
+        reason = f"no_{move.direction}_variant"
+        return Outcome(ctx.status("repair", task_id, "done", reason, "; ".join(failures)))
+    level, variant = made
+    detail = "; ".join([*failures, f"{level}: {variant.task_id}"])
+    status = ctx.status("repair", task_id, "done", REPAIRED, detail)
+    return Outcome(status, {"tasks": [variant]})
+
+
+async def first_variant(
+    family: Family,
+    task: Task,
+    levels: Sequence[Level],
+    direction: Direction,
+    material: Material,
+    client: LLMClient,
+    ctx: StageContext,
+    failures: list[str],
+) -> tuple[str, Task] | None:
+    """The variant of `task` at the first of `levels` that can be made, with its level's name;
+    why each level before it could not be made is appended to `failures`."""
+    for level in levels:
         try:
-            variant = await family.variant(task, level, move.direction, material, client, ctx)
+            return level.name, await family.variant(task, level, direction, material, client, ctx)
         except CheckFailure as failure:
             failures.append(f"{level.name}: {failure.reason}")
-            continue
-        detail = "; ".join([*failures, f"{level.name}: {variant.task_id}"])
-        status = ctx.status("repair", task_id, "done", REPAIRED, detail)
-        return Outcome(status, {"tasks": [variant]})
-    reason = f"no_{move.direction}_variant"
-    return Outcome(ctx.status("repair", task_id, "done", reason, "; ".join(failures)))
+    return None
 
 
 # steer (`foundry loop`): a train task -> a task toward the new policy's band or its failure
@@ -627,12 +656,11 @@ def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
         material = loaded.repair.material
         failures: list[str] = []
         made: Task | None = None
-        for level in plan.levels:
-            try:
-                made = await family.variant(task, level, plan.direction, material, client, ctx)
-                break
-            except CheckFailure as failure:
-                failures.append(f"{level.name}: {failure.reason}")
+        if plan.direction is not None:
+            varied = await first_variant(
+                family, task, plan.levels, plan.direction, material, client, ctx, failures
+            )
+            made = varied[1] if varied else None
         if made is None and plan.target is not None:
             try:
                 made = await family.sibling(task, material, client, ctx)

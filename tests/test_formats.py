@@ -37,11 +37,10 @@ def test_each_format_is_read_into_located_sections(samples):
     for name, path in samples.items():
         document = read_document(path, LIMITS)
         assert isinstance(document, Document), (name, document)
-        starts = dict(document.sections)
-        assert LOCATIONS[name] in starts, (name, document.sections)
-        start = starts[LOCATIONS[name]]
-        later = [s for _, s in document.sections if s > start]
-        section = document.text[start : (min(later) - 2) if later else None]
+        spans = {location: (start, end) for location, start, end in document.sections}
+        assert LOCATIONS[name] in spans, (name, document.sections)
+        start, end = spans[LOCATIONS[name]]
+        section = document.text[start:end]
         assert FACTS[name] in section, (name, section)
     pdf = read_document(samples["ferry.pdf"], LIMITS)
     assert pdf.notes == ("pages without a text layer: 2",)
