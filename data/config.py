@@ -141,11 +141,12 @@ class SandboxConfig(Settings):
 
 
 class CodeConfig(Settings):
-    """Code tasks from ingested repositories (commit replay, function rebuild)."""
+    """Code tasks from ingested repositories (commit replay, function rebuild, bug fix)."""
 
     max_prompt_chars: int = Field(default=24_000, ge=1000)  # the files a prompt shows, in all
     statement_max_tokens: int = Field(default=400, ge=50)  # a commit-replay statement
     max_functions: int = Field(default=24, ge=0)  # function-rebuild candidates per repository
+    max_bugs: int = Field(default=12, ge=0)  # functions given a bug to fix, per repository
     max_replays: int | None = Field(default=None, ge=0)  # replayed commits described, in all
     sequence_steps: int = Field(default=2, ge=0)  # commits per commit-sequence task (< 2: off)
     attempt_max_tokens: int = Field(default=2048, ge=64)  # a solver's reply to a code task

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from data.export import ExportKinds
 from families import (
+    bug_injection,
     commit_replay,
     commit_sequence,
     doc_qa,
@@ -27,6 +28,7 @@ REGISTERED: list[Family] = [
     doc_qa.FAMILY,
     commit_replay.FAMILY,
     function_rebuild.FAMILY,
+    bug_injection.FAMILY,
     commit_sequence.FAMILY,
     trace_answer.FAMILY,
     tool_replay.FAMILY,

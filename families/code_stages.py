@@ -1,6 +1,7 @@
-"""Stages over ingested repositories: replay commits, rebuild functions (both in the sandbox,
-no LLM; the pipeline runs them before the LLM stages) and describe replayed commits and chain
-them into sequences (the LLM stages of `families.commit_replay` and `families.commit_sequence`).
+"""Stages over ingested repositories: replay commits, rebuild functions, inject bugs (all in
+the sandbox, no LLM; the pipeline runs them before the LLM stages) and describe replayed
+commits and chain them into sequences (the LLM stages of `families.commit_replay` and
+`families.commit_sequence`).
 
 Their tasks then go through the same verify and calibrate stages as document tasks, where the
 unit-test verifier (`judges.unit_tests`) stands in for the judge panel.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import traceback
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +28,11 @@ from families.stage import (
     pending_in_window,
     pending_items,
 )
+from generators import bug_injection
 from generators.checks import CheckFailure
 from generators.commit_replay import Unusable, analyse, tests_at
 from generators.commit_sequence import Link, chains, sequence_task
-from generators.function_rebuild import rebuild_tasks
+from generators.function_rebuild import Rejected, RepoAtHead, rebuild_tasks
 from generators.replay_tasks import RepoOrigin, replay_task
 from harnesses.python_env import EnvError
 from harnesses.sandbox import Limits
@@ -147,7 +150,10 @@ def _replay_one(
     return ctx.status("replay", item, "done", "replayed", detail), result
 
 
-# --- rebuild: repository -> function-rebuild tasks -------------------------------------------
+# --- rebuild and inject: repository -> function-rebuild and bug-fix tasks ------------------
+
+Made = Task | Rejected
+MakeTasks = Callable[[RepoAtHead, StageContext], Iterable[Made]]
 
 
 def pending_rebuilds(ctx: StageContext) -> list[str]:
@@ -158,44 +164,85 @@ def pending_rebuilds(ctx: StageContext) -> list[str]:
     return pending_items(ctx, "rebuild", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
 
 
+def pending_injections(ctx: StageContext) -> list[str]:
+    """Repositories not yet given bugs to fix (none if `code.max_bugs` is 0 or bug-fix tasks
+    are out of scope)."""
+    if ctx.config.code.max_bugs == 0 or not ctx.config.scope.makes(bug_injection.KIND):
+        return []
+    return pending_items(ctx, "inject", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
+
+
 def rebuild_functions(ctx: StageContext) -> Counter:
     """Try each pending repository's functions (`generators.function_rebuild`) and record the
     tasks, each candidate's outcome (stage `rebuild_target`) and the repository's."""
-    counts: Counter = Counter()
-    repos = {r["repo_id"]: r for r in ctx.lake.rows("SELECT * FROM repos")}
-    for repo_id in pending_rebuilds(ctx):
-        repo = repo_at(repos[repo_id], repos[repo_id]["head"])
-        tasks: list[Record] = []
-        parts: list[Status] = []
-        try:
-            for result in rebuild_tasks(
-                repo, ctx.limits, ctx.config.code.max_functions, ctx.config.code.max_prompt_chars
-            ):
-                if isinstance(result, Task):
-                    tasks.append(result)
-                    item = f"{repo_id}:{result.lineage.knobs['function']}"
-                    parts.append(ctx.status("rebuild_target", item, "done", "rebuilt"))
-                else:
-                    item = f"{repo_id}:{result.item}"
-                    parts.append(ctx.status("rebuild_target", item, "rejected", result.reason))
-            state, reason = ("done", "rebuilt") if tasks else ("rejected", "no_covered_function")
-            detail = f"{len(tasks)} tasks"
-        except CheckFailure as failure:
-            state, reason, detail = "rejected", failure.reason, ""
-        except EnvError as error:
-            state, reason, detail = "failed", "dependencies_unavailable", error.detail
-        except ReasonedError as error:
-            state, reason, detail = "failed", error.reason, error.detail
-        except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
-            state, reason = "failed", "internal_error"
-            detail = traceback.format_exception_only(error)[-1].strip()
-        ctx.lake.write("tasks", tasks, ctx.run_id)
-        outcome = ctx.status("rebuild", repo_id, state, reason, detail)
-        ctx.lake.write("status", [*parts, outcome], ctx.run_id)
-        counts.update(f"{p.status}:{p.reason}" for p in parts)
-        counts[f"rebuild:{state}:{reason}"] += 1
-        ctx.progress(f"rebuild: {repo_id}: {len(tasks)} function-rebuild tasks")
-    return counts
+
+    def make(repo: RepoAtHead, ctx: StageContext) -> Iterable[Made]:
+        code = ctx.config.code
+        return rebuild_tasks(repo, ctx.limits, code.max_functions, code.max_prompt_chars)
+
+    stage = _RepositoryStage("rebuild", "rebuilt", "no_covered_function", "function-rebuild")
+    return stage.run(ctx, pending_rebuilds(ctx), make)
+
+
+def inject_bugs(ctx: StageContext) -> Counter:
+    """Put bugs into each pending repository's covered functions (`generators.bug_injection`)
+    and record the tasks, each function's outcome (stage `inject_target`) and the
+    repository's."""
+
+    def make(repo: RepoAtHead, ctx: StageContext) -> Iterable[Made]:
+        code = ctx.config.code
+        return bug_injection.inject_tasks(repo, ctx.limits, code.max_bugs, code.max_prompt_chars)
+
+    stage = _RepositoryStage("inject", "injected", "no_breaking_mutation", "bug-fix")
+    return stage.run(ctx, pending_injections(ctx), make)
+
+
+@dataclass(frozen=True)
+class _RepositoryStage:
+    """A sandbox stage that makes tasks from each repository at its HEAD, one candidate
+    function at a time: the stage `name` records each repository's outcome, `<name>_target`
+    each function's."""
+
+    name: str
+    made: str  # the reason of a repository that yielded tasks
+    none: str  # the reason of one that yielded none
+    noun: str  # what its tasks are called in the progress line
+
+    def run(self, ctx: StageContext, pending: list[str], make: MakeTasks) -> Counter:
+        counts: Counter = Counter()
+        repos = {r["repo_id"]: r for r in ctx.lake.rows("SELECT * FROM repos")}
+        for repo_id in pending:
+            repo = repo_at(repos[repo_id], repos[repo_id]["head"])
+            tasks: list[Record] = []
+            parts: list[Status] = []
+            target_stage = f"{self.name}_target"
+            try:
+                for result in make(repo, ctx):
+                    if isinstance(result, Task):
+                        tasks.append(result)
+                        item = f"{repo_id}:{result.lineage.knobs['function']}"
+                        parts.append(ctx.status(target_stage, item, "done", self.made))
+                    else:
+                        item = f"{repo_id}:{result.item}"
+                        parts.append(ctx.status(target_stage, item, "rejected", result.reason))
+                state, reason = ("done", self.made) if tasks else ("rejected", self.none)
+                detail = f"{len(tasks)} tasks"
+            except CheckFailure as failure:
+                state, reason, detail = "rejected", failure.reason, ""
+            except EnvError as error:
+                state, reason, detail = "failed", "dependencies_unavailable", error.detail
+            except ReasonedError as error:
+                state, reason, detail = "failed", error.reason, error.detail
+            except Exception as error:  # noqa: BLE001 - recorded; the other repositories go on
+                state, reason = "failed", "internal_error"
+                detail = traceback.format_exception_only(error)[-1].strip()
+            ctx.lake.write("tasks", tasks, ctx.run_id)
+            outcome = ctx.status(self.name, repo_id, state, reason, detail)
+            ctx.lake.write("status", [*parts, outcome], ctx.run_id)
+            counts.update(f"{p.status}:{p.reason}" for p in parts)
+            counts[f"{self.name}:{state}:{reason}"] += 1
+            ctx.progress(f"{self.name}: {repo_id}: {len(tasks)} {self.noun} tasks")
+        return counts
 
 
 # --- describe: replayed commit -> commit-replay task (LLM) ------------------------------------

@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("replay", "run ingested commits' tests in the sandbox: fail-to-pass, pass-to-pass"),
         ("describe", "write commit-replay tasks: a statement for each replayed commit"),
         ("rebuild", "function-rebuild tasks: take covered functions' bodies out, in the sandbox"),
+        ("inject", "bug-fix tasks: put a bug into covered functions, kept where tests fail"),
         ("sequence", "commit-sequence tasks: consecutive described commits as ordered steps"),
         ("intents", "cluster the traces' requests and name each cluster's intent"),
         ("trace-tasks", "rate traces with the judge panel and turn them into tasks"),
@@ -474,6 +475,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "repair",
         "replay",
         "rebuild",
+        "inject",
     ):
         flow = getattr(pipeline, f"{args.command.replace('-', '_')}_flow")
         print(json.dumps(flow(**common), indent=2))

@@ -41,6 +41,7 @@ def adhoc_flow(
     max_chunks: int | None = None,
     max_replays: int | None = None,
     max_functions: int | None = None,
+    max_bugs: int | None = None,
     max_traces: int | None = None,
     band_low: float = 0.0,
     band_high: float = 1.0,
@@ -64,6 +65,7 @@ def adhoc_flow(
         max_chunks: generate from at most this many chunks
         max_replays: describe at most this many replayed commits
         max_functions: function-rebuild candidates per repository
+        max_bugs: functions given a bug to fix, per repository
         max_traces: turn at most this many traces into tasks
         band_low: export only tasks with a pass rate of at least this
         band_high: export only tasks with a pass rate of at most this
@@ -79,6 +81,7 @@ def adhoc_flow(
         ("generate", "max_chunks"): max_chunks,
         ("code", "max_replays"): max_replays,
         ("code", "max_functions"): max_functions,
+        ("code", "max_bugs"): max_bugs,
         ("traces", "max_traces"): max_traces,
         ("roles", "generator"): {"model": generator_model} if generator_model else None,
         ("roles", "solver"): {"model": solver_model} if solver_model else None,

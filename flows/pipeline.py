@@ -34,6 +34,8 @@ from data.sample_repo import build_sample_repo
 from families import export_kinds
 from families.code_stages import (
     ingest_repository,
+    inject_bugs,
+    pending_injections,
     pending_rebuilds,
     pending_replays,
     rebuild_functions,
@@ -125,6 +127,11 @@ def replay_task(ctx: StageContext) -> dict[str, int]:
 @task(name="rebuild-functions", cache_policy=NO_CACHE)
 def rebuild_task(ctx: StageContext) -> dict[str, int]:
     return dict(rebuild_functions(ctx))
+
+
+@task(name="inject-bugs", cache_policy=NO_CACHE)
+def inject_task(ctx: StageContext) -> dict[str, int]:
+    return dict(inject_bugs(ctx))
 
 
 @task(name="llm-batch", cache_policy=NO_CACHE, task_run_name="{stage}-batch-{index}")
@@ -303,6 +310,14 @@ def rebuild_flow(home: str | None = None, config: str | None = None) -> dict:
         return rebuild_task(ctx)
 
 
+@flow(name="inject")
+def inject_flow(home: str | None = None, config: str | None = None) -> dict:
+    """Bug-fix tasks from ingested repositories: a bug put into each covered function, kept
+    where the tests notice it, in the sandbox."""
+    with stage_context("inject", home, config) as ctx:
+        return inject_task(ctx)
+
+
 def _llm_stage_flow(name: str, first: tuple[str, ...] = ()):
     """The flow of LLM stage `name`, after the stages `first` (what it relies on)."""
 
@@ -462,6 +477,8 @@ def run_pipeline(
             summary["replay"] = replay_task(ctx)
         if pending_rebuilds(ctx):
             summary["rebuild"] = rebuild_task(ctx)
+        if pending_injections(ctx):
+            summary["inject"] = inject_task(ctx)
         summary.update(run_llm_stages([s.name for s in llm_stages()], ctx, resolved))
         summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
         summary["budget"] = ctx.budget.report()

@@ -169,7 +169,7 @@ def rebuild_tasks(
     sandbox. Raises CheckFailure("tests_do_not_run") when no test passes at HEAD."""
     sources: dict[str, str] = {}
     candidates: list[Target] = []
-    for path in _source_paths(repo):
+    for path in source_paths(repo):
         try:
             sources.update(files_at(repo.mirror, repo.head, [path]))
             candidates += targets(path, sources[path])
@@ -190,7 +190,8 @@ def rebuild_tasks(
         yield Rejected(target.item, result.reason) if isinstance(result, CheckFailure) else result
 
 
-def _source_paths(repo: RepoAtHead) -> list[str]:
+def source_paths(repo: RepoAtHead) -> list[str]:
+    """The source files of `repo` at its HEAD, as its language tells them from tests."""
     listed = git(repo.mirror, "ls-tree", "-r", "--name-only", repo.head).splitlines()
     return [p for p in listed if repo.language.is_source_file(p)]
 
@@ -344,7 +345,7 @@ def _with_second(
 def _other_sources(repo: RepoAtHead, path: str) -> dict[str, str]:
     """The other source files (for call sites); unreadable ones are skipped."""
     sources = {}
-    for other in _source_paths(repo):
+    for other in source_paths(repo):
         if other != path:
             try:
                 sources.update(files_at(repo.mirror, repo.head, [other]))

@@ -44,6 +44,7 @@ CONFIG = f"""{SMALL_RUN_CONFIG}
 {INGEST_LIMIT}[code]
 max_replays = 2
 max_functions = 2
+max_bugs = 1
 [traces]
 max_traces = 3
 {TRACE_LIMIT}[worlds]

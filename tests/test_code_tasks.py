@@ -246,7 +246,8 @@ def test_run_with_a_repository_through_the_cli(tmp_path, monkeypatch, capsys):
     repo = build_sample_repo(tmp_path / "ledgerline")
     config = tmp_path / "foundry.toml"
     config.write_text(
-        "[code]\nmax_functions = 2\nmax_replays = 2\n[calibrate]\nmethod = 'fixed'\nk = 2\n"
+        "[code]\nmax_functions = 2\nmax_bugs = 1\nmax_replays = 2\n"
+        "[calibrate]\nmethod = 'fixed'\nk = 2\n"
     )
     home = tmp_path / "home"
     with FakeOpenAIServer(Oracle()) as server:
@@ -254,7 +255,8 @@ def test_run_with_a_repository_through_the_cli(tmp_path, monkeypatch, capsys):
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         assert main(["run", "--home", str(home), "--config", str(config), "--repo", str(repo)]) == 0
     manifest = json.loads((home / "tasksets" / "docqa" / "latest" / "manifest.json").read_text())
-    assert manifest["by_kind"] == {"commit_replay": 2, "commit_sequence": 1, "function_rebuild": 2}
+    kinds = {"commit_replay": 2, "commit_sequence": 1, "function_rebuild": 2, "bug_fix": 1}
+    assert manifest["by_kind"] == kinds
     assert main(["stats", "--home", str(home)]) == 0
     assert "code tasks: function_rebuild" in capsys.readouterr().out
 

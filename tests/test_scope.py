@@ -16,6 +16,7 @@ from data.trace_formats import Conversation, moment, read_file
 from families.code_stages import (
     ingest_repository,
     pending_describe,
+    pending_injections,
     pending_rebuilds,
     pending_replays,
 )
@@ -90,13 +91,17 @@ def test_kinds_out_of_scope_leave_their_stages_nothing_to_take(sources):
     everything = scoped(sources)
     assert pending_generate(everything) and pending_trace_tasks(everything)
     assert len(pending_replays(everything)) == 8 and pending_rebuilds(everything)
-    assert pending_intents(everything)
+    assert pending_injections(everything) and pending_intents(everything)
     docs_only = scoped(sources, kinds=["doc_qa"])
     assert pending_generate(docs_only) == pending_generate(everything)
-    for pending in (pending_replays, pending_rebuilds, pending_trace_tasks, pending_intents):
+    code = (pending_replays, pending_rebuilds, pending_injections)
+    for pending in (*code, pending_trace_tasks, pending_intents):
         assert pending(docs_only) == [], pending.__name__
     sequences = scoped(sources, kinds=["commit_sequence"])  # built on replayed commits
     assert len(pending_replays(sequences)) == 8 and not pending_rebuilds(sequences)
+    assert not pending_injections(sequences)
+    bugs = scoped(sources, kinds=["bug_fix"])
+    assert pending_injections(bugs) and not pending_rebuilds(bugs) and not pending_replays(bugs)
     assert pending_generate(sequences) == []
 
 

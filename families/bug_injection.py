@@ -1,0 +1,66 @@
+"""Bug fix: a bug put into a function the tests cover, for repositories whose commits carry no
+tests to replay; the tests it breaks must pass again and the others keep passing. Its ladder
+moves whether the failing output is shown, how subtle the bug is and how many functions have
+one (`generators.bug_injection`); a variant or sibling is checked in the sandbox. See
+`families.code`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from data.llm import LLMClient
+from data.records import Direction, Task
+from families.base import Services
+from families.code import CodeFamily, repo_of
+from generators import bug_injection
+from generators.doc_qa_variants import Material
+from generators.knobs import Level
+
+
+class BugInjection(CodeFamily):
+    kinds = (bug_injection.KIND,)
+    ladder = bug_injection.LADDER
+
+    async def variant(
+        self,
+        task: Task,
+        level: Level,
+        direction: Direction,
+        material: Material,
+        llm: LLMClient,
+        services: Services,
+    ) -> Task:
+        return await asyncio.to_thread(
+            bug_injection.make_variant,
+            task,
+            level,
+            direction,
+            repo_of(services.lake, task),
+            services.limits,
+            services.config.code.max_prompt_chars,
+        )
+
+    async def sibling(
+        self, task: Task, material: Material, llm: LLMClient, services: Services
+    ) -> Task:
+        """Another bug in the same function, at `task`'s level: one no task has yet."""
+        function = task.lineage.knobs["function"]
+        rows = services.lake.rows(
+            "SELECT DISTINCT json_extract_string(lineage, '$.knobs.mutation') AS mutation"
+            " FROM tasks WHERE kind = ? AND json_extract_string(lineage, '$.knobs.function') = ?",
+            [bug_injection.KIND, function],
+        )
+        taken = frozenset(row["mutation"] for row in rows if row["mutation"])
+        level = bug_injection.LADDER.level(str(task.lineage.knobs["level"]))
+        return await asyncio.to_thread(
+            bug_injection.remake,
+            task,
+            level,
+            repo_of(services.lake, task),
+            services.limits,
+            services.config.code.max_prompt_chars,
+            taken,
+        )
+
+
+FAMILY = BugInjection()
