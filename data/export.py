@@ -664,7 +664,9 @@ with `by_item` true: its `rubric` lists the checkable facts a report must state,
 the verbatim quote (and chunk) of fact `i`, and `source` the passages with their locations. A
 judge panel decides each fact by majority; the reward is the share of facts met, a pass every
 fact. Its `negatives` hold the reference without its last passage's facts, which it rejects.
-The `rubric` column lists the facts failed attempts left out.
+The `rubric` column lists the facts failed attempts left out. Levels (`lineage.knobs.level`):
+`outlined` (the request says how many facts to state from which passage) < `passages` <
+`distractors` (the passages shuffled among the chunks nearest the first by embedding).
 
 Trace tasks: the `prompt` is the production conversation up to the reply (tool calls and results
 written into the assistant's messages). `trace_answer` (the reply was rated good): `answer` is

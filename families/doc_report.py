@@ -12,8 +12,9 @@ passages (every fact must be met) and without them (the leak gate). Grading: the
 `by_item` rubric (`judges.rubric_grade`): the panel's majority decides each fact, the reward is
 the share met and a pass is every fact met, the same in calibration, review and a trainer's
 judge reward. Reviewed (`judges.hacks.REPORTS`): failed reports are distilled into the facts they
-left out, rewarded ones audited for reward hacks and remedied with rubric items. No difficulty
-ladder.
+left out, rewarded ones audited for reward hacks and remedied with rubric items. Ladder
+(`generators.doc_report.LADDER`): an outline of the facts asked for, the passages alone, or
+the passages among distractors.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from dataclasses import dataclass
 from data.config import CalibrateConfig, FoundryConfig
 from data.endpoints import Endpoint
 from data.llm import LLMClient
-from data.records import Chunk, RubricSpec, Task
+from data.records import Chunk, Direction, RubricSpec, Task
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import doc_report
 from generators.checks import CheckFailure
+from generators.doc_qa_variants import Material
+from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.single_turn import OPEN_BOOK, SingleTurn
 from judges import answerability, hacks
@@ -103,6 +106,7 @@ def passages_of(task: Task, services: Services) -> Passages:
 class DocReport(Family):
     kinds = (KIND,)
     stages = (REPORTS,)
+    ladder = doc_report.LADDER
     audit = hacks.REPORTS
 
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
@@ -131,6 +135,23 @@ class DocReport(Family):
             task, passages.joined, llm, services.config.verify, answerability.REPORTS
         )
         return Checked(decision.status, decision.reason, "", decision.verdicts, decision.consensus)
+
+    async def variant(
+        self,
+        task: Task,
+        level: Level,
+        direction: Direction,
+        material: Material,
+        llm: LLMClient,
+        services: Services,
+    ) -> Task:
+        """`task` at `level`, its passages from the lake and its distractors the chunks nearest
+        its first passage that are not among its own."""
+        texts = passages_of(task, services).texts
+        own = [ref.chunk_id for ref in task.source]
+        passages = [texts[chunk_id] for chunk_id in own if chunk_id in texts]
+        others = [n.chunk.text for n in material.neighbours if n.chunk.chunk_id not in own]
+        return doc_report.variant(task, level, direction, passages, others)
 
 
 FAMILY = DocReport()

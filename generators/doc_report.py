@@ -16,6 +16,11 @@ passages with their locations. The gold is a reference report, the facts in orde
 `negatives` hold that report without the last passage's facts, which the verifier must reject.
 The passages are in the solver's prompt (the `open_book` environment): a report draws on
 several passages, which a search within a few turns rarely finds all of.
+
+Difficulty ladder (`LADDER`), no model asked: `outlined` appends to the request how many facts
+the report must state from which passage; `passages` (base) gives the passages alone;
+`distractors` shuffles them among up to DISTRACTORS chunks nearest the first passage by
+embedding (from anywhere in the corpus), which the report must tell apart.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from data.llm import LLMClient
 from data.prompts import load_prompt
 from data.records import (
     Chunk,
+    Direction,
     Evidence,
     Lineage,
     Message,
@@ -45,6 +51,7 @@ from data.spans import MONTHS, answer_candidates
 from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure, contains
 from generators.doc_qa import PASSAGE_PROMPT, focus_sentences
+from generators.knobs import Ladder, Level, repaired
 
 KIND = "doc_report"
 GENERATOR = "doc_report"
@@ -53,7 +60,18 @@ FACTS_PROMPT = load_prompt(__file__, "doc_report_facts")
 REQUEST_PROMPT = load_prompt(__file__, "doc_report_request")
 SYSTEM_PROMPT = load_prompt(__file__, "doc_report_system")
 MIN_PASSAGES = 2
+DISTRACTORS = 3
+HINT_MARK = "\n\nTo cover: "  # between the request and the outline appended to it
 _FIGURE = re.compile(rf"^(?:\d|(?:{MONTHS}) \d)")
+
+LADDER = Ladder(
+    levels=(
+        Level("outlined", {"context": "passages", "hint": "outline"}),
+        Level("passages", {"context": "passages", "hint": "none"}),
+        Level("distractors", {"context": "distractors", "hint": "none"}),
+    ),
+    base="passages",
+)
 
 
 @dataclass(frozen=True)
@@ -274,7 +292,57 @@ def _task(
             knobs={
                 "passages": len(passages),
                 "facts": len(facts),
-                "context": "passages",
+                "level": LADDER.base,
+                **LADDER.level(LADDER.base).knobs,
             },
         ),
+    )
+
+
+def bare_request(task: Task) -> str:
+    """The task's request without the outline a variant may have appended."""
+    return task.question.split(HINT_MARK, 1)[0]
+
+
+def outline(task: Task) -> str:
+    """How many facts the report must state from which of its passages (numbered as the
+    prompt shows them at the levels without distractors)."""
+    numbers = {ref.chunk_id: n for n, ref in enumerate(task.source, start=1)}
+    counts = [sum(e.chunk_id == chunk_id for e in task.evidence) for chunk_id in numbers]
+    parts = [f"{count} from passage {numbers[c]}" for c, count in zip(numbers, counts, strict=True)]
+    facts = len(task.evidence)
+    return f"{facts} fact{'s' if facts > 1 else ''}: {', '.join(p for p in parts if p[0] != '0')}."
+
+
+def variant(
+    task: Task,
+    level: Level,
+    direction: Direction,
+    passages: Sequence[str],
+    distractors: Sequence[str],
+) -> Task:
+    """`task` at `level`: the same rubric and reference, its request with or without the
+    outline, and its `passages` (the texts of its sources, in order) alone or shuffled among
+    `distractors` (other chunks, nearest first). Raises `CheckFailure` where it cannot be."""
+    if len(passages) != len(task.source):
+        raise CheckFailure("source_missing")
+    seed_text, seed = seed_for(GENERATOR, VERSION, task.task_id, level.name)
+    request = bare_request(task)
+    if level.knobs["hint"] == "outline":
+        request += HINT_MARK + outline(task)
+    shown = list(passages)
+    if level.knobs["context"] == "distractors":
+        if not distractors:
+            raise CheckFailure("no_neighbours")
+        shown += distractors[:DISTRACTORS]
+        random.Random(seed).shuffle(shown)
+    prompt = task_prompt(request, shown)
+    written = task.lineage.model_copy(update={"seed": seed_text})
+    lineage = repaired(written, dict(task.lineage.knobs), task, level, direction, LADDER.base)
+    return task.model_copy(
+        update={
+            "task_id": Task.make_id(task.kind, prompt, task.answer, task.verifier),
+            "prompt": prompt,
+            "lineage": lineage,
+        }
     )

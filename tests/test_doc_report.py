@@ -246,7 +246,7 @@ def test_documents_to_exported_report_taskset(tmp_path, oracle_server):
         scope={"kinds": ["doc_report"]},
         reports={"max_reports": 3},
         calibrate={"k": 4, "method": "fixed"},
-        repair={"max_steps": 0},
+        repair={"max_steps": 1},
     )
     ingest_docs([str(d) for d in sorted(SAMPLE_DOCS.glob("*.md"))[:4]], ctx)
     run_llm_stages(ctx, endpoints_for(oracle_server))
@@ -282,7 +282,14 @@ def test_documents_to_exported_report_taskset(tmp_path, oracle_server):
     )
     result = export_taskset(ctx.lake, "reports", tmp_path / "tasksets", kinds=export_kinds())
     rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
-    assert sorted(r["task_id"] for r in rows) == sorted(accepted)
+    variants = [t for t in tasks.values() if t.lineage.repair is not None]
+    assert variants  # the oracle finds some reports too easy: one step harder, among distractors
+    for made in variants:
+        parent = tasks[made.lineage.repair.parent]
+        assert made.lineage.knobs["level"] == "distractors" and made.verifier == parent.verifier
+        assert made.prompt[0].content.count("Passage ") > parent.prompt[0].content.count("Passage ")
+    roots = {t.lineage.repair.root if t.lineage.repair else t.task_id for t in tasks.values()}
+    assert {r["task_id"] for r in rows} <= set(accepted) and len(rows) == len(roots)
     for row in rows:
         verifier = json.loads(row["verifier"])
         assert verifier["type"] == "rubric" and verifier["by_item"] is True
@@ -352,3 +359,38 @@ def test_review_finds_the_facts_failed_reports_left_out_and_remedies_a_padded_re
     assert remedied.verifier.by_item
     doc_report.check_report(remedied.verifier.rubric, remedied.evidence, PASSAGES)
     assert asyncio.run(grade(remedied, PADDED, llm)).reward == pytest.approx(3 / 4)
+
+
+# --- the ladder ----------------------------------------------------------------------------
+
+LEVEL = {level.name: level for level in doc_report.LADDER.levels}
+
+
+def test_the_outlined_level_says_how_many_facts_the_report_needs_from_which_passage():
+    task = report_task()
+    easier = doc_report.variant(task, LEVEL["outlined"], "easier", list(PASSAGES.values()), [])
+    assert (
+        easier.question
+        == task.question + "\n\nTo cover: 3 facts: 2 from passage 1, 1 from passage 2."
+    )
+    assert doc_report.bare_request(easier) == task.question
+    assert easier.verifier == task.verifier and easier.answer == task.answer
+    assert easier.task_id != task.task_id and easier.lineage.repair.path == ["passages", "outlined"]
+    back = doc_report.variant(easier, LEVEL["passages"], "harder", list(PASSAGES.values()), [])
+    assert back.prompt == task.prompt and back.task_id == task.task_id
+
+
+def test_the_distractors_level_shuffles_the_passages_among_other_chunks():
+    task = report_task()
+    others = [f"Distractor {i} names the Kelm Tower and 1901." for i in range(5)]
+    harder = doc_report.variant(
+        task, LEVEL["distractors"], "harder", list(PASSAGES.values()), others
+    )
+    system = harder.prompt[0].content
+    assert system.count("Passage ") == 2 + doc_report.DISTRACTORS
+    assert all(text in system for text in [*PASSAGES.values(), *others[: doc_report.DISTRACTORS]])
+    assert harder.question == task.question and harder.lineage.knobs["level"] == "distractors"
+    with pytest.raises(CheckFailure, match="no_neighbours"):
+        doc_report.variant(task, LEVEL["distractors"], "harder", list(PASSAGES.values()), [])
+    with pytest.raises(CheckFailure, match="source_missing"):
+        doc_report.variant(task, LEVEL["outlined"], "easier", [PASSAGES["c1"]], others)

@@ -33,8 +33,9 @@ faithful when it wrote it itself.
 For document reports it takes the first sentences offered as the facts (each stated as it is
 quoted), writes a request naming the document's title and remembers its facts, writes the
 report of those facts with the passages and "unknown" without them, and as the solver writes
-that report whole on a share of seeds that depends on the request, else the first half of its
-facts. As the item-by-item rubric judge it finds an item met when the reply holds its words.
+that report whole on a share of seeds that depends on the request (more often with the outline
+a variant appends), else the first half of its facts. As the item-by-item rubric judge it finds
+an item met when the reply holds its words.
 
 For code tasks it writes a commit's statement from its message (copying a line of the change
 when the message is about currency, which the leak check must catch), and as the solver it
@@ -51,6 +52,7 @@ from typing import Any
 
 from data.llm import REPAIR_OPENING
 from generators.doc_qa_variants import HINT_MARK as HINT
+from generators.doc_report import HINT_MARK as OUTLINE
 
 WORLD_ACTIONS = "You reach the system only through the tools below."  # world_actions_system.md
 RESULT = "Result: "  # how the JSON-action world solver is told a call's result
@@ -230,10 +232,12 @@ class Oracle:
         return f"{answer}, something" if self.hedge else "something else"
 
     def _report(self, request: str, params: dict[str, Any]) -> str:
-        """The report solver: every fact on a share of seeds that depends on the request, else
-        the first half of them."""
-        facts = self.reports.get(request, [])
-        skill = int(hashlib.sha256(request.encode()).hexdigest(), 16) % 3  # 0, 1 or 2 of 2
+        """The report solver: every fact on a share of seeds that depends on the request (more
+        with an outline), else the first half of them."""
+        bare = request.split(OUTLINE)[0]
+        facts = self.reports.get(bare, [])
+        skill = int(hashlib.sha256(bare.encode()).hexdigest(), 16) % 3  # 0, 1 or 2 of 2
+        skill += OUTLINE in request
         seed = params.get("seed", 0) + params.get("_choice", 0)
         if (seed % 1_000_003) % 2 < skill:
             return _report_of(facts)
