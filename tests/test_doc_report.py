@@ -14,6 +14,7 @@ import pytest
 from data.config import ReportsConfig
 from data.export import export_taskset
 from data.llm import LLMError
+from data.projections import project
 from data.records import (
     Attempt,
     Chunk,
@@ -30,7 +31,7 @@ from generators import doc_report
 from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure
 from judges import hacks
-from judges.equivalence import grade
+from judges.equivalence import grade, judge_reward
 from judges.review import review
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
@@ -299,6 +300,20 @@ def test_documents_to_exported_report_taskset(tmp_path, oracle_server):
         assert row["harness"] == "open_book"
     rubric_rows = [json.loads(r["rubric"]) for r in rows]
     assert any(rubric_rows) and all(i["item"] for items in rubric_rows for i in items)
+
+    # a trainer's judge reward grades the TRL projection's rows as calibration did
+    trl = pq.read_table(project(result.path, "trl", ctx.lake).path / "part-00000.parquet")
+    row = trl.to_pylist()[0]
+    facts = json.loads(row["verifier"])["rubric"]
+    half = doc_report.reference_report(facts[: len(facts) // 2])
+    reward = judge_reward(endpoints_for(oracle_server))
+    rewards = reward(
+        [row["prompt"]] * 2,
+        [row["solution"], half],
+        verifier=[row["verifier"]] * 2,
+        solution=[row["solution"]] * 2,
+    )
+    assert rewards == [1.0, pytest.approx((len(facts) // 2) / len(facts))]
 
 
 # --- review: the facts failed reports left out, reward hacks and their remedy ------------------
