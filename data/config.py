@@ -196,6 +196,17 @@ class WorldsConfig(Settings):
     refine_rounds: int = Field(default=2, ge=0)  # the generator's rewrites, told the mismatches
 
 
+class ReportsConfig(Settings):
+    """Long-form report tasks from documents (generators/doc_report.py): a request whose answer
+    is a short report drawing on several passages of one document, graded fact by fact."""
+
+    max_reports: int = Field(default=0, ge=0)  # documents turned into report tasks (0: none)
+    passages: int = Field(default=2, ge=2)  # neighbouring passages a report draws on
+    facts_per_passage: int = Field(default=2, ge=1)  # checkable facts taken from each
+    max_request_chars: int = Field(default=400, ge=40)
+    attempt_max_tokens: int = Field(default=320, ge=32)  # a solver's report
+
+
 class SourcesConfig(Settings):
     """What the scheduled (`nightly`) deployment runs the pipeline on."""
 
@@ -298,6 +309,7 @@ class FoundryConfig(Settings):
     code: CodeConfig = CodeConfig()
     traces: TracesConfig = TracesConfig()
     worlds: WorldsConfig = WorldsConfig()
+    reports: ReportsConfig = ReportsConfig()
     export: ExportConfig = ExportConfig()
     budget: BudgetConfig = BudgetConfig()
     sources: SourcesConfig = SourcesConfig()

@@ -581,9 +581,10 @@ calibrated by the solver's pass rate. Question answering (`doc_qa`): a known ans
 evidence quote in a source document, checked by a judge panel (answerable with the source, not
 without it). Code (`commit_replay`, `function_rebuild`, `bug_fix`, `commit_sequence`): a
 known-reachable repository state, verified by its tests in a sandbox (the reference patch passes
-them, the empty patch does not). Production traces (`trace_answer`, `near_miss`,
-`tool_replay`): a real request whose outcome a judge panel rated, scrubbed of secrets and
-personal data before generation.
+them, the empty patch does not). Reports (`doc_report`): a request for a short report on
+several passages of a document, graded fact by fact against a rubric of facts quoted from them.
+Production traces (`trace_answer`, `near_miss`, `tool_replay`): a real request whose outcome a
+judge panel rated, scrubbed of secrets and personal data before generation.
 
 - by kind: {kinds}
 - tasks: {manifest["n_tasks"]} ({bands}); flagged hackable: {manifest["hackable"]}
@@ -656,6 +657,16 @@ each repository the lake still mirrors. A `commit_sequence` asks for consecutive
 `## Step N` sections; its verifier's `checkpoints` hold each step's test patch and tests, run
 after that step; its reward is the share of checkpoints passed. Code tasks have no evidence,
 judge verdicts or rubric.
+
+Report tasks (`doc_report`): the `prompt`'s system message holds the passages, the user turn
+the request for a short report; `answer` is a reference report. `verifier` has type `rubric`
+with `by_item` true: its `rubric` lists the checkable facts a report must state, `evidence[i]`
+the verbatim quote (and chunk) of fact `i`, and `source` the passages with their locations. A
+judge panel decides each fact by majority; the reward is the share of facts met, a pass every
+fact. Its `negatives` hold the reference without its last passage's facts, which it rejects.
+The `rubric` column lists the facts failed attempts left out. Levels (`lineage.knobs.level`):
+`outlined` (the request says how many facts to state from which passage) < `passages` <
+`distractors` (the passages shuffled among the chunks nearest the first by embedding).
 
 Trace tasks: the `prompt` is the production conversation up to the reply (tool calls and results
 written into the assistant's messages). `trace_answer` (the reply was rated good): `answer` is

@@ -276,6 +276,9 @@ class RubricSpec(_Spec):
 
     type: Literal["rubric"] = "rubric"
     rubric: list[str] = Field(default_factory=list)
+    # each item judged on its own (document reports: one item per checkable fact): the reward
+    # is the share of items the panel's majority finds met, and only every item met is a pass
+    by_item: bool = False
     # answers known to fail (e.g. the production answer a near-miss task was made from); the
     # verifier's self-check makes sure it rejects them
     negatives: list[str] = Field(default_factory=list)

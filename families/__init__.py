@@ -16,6 +16,7 @@ from families import (
     commit_replay,
     commit_sequence,
     doc_qa,
+    doc_report,
     function_rebuild,
     tool_replay,
     trace_answer,
@@ -33,6 +34,7 @@ REGISTERED: list[Family] = [
     trace_answer.FAMILY,
     tool_replay.FAMILY,
     world_tool_use.FAMILY,
+    doc_report.FAMILY,
 ]
 
 

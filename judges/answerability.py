@@ -4,7 +4,9 @@ Open book: each judge gets the source chunk and the question; its answer is scor
 own verifier, and the panel's verdicts combine under the configured consensus rule. Closed book:
 the same question without the chunk; unless a majority of the panel fails, the task leaks its
 answer or is general knowledge, and is rejected. A judge that errors (after the client's retries)
-casts no vote; when errors leave a decision open, the task is retried by a later run.
+casts no vote; when errors leave a decision open, the task is retried by a later run. What the
+judges are asked for is a `Book`: a short answer (`ANSWERS`), or a short report drawing on
+several passages (`REPORTS`, graded item by item against the task's rubric of facts).
 """
 
 from __future__ import annotations
@@ -30,6 +32,22 @@ Check = Literal["open_book", "closed_book"]
 
 
 @dataclass(frozen=True)
+class Book:
+    """What the panel is asked to write, with the source (`open`) and without it (`closed`),
+    and how long its reply may be."""
+
+    open: Prompt
+    closed: Prompt
+    max_tokens: int
+
+
+ANSWERS = Book(OPEN_BOOK, CLOSED_BOOK, MAX_ANSWER_TOKENS)
+REPORTS = Book(
+    load_prompt(__file__, "report_open_book"), load_prompt(__file__, "report_closed_book"), 320
+)
+
+
+@dataclass(frozen=True)
 class Decision:
     status: Literal["done", "rejected", "failed"]
     reason: str
@@ -49,6 +67,7 @@ async def _ask(
     check: Check,
     prompt: Prompt,
     messages: list[dict[str, str]],
+    max_tokens: int,
 ) -> Verdict:
     model = llm.model(role)
     common = {
@@ -61,7 +80,7 @@ async def _ask(
         "confidence": None,
     }
     try:
-        reply = await llm.chat(role, messages, max_tokens=MAX_ANSWER_TOKENS)
+        reply = await llm.chat(role, messages, max_tokens=max_tokens)
         result = await grade(task, reply.text, llm)
     except LLMError as error:
         return Verdict(
@@ -83,11 +102,15 @@ async def _panel(
     prompt: Prompt,
     values: dict[str, str],
     rule: tuple[str, Predicate],
+    max_tokens: int = MAX_ANSWER_TOKENS,
 ) -> tuple[list[Verdict], Consensus]:
     messages = [{"role": "user", "content": prompt.render(**values)}]
     verdicts = list(
         await asyncio.gather(
-            *(_ask(task, llm, role, check, prompt, messages) for role in llm.judge_roles)
+            *(
+                _ask(task, llm, role, check, prompt, messages, max_tokens)
+                for role in llm.judge_roles
+            )
         )
     )
     decisions = [v.decision for v in verdicts]
@@ -101,23 +124,32 @@ async def open_book_verdicts(task: Task, passage: str, llm: LLMClient) -> list[V
     return verdicts
 
 
-async def judge(task: Task, passage: str, llm: LLMClient, config: VerifyConfig) -> Decision:
+async def judge(
+    task: Task, passage: str, llm: LLMClient, config: VerifyConfig, book: Book = ANSWERS
+) -> Decision:
     """Run the open-book panel, then (if it passed) the closed-book leakage gate."""
     question = task.question
     opened, open_consensus = await _panel(
         task,
         llm,
         "open_book",
-        OPEN_BOOK,
+        book.open,
         {"passage": passage, "question": question},
         rule_from(config),
+        book.max_tokens,
     )
     if open_consensus.decision == "undecided":
         return Decision("failed", "judge_error", opened, [open_consensus])
     if open_consensus.decision == "fail":
         return Decision("rejected", "not_answerable_with_source", opened, [open_consensus])
     closed, closed_consensus = await _panel(
-        task, llm, "closed_book", CLOSED_BOOK, {"question": question}, (LEAK_RULE, leaks)
+        task,
+        llm,
+        "closed_book",
+        book.closed,
+        {"question": question},
+        (LEAK_RULE, leaks),
+        book.max_tokens,
     )
     verdicts, consensus = opened + closed, [open_consensus, closed_consensus]
     if closed_consensus.decision == "undecided":

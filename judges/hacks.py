@@ -15,7 +15,8 @@ Remedies: an answer task with a hack gets the first step on the ladder that reje
 flagged attempt and still accepts the gold answer (exact match only, for verifiers that accept
 a token-F1 match, then the answer-equivalence judge with a rubric: the task's rubric items plus
 one item per hack pattern); a rubric-graded task gets one rubric item per hack pattern, kept on
-the same terms. The remedy is a new task, which is verified and calibrated again. Code and
+the same terms (a report's rubric of facts too, its failed attempts distilled into the facts
+they left out). The remedy is a new task, which is verified and calibrated again. Code and
 tool-use tasks have no automatic remedy (`no_remedy`): a hacked one stays hackable.
 """
 
@@ -42,6 +43,7 @@ from data.records import (
     LLMEquivalenceSpec,
     Remedied,
     Remedy,
+    RubricItem,
     RubricSpec,
     Task,
     ToolCall,
@@ -129,6 +131,13 @@ class Audit(ABC):
         """The panel's conversation about `attempt`."""
         return chat_messages(self.system, self.user.render(**self.fields(task, attempt)))
 
+    async def failure_rubric(
+        self, task: Task, attempts: list[Attempt], llm: LLMClient
+    ) -> list[RubricItem]:
+        """Rubric items distilled from `task`'s failed attempts (where `extracts_rubric`);
+        raises LLMError when the judges give none."""
+        return await rubrics.extract(task, attempts, llm)
+
     async def remedy(
         self, task: Task, findings: list[Finding], rubric: list[str], llm: LLMClient
     ) -> tuple[Remedy, Task | None]:
@@ -209,6 +218,18 @@ class ReplyAudit(Audit):
         tighter = spec.model_copy(update={"rubric": items})
         remedied = await _holds(derive(task, tighter, "rubric_items"), task, findings, llm)
         return ("rubric_items", remedied) if remedied is not None else ("none_held", None)
+
+
+class ReportAudit(ReplyAudit):
+    """Document reports graded fact by fact (a `by_item` rubric): audited and remedied as
+    rubric-graded replies, their failed attempts distilled into the facts they left out."""
+
+    extracts_rubric = True
+
+    async def failure_rubric(
+        self, task: Task, attempts: list[Attempt], llm: LLMClient
+    ) -> list[RubricItem]:
+        return await rubrics.missed_facts(task, attempts, llm)
 
 
 class CodeAudit(Audit):
@@ -293,6 +314,7 @@ def _listed(calls: list[ToolCall], answer: str) -> str:
 
 ANSWERS = AnswerAudit()
 REPLIES = ReplyAudit()
+REPORTS = ReportAudit()
 CODE = CodeAudit()
 CALLS = CallsAudit()
 

@@ -1,6 +1,6 @@
-"""Review of a calibrated task: rubric items from its failed attempts (answer tasks), reward
-hacks among its rewarded ones as its family's audit shows them to the panel, and the remedy
-when a hack is found."""
+"""Review of a calibrated task: rubric items from its failed attempts (answer and report
+tasks, as its family's audit distils them), reward hacks among its rewarded ones as the audit
+shows them to the panel, and the remedy when a hack is found."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, HackVerdict, Review, RubricItem, Task
-from judges import hacks, rubrics
+from judges import hacks
 
 
 @dataclass(frozen=True)
@@ -19,11 +19,13 @@ class ReviewResult:
     remedied: Task | None  # the task with a tighter verifier, to verify and calibrate again
 
 
-async def _rubric(task: Task, attempts: list[Attempt], llm: LLMClient) -> list[RubricItem] | str:
+async def _rubric(
+    task: Task, attempts: list[Attempt], llm: LLMClient, audit: hacks.Audit
+) -> list[RubricItem] | str:
     """The rubric, or why the judge's replies gave none (a reply that never fits the schema is
     recorded, not retried forever; transient errors still raise and the review is retried)."""
     try:
-        return await rubrics.extract(task, attempts, llm)
+        return await audit.failure_rubric(task, attempts, llm)
     except LLMError as error:
         if error.reason != "invalid_structured_output":
             raise
@@ -35,7 +37,7 @@ async def review(
 ) -> ReviewResult:
     """Extract the rubric (where `audit` does), mine reward hacks and, for a hackable task,
     find a remedy."""
-    rubric = await _rubric(task, attempts, llm) if audit.extracts_rubric else []
+    rubric = await _rubric(task, attempts, llm, audit) if audit.extracts_rubric else []
     items = rubric if isinstance(rubric, list) else []
     checked, verdicts, findings = await hacks.mine(task, attempts, llm, audit)
     remedy, remedied = "none_needed", None

@@ -8,6 +8,9 @@ reading an answer, and a judge cannot slip an invented requirement into the veri
 only admits the attempt numbers the judge was shown, so every item traces back to its attempt.
 Items are stored with the task (the `rubrics` table, exported as the `rubric` column) and become
 part of the verifier when a reward hack is remedied.
+
+A report task's verifier is already a rubric of facts, judged item by item: its failed attempts
+are distilled into the facts they left out (`missed_facts`), as the panel grades them.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from data.answer_match import normalize_answer
 from data.llm import LLMClient
 from data.prompts import chat_messages, escape, load_prompt
 from data.records import Attempt, RubricItem, Task, content_id
+from judges.injection import injection
 from judges.rewards import distinct_attempts
+from judges.rubric_grade import ITEMS_SYSTEM, ITEMS_USER, item_tallies
 
 SYSTEM = load_prompt(__file__, "rubric_system")
 USER = load_prompt(__file__, "rubric_user")
 PROMPT_VERSION = content_id(SYSTEM.version, USER.version, length=12)
+ITEMS_PROMPT_VERSION = content_id(ITEMS_SYSTEM.version, ITEMS_USER.version, length=12)
 MAX_ATTEMPTS = 3
 ONE_ANSWER = "commits to one answer instead of listing several"
 
@@ -123,3 +129,34 @@ def _failure_text(text: str, category: str) -> str:
     if not normalize_answer(text) or normalize_answer(text) in normalize_answer(SYSTEM.template):
         return category.replace("_", " ")
     return text
+
+
+async def missed_facts(task: Task, attempts: list[Attempt], llm: LLMClient) -> list[RubricItem]:
+    """The rubric items of a `by_item` rubric that `task`'s failed attempts (up to MAX_ATTEMPTS
+    distinct replies, none refused for speaking to its judge) left out, each once, with the
+    first attempt that missed it; the panel grades as calibration did (its replies come from
+    the response cache). Raises LLMError when the panel is left undecided."""
+    failed = distinct_attempts(
+        attempts,
+        lambda a: a.reward < 1.0 and not injection(a.response),
+        MAX_ATTEMPTS,
+        lambda text: " ".join(text.split()),
+    )
+    models = "+".join(dict.fromkeys(llm.model(role) for role in llm.judge_roles))
+    items: dict[str, RubricItem] = {}
+    for attempt in failed:
+        tallies = await item_tallies(task, attempt.response, llm)
+        for number, (item, tally) in enumerate(zip(task.verifier.rubric, tallies, strict=True), 1):
+            if tally.outcome != "fail" or item in items:
+                continue
+            items[item] = RubricItem(
+                rubric_id=content_id(task.task_id, attempt.attempt_id, item),
+                task_id=task.task_id,
+                item=item,
+                category="missed_fact",
+                failure=f"leaves out rubric item {number}",
+                attempt_id=attempt.attempt_id,
+                judge_model=models,
+                prompt_version=ITEMS_PROMPT_VERSION,
+            )
+    return list(items.values())

@@ -59,10 +59,11 @@ async def self_check(task: Task, passage: str, llm: LLMClient) -> str | None:
 
 
 async def trace_self_check(task: Task, llm: LLMClient) -> str | None:
-    """The self-check of a task made from a trace: a tool-replay verifier must accept the
-    observed calls and reject near misses (`judges.tool_calls.self_check`); a rubric verifier
-    must accept the reference reply and reject the empty reply and every known negative (for a
-    near-miss task, the failed production reply)."""
+    """The self-check of a task made from a trace (or of a document report): a tool-replay
+    verifier must accept the observed calls and reject near misses
+    (`judges.tool_calls.self_check`); a rubric verifier must accept the reference reply and
+    reject the empty reply and every known negative (for a near-miss task, the failed
+    production reply; for a report, the reference without its last passage's facts)."""
     if task.verifier.type == "tool_calls":
         return tool_calls.self_check(task)
     if (await grade(task, task.answer, llm)).reward < 1.0:

@@ -37,6 +37,7 @@ SHIPPED_STAGES = [
     "trace_tasks",
     "trace_worlds",
     "world_tasks",
+    "reports",
 ]
 
 

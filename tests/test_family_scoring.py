@@ -33,6 +33,7 @@ SETTINGS = {
     "code": {"max_functions": 1, "max_replays": 2},
     "traces": {"max_traces": 8},
     "worlds": {"tasks_per_world": 1},
+    "reports": {"max_reports": 2},
     "calibrate": {"method": "fixed", "k": 4},
     "repair": {"max_steps": 0},
     "sandbox": {"wall_s": 120},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -41,9 +42,19 @@ BUILT_Q, BUILT = "Who built the bridge?", "Orvanne Stone Company"
 YEAR_Q, YEAR = "In which year did the Orvanne bridge open?", "1887"
 
 
+# rubric verifiers judged on the whole rubric (trace tasks) and item by item (reports)
+RUBRICS = (
+    RubricSpec(rubric=["names the town she was born in"]),
+    RubricSpec(rubric=["names the town she was born in", "names its coast"], by_item=True),
+)
+
+
 def yes_man(role, messages, params):
     """A judge that passes everything it is asked about."""
     system = messages[0]["content"]
+    if "item by item" in system:  # a report's rubric of facts: every item met
+        count = int(re.search(r"each of the (\d+) rubric items", messages[-1]["content"])[1])
+        return json.dumps({"met": [True] * count, "reason": "meets all"})
     if "against a rubric" in system:
         return json.dumps({"meets_all": True, "reason": "meets all"})
     if "review a conversation" in system:
@@ -124,7 +135,7 @@ def test_honest_answers_still_score_1(attempt, gold, question):
 
 @pytest.mark.parametrize("attempt", INJECTIONS)
 def test_judge_directed_instructions_score_0_before_any_judge(attempt):
-    for spec in (LLMEquivalenceSpec(), RubricSpec(rubric=["names the town she was born in"])):
+    for spec in (LLMEquivalenceSpec(), *RUBRICS):
         llm = ScriptedLLM(yes_man)
         result = asyncio.run(grade(trainer_task(QUESTION, GOLD, spec), attempt, llm))
         assert result.reward == 0.0 and result.why.startswith("injection: ")
@@ -132,7 +143,7 @@ def test_judge_directed_instructions_score_0_before_any_judge(attempt):
 
 
 def test_an_honest_paraphrase_still_reaches_the_judges_and_passes():
-    for spec in (LLMEquivalenceSpec(), RubricSpec(rubric=["names the town she was born in"])):
+    for spec in (LLMEquivalenceSpec(), *RUBRICS):
         llm = ScriptedLLM(yes_man)
         attempt = "She was born in the harbour town on the Tessaly coast."
         assert asyncio.run(grade(trainer_task(QUESTION, GOLD, spec), attempt, llm)).reward == 1.0

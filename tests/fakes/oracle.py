@@ -30,6 +30,13 @@ result; on odd seeds it answers at once without calling anything. As the JSON-ac
 (`world_actions`) it does the same, one action a turn. As a judge it finds an instruction
 faithful when it wrote it itself.
 
+For document reports it takes the first sentences offered as the facts (each stated as it is
+quoted), writes a request naming the document's title and remembers its facts, writes the
+report of those facts with the passages and "unknown" without them, and as the solver writes
+that report whole on a share of seeds that depends on the request (more often with the outline
+a variant appends), else the first half of its facts. As the item-by-item rubric judge it finds
+an item met when the reply holds its words.
+
 For code tasks it writes a commit's statement from its message (copying a line of the change
 when the message is about currency, which the leak check must catch), and as the solver it
 answers on even seeds with the file from `code` (path -> text) that the prompt shows, on odd
@@ -45,6 +52,7 @@ from typing import Any
 
 from data.llm import REPAIR_OPENING
 from generators.doc_qa_variants import HINT_MARK as HINT
+from generators.doc_report import HINT_MARK as OUTLINE
 
 WORLD_ACTIONS = "You reach the system only through the tools below."  # world_actions_system.md
 RESULT = "Result: "  # how the JSON-action world solver is told a call's result
@@ -76,12 +84,18 @@ def _filled(question: str, passage: str) -> str:
     return found.group(1) if found else ""
 
 
+def _report_of(facts: list[str]) -> str:
+    """A report stating `facts` in order, as the report generator writes its reference."""
+    return " ".join(f if f.endswith((".", "!", "?")) else f"{f}." for f in facts) or "unknown"
+
+
 class Oracle:
     """Call `oracle(request_body)` (HTTP fake) or `oracle.respond(role, messages, params)`."""
 
     def __init__(self, hedge: bool = False, code: dict[str, str] | None = None) -> None:
         self.answers: dict[str, str] = {}
         self.worlds: dict[str, tuple[list[tuple[str, str]], str]] = {}  # instruction -> plan
+        self.reports: dict[str, list[str]] = {}  # report request -> its facts
         self.hedge = hedge
         self.code = code or {}
 
@@ -113,6 +127,17 @@ class Oracle:
             request = _block(messages[-1]["content"], "request")
             faithful = request in self.worlds  # the instructions it wrote itself
             return json.dumps({"faithful": faithful, "problem": "" if faithful else "unknown"})
+        if messages[0]["role"] == "system" and "item by item" in messages[0]["content"]:
+            user = messages[-1]["content"]
+            reply = _block(user, "reply").lower()
+            items = re.findall(r"^\d+\. (.+)$", _block(user, "rubric"), flags=re.M)
+            met = [item.lower() in reply for item in items]
+            return json.dumps({"met": met, "reason": "looked for each item's words"})
+        if (
+            messages[0]["role"] == "system"
+            and "short reports from the passages" in messages[0]["content"]
+        ):
+            return self._report(messages[-1]["content"], params)
         if messages[0]["role"] == "system" and "review a conversation" in messages[0]["content"]:
             reply = _block(messages[-1]["content"], "final_reply")
             good = len(reply) > 60
@@ -135,6 +160,18 @@ class Oracle:
         if "its reply was judged a failure" in prompt:
             fixed = "A corrected reply that names the order and the next step clearly."
             return json.dumps({"answer": fixed, "items": ["names the order and the next step"]})
+        if prompt.startswith("Take checkable facts from a passage."):
+            options = re.findall(r"^- (.+)$", prompt, flags=re.M)
+            count = int(re.search(r"Choose up to (\d+)", prompt).group(1))
+            facts = [{"quote": o, "fact": o} for o in options[:count]]
+            return json.dumps({"facts": facts})
+        if prompt.startswith("Write a request for a short report."):
+            facts = re.findall(r"^- (.+)$", prompt, flags=re.M)
+            request = f"Write a short report on {_line(prompt, 'Document')}: what do we know?"
+            self.reports[request] = facts
+            return json.dumps({"request": request})
+        if prompt.startswith("Read the passages and write the short report"):
+            return _report_of(self.reports.get(_line(prompt, "Request"), []))
         if "Focus sentence:" in prompt:
             options = re.findall(r"^- (.+)$", prompt, flags=re.M)
             return json.dumps({"answer": options[-1]})
@@ -193,6 +230,18 @@ class Oracle:
         if (seed % 1_000_003) % 2 < skill:
             return answer
         return f"{answer}, something" if self.hedge else "something else"
+
+    def _report(self, request: str, params: dict[str, Any]) -> str:
+        """The report solver: every fact on a share of seeds that depends on the request (more
+        with an outline), else the first half of them."""
+        bare = request.split(OUTLINE)[0]
+        facts = self.reports.get(bare, [])
+        skill = int(hashlib.sha256(bare.encode()).hexdigest(), 16) % 3  # 0, 1 or 2 of 2
+        skill += OUTLINE in request
+        seed = params.get("seed", 0) + params.get("_choice", 0)
+        if (seed % 1_000_003) % 2 < skill:
+            return _report_of(facts)
+        return _report_of(facts[: max(1, len(facts) // 2)])
 
     def _statement(self, prompt: str) -> str:
         subject = prompt.split("Commit message:\n", 1)[1].splitlines()[0]
