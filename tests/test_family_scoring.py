@@ -13,7 +13,7 @@ from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
 from data.trace_ingest import ingest_traces
 from families import REGISTERED, export_kinds
-from families.code_stages import rebuild_functions, replay_commits
+from families.code_stages import inject_bugs, rebuild_functions, replay_commits
 from families.world_stages import ingest_world_files
 from flows.stages import ingest_docs
 from judges.equivalence import judge_reward
@@ -30,7 +30,7 @@ SHIPPED = list(REGISTERED)  # the families this package registers (not a test's 
 ATTEMPTS_PER_TASK = 3  # re-scored per exported task (code attempts each run the tests again)
 SETTINGS = {
     "generate": {"max_chunks": 3},
-    "code": {"max_functions": 1, "max_replays": 2},
+    "code": {"max_functions": 1, "max_bugs": 1, "max_replays": 2},
     "traces": {"max_traces": 8},
     "worlds": {"tasks_per_world": 1},
     "reports": {"max_reports": 2},
@@ -52,6 +52,7 @@ def scored_run(tmp_path_factory):
     ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
     replay_commits(ctx)
     rebuild_functions(ctx)
+    inject_bugs(ctx)
     ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda _: None)
     ingest_world_files([str(WORLDS)], ctx)
     with FakeOpenAIServer(Oracle(code=head)) as server:
