@@ -1,15 +1,24 @@
 """What taskfoundry needs to know about a repository's language: which files are tests, which
-are source, and whether a tree is a project of that language. Python with pytest comes first;
-another language is another class with the same three methods."""
+are source, whether a tree is a project of that language, how its files are shown in a prompt
+and what a body taken out is replaced by. Running its tests is the sandbox's side
+(`harnesses.test_runners`, by the language's `name`)."""
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+import os
+import re
+from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+SKIPPED_FOLDERS = (".git", "node_modules")  # never part of a project's own files
 
 
 class Language(Protocol):
     name: str
+    markers: tuple[str, ...]  # files at a project's root that say it is one
+    fence: str  # the info string of a fenced block of its source
+    comment: str  # how a line comment starts (a shown file's `file:` header)
+    stub: str  # the statement a function's body is replaced by when it is taken out
 
     def is_test_file(self, path: str) -> bool: ...
 
@@ -27,6 +36,9 @@ class Python:
 
     name = "python"
     markers = ("pyproject.toml", "setup.py", "setup.cfg")
+    fence = "python"
+    comment = "#"
+    stub = "raise NotImplementedError"
 
     def is_test_file(self, path: str) -> bool:
         parts = PurePosixPath(path).parts
@@ -44,11 +56,63 @@ class Python:
         return bool(at_root & set(self.markers)) or any(self.is_source_file(f) for f in files)
 
 
-LANGUAGES: tuple[Language, ...] = (Python(),)
+class JavaScript:
+    """A Node project (`package.json` at its root) tested with Node's test runner. Test files
+    are those the runner finds by default (`*.test.js`, `*-test.js`, `*_test.js`, `test-*.js`,
+    `test.js`, and any script under a `test/` folder; `.mjs` and `.cjs` alike), plus `*.spec.js`
+    and the files under `test/`, `tests/` and `__tests__/` folders (fixtures and data)."""
+
+    name = "javascript"
+    markers = ("package.json",)
+    fence = "javascript"
+    comment = "//"
+    stub = 'throw new Error("not implemented");'
+    suffixes = (".js", ".mjs", ".cjs")
+    test_folders = ("test", "tests", "__tests__")
+    runnable_name = re.compile(r"(.+[.\-_]test|test-.+|test)\.[cm]?js")
+    spec_name = re.compile(r".+\.spec\.[cm]?js")  # other runners' name for a test file
+
+    def is_test_file(self, path: str) -> bool:
+        parts = PurePosixPath(path).parts
+        if any(part in self.test_folders for part in parts[:-1]):
+            return True
+        return self.is_runnable_test(path) or bool(self.spec_name.fullmatch(parts[-1]))
+
+    def is_runnable_test(self, path: str) -> bool:
+        """Whether Node's test runner runs `path` when given no file names."""
+        parts = PurePosixPath(path).parts
+        if any(part in SKIPPED_FOLDERS for part in parts) or not path.endswith(self.suffixes):
+            return False
+        return "test" in parts[:-1] or bool(self.runnable_name.fullmatch(parts[-1]))
+
+    def is_source_file(self, path: str) -> bool:
+        parts = PurePosixPath(path).parts
+        if any(part in SKIPPED_FOLDERS for part in parts):
+            return False
+        return path.endswith(self.suffixes) and not self.is_test_file(path)
+
+    def detect(self, files: list[str]) -> bool:
+        return any(f in self.markers for f in files)
+
+
+LANGUAGES: tuple[Language, ...] = (Python(), JavaScript())
 
 
 def detect_language(files: list[str]) -> Language | None:
-    return next((language for language in LANGUAGES if language.detect(files)), None)
+    """The language of a tree with these files: the first whose marker file is at its root,
+    else the first with a source file among them."""
+    at_root = {f for f in files if "/" not in f}
+    marked = [lang for lang in LANGUAGES if at_root & set(lang.markers)]
+    return marked[0] if marked else next((lang for lang in LANGUAGES if lang.detect(files)), None)
+
+
+def tree_language(tree: Path) -> Language | None:
+    """The language of the project checked out at `tree` (`detect_language` on its files)."""
+    files = []
+    for folder, children, names in os.walk(tree):
+        children[:] = [c for c in children if c not in SKIPPED_FOLDERS]
+        files += [(Path(folder) / name).relative_to(tree).as_posix() for name in names]
+    return detect_language(files)
 
 
 def language_named(name: str) -> Language:
@@ -57,3 +121,14 @@ def language_named(name: str) -> Language:
         if language.name == name:
             return language
     raise KeyError(f"unsupported language: {name}")
+
+
+def is_any_test_file(path: str) -> bool:
+    """Whether `path` is a test file in any supported language (edits to it are set aside)."""
+    return any(language.is_test_file(path) for language in LANGUAGES)
+
+
+def of_path(path: str) -> Language:
+    """The language a source file at `path` is written in (Python for any other file)."""
+    javascript = JavaScript()
+    return javascript if path.endswith(javascript.suffixes) else Python()

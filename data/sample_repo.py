@@ -1,21 +1,39 @@
-"""The bundled sample repository: `ledgerline`, a small Python package with tests, kept as its
-git patch series in `data/samples/repo/` and rebuilt with fixed identities and dates, so its
-commit ids are the same on every machine and no network is needed."""
+"""The bundled sample repositories, each kept as its git patch series under `data/samples/` and
+rebuilt with fixed identities and dates, so its commit ids are the same on every machine and no
+network is needed: `ledgerline`, a small Python package tested with pytest, and `parcelrate`, a
+small JavaScript package tested with Node's test runner."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from data.git import git
 
-PATCHES = Path(__file__).resolve().parent / "samples" / "repo"
-COMMITTER = {"GIT_COMMITTER_NAME": "Mara Ellison", "GIT_COMMITTER_EMAIL": "mara@ledgerline.example"}
+SAMPLES = Path(__file__).resolve().parent / "samples"
 
 
-def build_sample_repo(dest: Path) -> Path:
-    """Create the sample repository at `dest` (a new folder) and return it."""
+@dataclass(frozen=True)
+class SampleRepo:
+    """A bundled repository: its patch series and who committed it."""
+
+    name: str
+    patches: Path
+    committer: tuple[str, str]  # name, email
+
+
+LEDGERLINE = SampleRepo("ledgerline", SAMPLES / "repo", ("Mara Ellison", "mara@ledgerline.example"))
+PARCELRATE = SampleRepo(
+    "parcelrate", SAMPLES / "parcelrate", ("Noor Castell", "noor@parcelrate.example")
+)
+
+
+def build_sample_repo(dest: Path, sample: SampleRepo = LEDGERLINE) -> Path:
+    """Create `sample` at `dest` (a new folder) and return it."""
     dest.mkdir(parents=True)
     git(dest, "init", "--quiet", "--initial-branch=main")
-    for patch in sorted(PATCHES.glob("*.patch")):
-        git(dest, "am", "--quiet", "--committer-date-is-author-date", str(patch), env=COMMITTER)
+    name, email = sample.committer
+    committer = {"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+    for patch in sorted(sample.patches.glob("*.patch")):
+        git(dest, "am", "--quiet", "--committer-date-is-author-date", str(patch), env=committer)
     return dest

@@ -62,6 +62,7 @@ SHIPPED = (
 )
 LAYERS = ("data", "harnesses", "judges")  # whose absolute imports become package-relative
 PYTEST_BOOT = PROJECT / "harnesses" / "pytest_boot"  # the code runtime's pytest entry
+NODE_BOOT = PROJECT / "harnesses" / "node_boot"  # its guard for Node's test runner
 REQUIREMENTS = (
     "verifiers>=0.4,<0.5",
     "pyarrow>=14",
@@ -245,7 +246,8 @@ def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dic
         shutil.copyfile(TEMPLATE / template, package / template)
     for shipped_name, source in shipped_files().items():
         (package / shipped_name).write_text(package_relative(source.read_text(encoding="utf-8")))
-    shutil.copytree(PYTEST_BOOT, package / PYTEST_BOOT.name, ignore=_NOT_SOURCE)
+    for boot in (PYTEST_BOOT, NODE_BOOT):
+        shutil.copytree(boot, package / boot.name, ignore=_NOT_SOURCE)
     if any(row["harness"] == corpus_index.HARNESS for row in kept):
         shutil.copyfile(version / corpus_index.CORPUS_FILE, package / corpus_index.CORPUS_FILE)
     for bundle in sorted(bundles):

@@ -27,11 +27,12 @@ from data.prompts import load_prompt
 from data.records import Direction, Lineage, Task, Workspace, content_id
 from generators.checks import CheckFailure
 from generators.code_tasks import code_task, files_at
-from generators.function_rebuild import Rejected, RepoAtHead, Target, source_paths, targets
+from generators.function_rebuild import Rejected, RepoAtHead, source_paths
+from generators.function_targets import Target, targets
 from generators.knobs import Ladder, Level, repaired
 from harnesses.edits import file_diff
-from harnesses.pytest_runner import TestRun
 from harnesses.sandbox import Limits
+from harnesses.test_run import TestRun
 from harnesses.workspace import try_edits
 
 GENERATOR = "bug_injection"
@@ -278,7 +279,10 @@ def inject_tasks(
     """Bug-fix tasks of `repo` at its HEAD, at the ladder's base level: up to `max_bugs`
     functions with a plain mutation site (in a stable order spread over the files), each with
     the first of its mutations that breaks a test. Raises CheckFailure("tests_do_not_run")
-    when no test passes at HEAD."""
+    when no test passes at HEAD, CheckFailure("unsupported_language") for a repository not in
+    Python (its mutations are Python's)."""
+    if repo.language.name != "python":
+        raise CheckFailure("unsupported_language")
     sources: dict[str, str] = {}
     functions: list[Target] = []
     for path in source_paths(repo):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from data.git import GitError, git
+from data.languages import of_path
 from data.prompts import load_prompt
 from data.records import Checkpoint, Lineage, Message, Task, UnitTestsSpec, Workspace
 from generators.checks import CheckFailure
@@ -28,14 +29,16 @@ def show_files(files: dict[str, str], regions: dict[str, list[Region]], max_char
     its line numbers; raises CheckFailure when even that is longer than `max_chars`."""
     blocks = []
     for path, text in files.items():
+        language = of_path(path)
+        fence, comment = language.fence, language.comment
         if len(text) <= max_chars // 2 or not regions.get(path):
-            blocks.append(f"```python\n# file: {path}\n{text.rstrip()}\n```")
+            blocks.append(f"```{fence}\n{comment} file: {path}\n{text.rstrip()}\n```")
             continue
         lines = text.splitlines()
         for first, last in _windows(regions[path], len(lines)):
             body = "\n".join(lines[first - 1 : last])
-            header = f"# file: {path} (excerpt: lines {first}-{last} of {len(lines)})"
-            blocks.append(f"```python\n{header}\n{body}\n```")
+            header = f"{comment} file: {path} (excerpt: lines {first}-{last} of {len(lines)})"
+            blocks.append(f"```{fence}\n{header}\n{body}\n```")
     shown = "\n\n".join(blocks)
     if len(shown) > max_chars:
         raise CheckFailure("files_too_long")

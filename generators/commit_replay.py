@@ -18,10 +18,10 @@ from pathlib import Path
 from data.git import checkout, git
 from data.records import Commit, CommitReplay
 from harnesses.edits import apply_patch
-from harnesses.pytest_runner import TestRun, run_pytest
 from harnesses.python_env import EnvError
 from harnesses.sandbox import Limits, Sandbox
-from harnesses.trial import environment
+from harnesses.test_run import TestRun
+from harnesses.test_runners import TestSuite, test_suite
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def start_state(mirror: Path, commit: Commit, dest: Path) -> Path:
 
 def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unusable:
     """Run the commit's tests before and after it in the sandbox and check the gold patch;
-    the environment is the one the commit's own tree asks for (`requirements_of`)."""
+    the environment is the one the commit's own tree asks for (`test_suite`)."""
     if commit.kind != "source_and_tests":
         return Unusable("not_source_and_tests", commit.kind)
     if not commit.parent:
@@ -48,13 +48,13 @@ def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unus
     with tempfile.TemporaryDirectory(prefix="foundry-replay-") as scratch:
         start = start_state(mirror, commit, Path(scratch) / "start")
         end = checkout(mirror, commit.sha, Path(scratch) / "end")
-        env = _env_for(end)
-        if isinstance(env, Unusable):
-            return env
+        suite = _suite_for(end)
+        if isinstance(suite, Unusable):
+            return suite
         with Sandbox(start, limits) as sandbox:
-            before = run_pytest(sandbox, env)
+            before = suite.run(sandbox)
         with Sandbox(end, limits) as sandbox:
-            after = run_pytest(sandbox, env)
+            after = suite.run(sandbox)
         if not after.passed():
             return Unusable("tests_do_not_run", _why(after))
         f2p = sorted(after.passed() - before.passed())
@@ -63,7 +63,7 @@ def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unus
             return Unusable("no_fail_to_pass", f"{len(p2p)} tests pass before and after")
         with Sandbox(start, limits) as sandbox:
             rejected = apply_patch(sandbox, "reference.patch", reference)
-            gold = run_pytest(sandbox, env, f2p + p2p) if rejected is None else None
+            gold = suite.run(sandbox, f2p + p2p) if rejected is None else None
         broken = sorted(set(f2p + p2p) - (gold.passed() if gold else set()))
         if broken:
             return Unusable("gold_patch_fails", ", ".join(broken[:5]))
@@ -84,18 +84,18 @@ def tests_at(mirror: Path, rev: str, limits: Limits) -> TestRun | Unusable:
     at all, before any of its commits is replayed."""
     with tempfile.TemporaryDirectory(prefix="foundry-check-") as scratch:
         tree = checkout(mirror, rev, Path(scratch) / "tree")
-        env = _env_for(tree)
-        if isinstance(env, Unusable):
-            return env
+        suite = _suite_for(tree)
+        if isinstance(suite, Unusable):
+            return suite
         with Sandbox(tree, limits) as sandbox:
-            run = run_pytest(sandbox, env)
+            run = suite.run(sandbox)
     return run if run.passed() else Unusable("tests_do_not_run", _why(run))
 
 
-def _env_for(tree: Path) -> Path | Unusable:
-    """The environment `tree` asks for (`requirements_of`), or why there is none."""
+def _suite_for(tree: Path) -> TestSuite | Unusable:
+    """The test suite of `tree` with the environment it asks for, or why there is none."""
     try:
-        return environment(tree)
+        return test_suite(tree)
     except EnvError as error:
         return Unusable("dependencies_unavailable", error.detail)
 

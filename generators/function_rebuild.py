@@ -12,17 +12,17 @@ covered function of the same file as well.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from data.git import git
-from data.languages import Language
+from data.languages import Language, of_path
 from data.prompts import load_prompt
 from data.records import Direction, Lineage, Task, Workspace, content_id
 from generators.checks import CheckFailure
 from generators.code_tasks import code_task, files_at
+from generators.function_targets import Target, targets
 from generators.knobs import Ladder, Level, repaired
 from generators.test_sources import test_sources
 from harnesses.edits import file_diff
@@ -33,7 +33,7 @@ GENERATOR = "function_rebuild"
 VERSION = "2"
 ONE = load_prompt(__file__, "function_rebuild_one")
 MANY = load_prompt(__file__, "function_rebuild_many")
-STUB = "raise NotImplementedError"
+DEFINITIONS = ("def ", "async def ", "function ", "async function ", "export ")  # not calls
 MAX_CALL_SITES = 6
 MAX_PARTNERS = 3  # second functions tried for `two_functions`
 
@@ -46,25 +46,6 @@ LADDER = Ladder(
     ),
     base="base",
 )
-
-
-@dataclass(frozen=True)
-class Target:
-    """A function whose body can be taken out (line numbers 1-based, inclusive)."""
-
-    path: str
-    qualname: str
-    name: str
-    is_method: bool
-    def_start: int  # the first line of its definition (decorators included)
-    doc_start: int | None  # the docstring's first line, if it has one
-    body_start: int  # the first statement after the docstring
-    end: int
-    indent: str
-
-    @property
-    def item(self) -> str:
-        return f"{self.path}::{self.qualname}"
 
 
 @dataclass(frozen=True)
@@ -99,54 +80,13 @@ class Removal:
         return self.level.knobs["tests"] == "shown"
 
 
-def targets(path: str, source: str) -> list[Target]:
-    """Top-level functions and methods of `source` with a body worth rebuilding (not a bare
-    `pass`, `...` or `raise`, and not on the `def` line)."""
-    found = []
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            found.append(_target(path, source, node, ""))
-        elif isinstance(node, ast.ClassDef):
-            for child in node.body:
-                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                    found.append(_target(path, source, child, node.name))
-    return [t for t in found if t is not None]
-
-
-def _target(
-    path: str, source: str, node: ast.FunctionDef | ast.AsyncFunctionDef, owner: str
-) -> Target | None:
-    has_doc = ast.get_docstring(node, clean=False) is not None
-    rest = node.body[1:] if has_doc else node.body
-    if not rest or node.body[0].lineno == node.lineno or node.end_lineno is None:
-        return None
-    if len(rest) == 1 and _is_placeholder(rest[0]):
-        return None
-    line = source.splitlines()[rest[0].lineno - 1]
-    return Target(
-        path=path,
-        qualname=f"{owner}.{node.name}" if owner else node.name,
-        name=node.name,
-        is_method=bool(owner),
-        def_start=min([node.lineno, *(d.lineno for d in node.decorator_list)]),
-        doc_start=node.body[0].lineno if has_doc else None,
-        body_start=rest[0].lineno,
-        end=node.end_lineno,
-        indent=line[: len(line) - len(line.lstrip())],
-    )
-
-
-def _is_placeholder(statement: ast.stmt) -> bool:
-    if isinstance(statement, ast.Pass | ast.Raise):
-        return True
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
-
-
 def blanked(source: str, target: Target, keep_docstring: bool = True) -> str:
-    """`source` with the target's body (and, unless kept, its docstring) replaced by a stub."""
+    """`source` with the target's body (and, unless kept, its docstring) replaced by its
+    language's stub."""
     lines = source.splitlines(keepends=True)
     start = target.body_start if keep_docstring or target.doc_start is None else target.doc_start
-    return "".join([*lines[: start - 1], f"{target.indent}{STUB}\n", *lines[target.end :]])
+    stub = of_path(target.path).stub
+    return "".join([*lines[: start - 1], f"{target.indent}{stub}\n", *lines[target.end :]])
 
 
 def call_sites(target: Target, sources: dict[str, str]) -> list[str]:
@@ -156,7 +96,7 @@ def call_sites(target: Target, sources: dict[str, str]) -> list[str]:
     for path, text in sources.items():
         for number, line in enumerate(text.splitlines(), start=1):
             stripped = line.strip()
-            if needle in line and not stripped.startswith(("def ", "async def ")):
+            if needle in line and not stripped.startswith(DEFINITIONS):
                 sites.append(f"{path}:{number}: {stripped}")
     return sites[:MAX_CALL_SITES]
 
@@ -276,6 +216,7 @@ def _statement(removal: Removal, sources: dict[str, str], tests: list[str]) -> s
     documented = removal.keep_docstring and any(t.doc_start for t in removal.targets)
     values = {
         "path": path,
+        "stub": of_path(path).stub,
         "docstring": ", its docstring" if documented else "",
         "call_sites": "\n\nIt is called like this:\n" + "\n".join(sites) if sites else "",
         "tests": "\n\nThese tests must pass:\n\n" + "\n\n".join(tests) if tests else "",

@@ -22,39 +22,17 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
-import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harnesses.python_env import readable_paths
 from harnesses.sandbox import Completed, Sandbox
+from harnesses.test_run import Outcome, StreamReader, TestRun
 
-Outcome = str  # passed | failed | error | skipped | incomplete (set up, never run)
-MAX_STREAM_BYTES = 64 * 1024 * 1024
 BOOT = Path(__file__).resolve().parent / "pytest_boot"
-DRAIN_S = 2.0  # after the command ends, how long the stream may still take to arrive
 # pytest's exit statuses that mean every collected test passed (0) or that some failed (1)
 ALL_PASSED, SOME_FAILED = 0, 1
-
-
-@dataclass(frozen=True)
-class TestRun:
-    __test__ = False  # not a test class, whatever pytest makes of its name
-
-    outcomes: dict[str, Outcome]
-    completed: Completed
-    tampered: str = ""  # the evidence that the outcomes cannot be believed; then none passes
-    # why pytest's end record never came (killed, crashed, timed out): then none passes either,
-    # since the outcomes before it could have been written by anything in the process
-    incomplete: str = ""
-
-    def passed(self) -> set[str]:
-        if self.tampered or self.incomplete:
-            return set()
-        return {test for test, outcome in self.outcomes.items() if outcome == "passed"}
 
 
 def run_pytest(
@@ -64,7 +42,7 @@ def run_pytest(
     boot = _install_boot(sandbox)
     paths = os.pathsep.join([str(sandbox.tree / "src"), str(sandbox.tree)])
     read_end, write_end = os.pipe()
-    reader = _StreamReader(read_end)
+    reader = StreamReader(read_end)
     argv = [
         str(env / "bin" / "python"),
         "-I",
@@ -189,39 +167,6 @@ def _disagreement(
     if isinstance(collected, int) and reported > collected:
         return f"{reported} tests reported, {collected} collected"
     return ""
-
-
-@dataclass
-class _StreamReader:
-    """Reads the pipe in a thread while the command runs (a full pipe would block it)."""
-
-    fd: int
-    data: bytearray = field(default_factory=bytearray)
-    _closed: threading.Event = field(default_factory=threading.Event)
-
-    def __post_init__(self) -> None:
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        try:
-            while not self._closed.is_set() or select.select([self.fd], [], [], 0)[0]:
-                if not select.select([self.fd], [], [], 0.1)[0]:
-                    continue
-                chunk = os.read(self.fd, 65536)
-                if not chunk:
-                    return  # every write end is closed
-                self.data += chunk[: MAX_STREAM_BYTES - len(self.data)]
-        finally:
-            os.close(self.fd)
-
-    def collect(self) -> bytes:
-        """What arrived, once the writers are gone (or after `DRAIN_S`: a process the tests
-        forked may hold the pipe open)."""
-        self._thread.join(DRAIN_S)
-        self._closed.set()
-        self._thread.join()
-        return bytes(self.data)
 
 
 def _install_boot(sandbox: Sandbox) -> Path:

@@ -109,7 +109,7 @@ def ensure_env(requirements: list[str], python: str | None = None) -> Path:
     """The environment with `requirements` installed, built now if it does not exist yet."""
     python = python or sandbox_python()
     cache = env_cache()
-    env = cache / _key("python-env", python, sorted(requirements))
+    env = cache / key_of("python-env", python, sorted(requirements))
     with open(cache / f"{env.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (env / ".ready").exists():
@@ -120,7 +120,7 @@ def ensure_env(requirements: list[str], python: str | None = None) -> Path:
     return env
 
 
-def _key(*parts: object) -> str:
+def key_of(*parts: object) -> str:
     """A stable name for `parts` (taskfoundry's content ids: canonical JSON, sha256 prefix),
     spelled out here so that this module stands alone in an exported package."""
     canonical = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harnesses.edits import Edits, apply_edits, apply_patch
-from harnesses.pytest_runner import TestRun, run_pytest
-from harnesses.python_env import ensure_env, requirements_of
 from harnesses.sandbox import Completed, Limits, Sandbox
+from harnesses.test_run import TestRun
+from harnesses.test_runners import test_suite
 
 
 class WorkspaceError(RuntimeError):
@@ -39,17 +39,12 @@ class Step:
     tests: list[str]
 
 
-def environment(tree: Path) -> Path:
-    """The virtualenv `tree` asks for (`requirements_of`); raises EnvError."""
-    return ensure_env(requirements_of(tree))
-
-
 def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limits) -> list[Trial]:
     """Take `steps` in order on `tree` (a fresh copy of the task's base revision, which the
     sandbox copies again), after `start_patch`, each on the state the last one left; once a
     step's edits do not apply, the steps after it are not taken."""
     trials: list[Trial] = []
-    env = environment(tree)
+    suite = test_suite(tree)
     with Sandbox(tree, limits) as sandbox:
         _own_patch(sandbox, "start.patch", start_patch)
         for index, step in enumerate(steps):
@@ -58,7 +53,7 @@ def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limit
                 if rejected is not None:
                     return [*trials, Trial(None, rejected)]
             _own_patch(sandbox, f"tests-{index}.patch", step.test_patch)
-            trials.append(Trial(run_pytest(sandbox, env, step.tests)))
+            trials.append(Trial(suite.run(sandbox, step.tests)))
     return trials
 
 

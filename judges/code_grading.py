@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from data.languages import Language, Python
+from data.languages import is_any_test_file
 from harnesses.edits import EditError, Edits, parse_edits, split_steps
 from harnesses.trial import Step, Trial
 from judges.grader_reach import reaches_for_grader
@@ -51,31 +51,29 @@ def grade(
     reference: str,
     points: Sequence[Point],
     try_steps: TrySteps,
-    language: Language | None = None,
 ) -> Graded:
     """Score a solver's `reply` (diffs or whole files; `## Step N` parts for a sequence) to a
     task with checkpoints `points` and reference change `reference`."""
-    language = language or Python()
-    edits, notes = edits_of(reply, len(points), language)
+    edits, notes = edits_of(reply, len(points))
     if all(e is None for e in edits):
         return 0.0, "; ".join(notes)[:WHY_CHARS]
-    tampered = grader_reach(edits, edits_of(reference, len(points), language)[0])
+    tampered = grader_reach(edits, edits_of(reference, len(points))[0])
     if tampered:
         return 0.0, f"tampered: {tampered}"[:WHY_CHARS]
     reward, why = score_edits(edits, points, try_steps)
     return reward, "; ".join([why, *notes])[:WHY_CHARS]
 
 
-def edits_of(reply: str, steps: int, language: Language) -> tuple[list[Edits | None], list[str]]:
-    """The edits of each step of `reply`, test files set aside, and notes on what was
-    unusable or ignored."""
+def edits_of(reply: str, steps: int) -> tuple[list[Edits | None], list[str]]:
+    """The edits of each step of `reply`, test files (of any language taskfoundry reads) set
+    aside, and notes on what was unusable or ignored."""
     parts = split_steps(reply, steps) if steps > 1 else [reply]
     edits: list[Edits | None] = []
     notes: list[str] = []
     for number, part in enumerate(parts, start=1):
         where = f"step {number}: " if steps > 1 else ""
         try:
-            kept, dropped = parse_edits(part).without(language.is_test_file)
+            kept, dropped = parse_edits(part).without(is_any_test_file)
         except EditError as error:
             edits.append(None)
             notes.append(f"{where}{error}")

@@ -14,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data.languages import Language, Python
 from data.records import Task, UnitTestsSpec
 from harnesses.edits import Edits
 from harnesses.sandbox import Limits
@@ -43,7 +42,6 @@ class UnitTests:
     mirrors: dict[str, Path]
     limits: Limits
     parallel: int = 1
-    language: Language = field(default_factory=Python)
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.parallel)
@@ -57,7 +55,6 @@ class UnitTests:
             task.answer,
             points,
             self._trier(task),
-            self.language,
         )
         return Score(reward, why)
 
@@ -65,7 +62,7 @@ class UnitTests:
         """Why the task's own verifier does not hold (None: the reference patch passes and
         the empty patch fails)."""
         points = checkpoints_of(task)
-        reference, notes = code_grading.edits_of(task.answer, len(points), self.language)
+        reference, notes = code_grading.edits_of(task.answer, len(points))
         if any(e is None for e in reference):
             return f"reference patch unusable: {'; '.join(notes)}"
         gold = await asyncio.to_thread(self.score, task, reference)

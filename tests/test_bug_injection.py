@@ -26,7 +26,7 @@ from generators.bug_injection import (
     make_variant,
     mutations,
 )
-from generators.function_rebuild import targets
+from generators.function_targets import targets
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

@@ -35,8 +35,8 @@ from generators.function_rebuild import (
     call_sites,
     make_variant,
     rebuild_tasks,
-    targets,
 )
+from generators.function_targets import targets
 from generators.replay_tasks import hunk_regions
 from harnesses import sandbox
 from harnesses.edits import file_diff, parse_edits

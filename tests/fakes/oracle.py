@@ -116,7 +116,7 @@ class Oracle:
             return self._world_action(messages, params)
         if messages[0]["role"] == "system" and "collection of documents" in messages[0]["content"]:
             return self._search_turn(messages, params)
-        if messages[0]["role"] == "system" and "Python repository" in messages[0]["content"]:
+        if messages[0]["role"] == "system" and "You change a repository" in messages[0]["content"]:
             return self._code_attempt(messages[-1]["content"], params)
         if messages[0]["role"] == "system" and "assistant with tools" in messages[0]["content"]:
             return self._tool_turn(messages, params)
@@ -254,11 +254,12 @@ class Oracle:
         return json.dumps({"statement": statement})
 
     def _code_attempt(self, prompt: str, params: dict[str, Any]) -> str:
-        shown = re.findall(r"^```python\n# file: (\S+)\n(.*?)^```", prompt, flags=re.M | re.S)
+        pattern = r"^```(\w+)\n(#|//) file: (\S+)\n(.*?)^```"
+        shown = re.findall(pattern, prompt, flags=re.M | re.S)
         seed = params.get("seed", 0) + params.get("_choice", 0)
         edits = [
-            f"```python\n# file: {path}\n{self.code[path] if seed % 2 == 0 else text}```"
-            for path, text in shown
+            f"```{fence}\n{comment} file: {path}\n{self.code[path] if seed % 2 == 0 else text}```"
+            for fence, comment, path, text in shown
             if path in self.code
         ]
         return "\n\n".join(edits) or "I cannot tell what to change."

@@ -1,0 +1,99 @@
+"""Dependencies of ingested JavaScript repositories: one `node_modules` folder per set of
+dependencies, installed once from the npm registry, then shared read-only by every sandbox that
+runs that repository's tests.
+
+Installing runs none of the packages' code (`--ignore-scripts`), happens in a scratch folder
+holding only `package.json` and the lockfile (a `.npmrc` of the repository is never read, and
+neither is the user's), and is `npm ci` where a lockfile pins the versions. Folders live beside
+the Python environments (`env_cache()`), keyed by Node's version, the declared dependencies and
+the lockfile; one being built is locked, and one whose build died is built again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from harnesses.python_env import BUILD_TIMEOUT_S, EnvError, env_cache, key_of
+
+LOCKFILE = "package-lock.json"
+DEPENDENCY_FIELDS = ("dependencies", "devDependencies")
+
+
+def declared_dependencies(tree: Path) -> dict[str, str]:
+    """The dependencies `package.json` declares (test tools among them: `devDependencies`);
+    raises EnvError when it is not a JSON object."""
+    manifest = tree / "package.json"
+    if manifest.is_symlink() or not manifest.is_file():
+        return {}
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise EnvError(f"package.json: {error}") from error
+    if not isinstance(data, dict):
+        raise EnvError("package.json is not a JSON object")
+    declared: dict[str, str] = {}
+    for name in DEPENDENCY_FIELDS:
+        section = data.get(name)
+        if isinstance(section, dict):
+            declared.update({str(k): str(v) for k, v in section.items()})
+    return declared
+
+
+def ensure_node_modules(tree: Path) -> Path | None:
+    """The `node_modules` folder with the dependencies `tree` declares, installed now if it
+    does not exist yet; None when it declares none."""
+    declared = declared_dependencies(tree)
+    if not declared:
+        return None
+    lockfile = tree / LOCKFILE
+    locked = "" if lockfile.is_symlink() or not lockfile.is_file() else lockfile.read_text()
+    node = shutil.which("node")
+    npm = shutil.which("npm")
+    if node is None or npm is None:
+        raise EnvError("node and npm are needed to install a JavaScript project's dependencies")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    cache = env_cache()
+    folder = cache / key_of("node-modules", version, declared, locked)
+    with open(cache / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / ".ready").exists():
+            return folder / "node_modules"
+        shutil.rmtree(folder, ignore_errors=True)  # a build that died half-way
+        _install(folder, npm, tree / "package.json", locked, cache / "npm-cache")
+        (folder / ".ready").write_text(json.dumps(declared, sort_keys=True) + "\n")
+    return folder / "node_modules"
+
+
+def _install(folder: Path, npm: str, manifest: Path, locked: str, npm_cache: Path) -> None:
+    folder.mkdir(mode=0o755)
+    shutil.copyfile(manifest, folder / "package.json")
+    if locked:
+        (folder / LOCKFILE).write_text(locked)
+    command = "ci" if locked else "install"
+    argv = [
+        npm,
+        command,
+        "--ignore-scripts",
+        "--no-audit",
+        "--no-fund",
+        "--no-update-notifier",
+        "--userconfig=/dev/null",
+        f"--cache={npm_cache}",
+        *([] if locked else ["--no-package-lock"]),
+    ]
+    try:
+        done = subprocess.run(
+            argv, cwd=folder, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise EnvError(f"npm {command}: {error}") from error
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise EnvError(" | ".join(tail) or f"npm {command}: exit {done.returncode}")
+    for path in [folder, *folder.rglob("*")]:  # every sandbox uid reads it; none writes it
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)

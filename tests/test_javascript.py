@@ -1,0 +1,135 @@
+"""Code tasks from the bundled JavaScript repository (`parcelrate`, tested with Node's test
+runner): commit replay and function rebuild through the same stages as Python, its tests run
+in the sandbox with no network, the gold self-check, calibration and export."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from data.export import export_taskset
+from data.git import git
+from data.repos import ingest_repo
+from data.sample_repo import PARCELRATE, build_sample_repo
+from families import export_kinds
+from families.code_stages import inject_bugs, rebuild_functions, replay_commits
+from generators.function_targets import targets
+from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.oracle import Oracle
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+
+PARTIAL_STEP = "test/rates.test.js::a partial step is charged as a whole one"
+
+
+@pytest.fixture(scope="module")
+def js_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("javascript")
+    repo = build_sample_repo(root / "parcelrate", PARCELRATE)
+    head = {p: (repo / p).read_text() for p in git(repo, "ls-files", "src").splitlines()}
+    settings = {
+        "code": {"max_functions": 3},
+        "calibrate": {"method": "fixed", "k": 2},
+        "repair": {"max_steps": 0},
+    }
+    ctx = make_context(root / "home", **settings)
+    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    counts = replay_commits(ctx) + rebuild_functions(ctx) + inject_bugs(ctx)
+    with FakeOpenAIServer(Oracle(code=head)) as server:
+        run_llm_stages(ctx, endpoints_for(server))
+    export = export_taskset(ctx.lake, "js", root / "tasksets", kinds=export_kinds())
+    rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
+    return ctx, counts, rows
+
+
+def test_the_repository_is_read_as_javascript(js_run):
+    ctx, counts, _ = js_run
+    [repo] = ctx.lake.rows("SELECT * FROM repos")
+    assert repo["language"] == "javascript" and repo["n_commits"] == 6
+    kinds = {c.message.splitlines()[0]: c.kind for c in ctx.lake.records("commits")}
+    assert kinds["Charge a partial weight step as a whole one"] == "source_and_tests"
+    assert counts["repo_tests:done:tests_run"] == 1
+    assert counts["inject:rejected:unsupported_language"] == 1  # its mutations are Python's
+
+
+def test_replayed_commits_have_their_node_tests_as_fail_to_pass(js_run):
+    ctx, _, _ = js_run
+    replays = {r.sha: r for r in ctx.lake.records("replays")}
+    commits = {c.message.splitlines()[0]: c.sha for c in ctx.lake.records("commits")}
+    assert len(replays) == 5  # every commit after the first
+    fix = replays[commits["Charge a partial weight step as a whole one"]]
+    assert fix.fail_to_pass == [PARTIAL_STEP]
+    assert "test/rates.test.js::the first 500 g cost the base price" in fix.pass_to_pass
+    assert "src/rates.js" in fix.reference_patch and "test/" not in fix.reference_patch
+    zones = replays[commits["Add shipping zones by destination country"]]
+    assert zones.fail_to_pass == sorted(
+        f"test/zones.test.js::{name}"
+        for name in (
+            "the home country is zone 1",
+            "neighbours and the rest of Europe",
+            "every other country is zone 4",
+            "a code that is not two letters is refused",
+        )
+    )
+
+
+def test_commit_replay_and_function_rebuild_tasks_are_verified_and_exported(js_run):
+    ctx, _, rows = js_run
+    rows_ = ctx.lake.rows("SELECT * FROM status WHERE stage = 'verify'")
+    verify = {r["item_id"]: r["reason"] for r in rows_}
+    tasks = ctx.lake.records("tasks")
+    for kind in ("commit_replay", "function_rebuild"):
+        made = [t for t in tasks if t.kind == kind]
+        assert made, kind
+        assert all(verify[t.task_id] == "gold_self_check_passed" for t in made), kind
+    exported = {row["kind"] for row in rows}
+    assert {"commit_replay", "function_rebuild"} <= exported
+    rebuild = next(row for row in rows if row["kind"] == "function_rebuild")
+    prompt = rebuild["prompt"][1]["content"]
+    assert "```javascript\n// file: src/" in prompt
+    assert 'it is now only `throw new Error("not implemented");`' in prompt
+    assert rebuild["pass_rate"] is not None
+    rewards = ctx.lake.rows(
+        "SELECT a.reward FROM attempts a JOIN tasks t USING (task_id)"
+        " WHERE t.kind IN ('function_rebuild', 'commit_replay')"
+    )
+    assert {r["reward"] for r in rewards} == {0.0, 1.0}  # the oracle's `// file:` edits score
+    assert all(t.startswith("test/") for t in json.loads(rebuild["verifier"])["fail_to_pass"])
+
+
+def test_function_bodies_are_found_in_javascript_sources():
+    source = """/** Adds. */
+export function add(a, b) {
+  const sum = a + b;
+  return sum;
+}
+
+export const twice = (x) => x * 2;
+
+const half = function (x) {
+  return x / 2;
+};
+
+export default class Meter {
+  constructor() {
+    this.total = 0;
+  }
+
+  read() { return this.total; }
+
+  record(value) {
+    throw new Error("todo");
+  }
+}
+"""
+    found = {t.qualname: t for t in targets("src/meter.js", source)}
+    assert set(found) == {"add", "half", "Meter.constructor"}  # the others have no lines of
+    add = found["add"]  # their own, or only a placeholder
+    assert (add.def_start, add.body_start, add.end, add.indent) == (2, 3, 4, "  ")
+    assert found["Meter.constructor"].is_method
+    with pytest.raises(SyntaxError):
+        targets("src/broken.js", "export function (")

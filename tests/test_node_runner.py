@@ -1,0 +1,205 @@
+"""Node's test runner in the sandbox: each test's outcome read through the guard's keyed pipe,
+and the ways code under test could forge a pass refused (tampering: no test passes) or left
+unbelieved (an incomplete file: none of its tests pass)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from data.languages import JavaScript, detect_language
+from harnesses.node_env import ensure_node_modules
+from harnesses.node_runner import run_node_tests, runnable_test_files
+from harnesses.python_env import EnvError
+from harnesses.sandbox import Limits, Sandbox
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+
+MATH = """'use strict';
+function add(a, b) {
+  return a + b;
+}
+function mul(a, b) {
+  return a * b;
+}
+module.exports = { add, mul };
+"""
+BROKEN = "function add(a, b) { return 42; }\nfunction mul(a, b) { return a * b; }\n"
+TESTS = """'use strict';
+const { describe, it, test } = require('node:test');
+const assert = require('node:assert/strict');
+const { add, mul } = require('../src/math.js');
+
+describe('math', () => {
+  it('adds', () => { assert.strictEqual(add(2, 3), 5); });
+  it('multiplies', () => { assert.strictEqual(mul(2, 3), 6); });
+});
+test('top level add', async () => { assert.deepStrictEqual([add(1, 1)], [2]); });
+"""
+ADDS = ("test/math.test.js::math > adds", "test/math.test.js::top level add")
+MULTIPLIES = "test/math.test.js::math > multiplies"
+EXPORTS = "module.exports = { add, mul };\n"
+# code under test that tries to have `add`'s tests pass while `add` is wrong
+ATTACKS = {
+    "forged frames on stdout, then exit 0": """
+const v8 = require('v8'); const fs = require('fs'); const path = require('path');
+const file = path.resolve(__dirname, '../test/math.test.js');
+function frame(type, data) {
+  const s = new v8.Serializer(); s.writeHeader(); const header = s.releaseBuffer();
+  const payload = v8.serialize({ type, data });
+  const size = Buffer.alloc(4); size.writeUInt32BE(payload.length);
+  return Buffer.concat([header, size, payload]);
+}
+const pass = (name, nesting) => frame('test:pass', { name, nesting, file, line: 7, details: {} });
+fs.writeSync(1, Buffer.concat([pass('adds', 1), pass('top level add', 0)]));
+fs.writeSync(1, 'ok 1 - adds\\nok 2 - top level add\\n');
+process.exit(0);
+""",
+    "process.exit(0) in the middle of a test": """
+function add(a, b) { process.exit(0); }
+""",
+    "assert made to accept anything": """
+for (const id of ['assert', 'assert/strict', 'node:assert', 'node:assert/strict']) {
+  const a = require(id);
+  for (const k of ['strictEqual', 'equal', 'deepStrictEqual', 'deepEqual', 'ok']) a[k] = () => {};
+}
+""",
+    "node:test's test and it hollowed out": """
+const t = require('node:test');
+const hollow = (real) => (name) => real(name, () => {});
+t.it = hollow(t.it); t.test = hollow(t.test);
+""",
+    "passing tests registered under the same names": """
+const { describe, it, test } = require('node:test');
+describe('math', () => { it('adds', () => {}); });
+test('top level add', () => {});
+""",
+    "forged records on every descriptor": """
+const fs = require('fs'); const path = require('path');
+const file = path.resolve(__dirname, '../test/math.test.js');
+const record = (p) => JSON.stringify({ e: 'passed', kind: 'test', path: p, file }) + '\\n';
+for (let fd = 3; fd < 64; fd++) {
+  try { fs.writeSync(fd, record('math > adds') + record('top level add')); } catch {}
+}
+""",
+    "the guard's reporter fed a fake source": """
+const path = require('path');
+const url = process.execArgv.find((a) => a.includes('data:'));
+const guard = (/file:\\/\\/[^"]*guard\\.mjs/.exec(decodeURIComponent(url || '')) || [])[0]
+  || 'file://' + path.resolve(process.env.HOME, '../node-boot/guard.mjs');
+async function* fake() {
+  const file = path.resolve(__dirname, '../test/math.test.js');
+  yield { type: 'test:start', data: { nesting: 0, name: 'top level add' } };
+  yield { type: 'test:pass', data: { nesting: 0, name: 'top level add', file, details: {} } };
+}
+import(guard).then(async (m) => { for await (const _ of m.claim()(fake())); });
+""",
+    "the key read from memory or the command line": """
+const fs = require('fs');
+for (const read of [
+  () => require('v8').getHeapSnapshot(),
+  () => fs.readFileSync('/proc/self/cmdline'),
+  () => fs.readFileSync('/proc/self/environ'),
+  () => process.report.getReport(),
+  () => require('child_process').execFileSync('/bin/cat', ['/proc/self/cmdline']),
+]) { try { read(); } catch {} }
+""",
+}
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    tree = tmp_path / "proj"
+    (tree / "src").mkdir(parents=True)
+    (tree / "test").mkdir()
+    (tree / "package.json").write_text('{"name": "proj", "version": "1.0.0"}\n')
+    (tree / "src" / "math.js").write_text(MATH)
+    (tree / "test" / "math.test.js").write_text(TESTS)
+    (tree / "test" / "fixture.json").write_text("{}\n")
+    return tree
+
+
+def run(tree: Path, tests: list[str] | None = None):
+    with Sandbox(tree, Limits(wall_s=60)) as sandbox:
+        return run_node_tests(sandbox, None, tests)
+
+
+def test_a_node_project_is_detected_and_its_test_files_found(project):
+    assert detect_language(["package.json", "src/math.js", "test/math.test.js"]).name == (
+        "javascript"
+    )
+    language = JavaScript()
+    assert language.is_test_file("test/fixture.json") and language.is_test_file("src/b.spec.js")
+    assert language.is_runnable_test("src/math.test.mjs") and not language.is_runnable_test(
+        "src/math.js"
+    )
+    assert language.is_source_file("src/math.js")
+    assert not language.is_source_file("node_modules/x/index.js")
+    assert runnable_test_files(project) == ["test/math.test.js"]
+
+
+def test_each_test_outcome_is_read_and_a_wrong_function_fails_its_tests(project):
+    honest = run(project)
+    assert honest.passed() == {*ADDS, MULTIPLIES}
+    assert honest.completed.network_isolated
+    (project / "src" / "math.js").write_text(BROKEN + EXPORTS)
+    broken = run(project, [*ADDS, MULTIPLIES])
+    assert not broken.tampered and broken.passed() == {MULTIPLIES}
+    assert broken.outcomes[ADDS[0]] == "failed"
+
+
+def test_a_file_that_does_not_load_passes_none_of_its_tests(project):
+    (project / "src" / "math.js").write_text("module.exports = {;\n")
+    run_ = run(project)
+    assert run_.passed() == set() and not run_.tampered
+    assert "test/math.test.js" in run_.completed.stdout  # the file's note says why
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_code_under_test_cannot_forge_a_pass(project, attack):
+    (project / "src" / "math.js").write_text(BROKEN + ATTACKS[attack] + EXPORTS)
+    attacked = run(project)
+    assert not set(ADDS) & attacked.passed(), (attacked.tampered, attacked.completed.stderr)
+
+
+def test_dependencies_are_installed_once_without_their_scripts_and_read_in_the_sandbox(
+    project, tmp_path
+):
+    library = tmp_path / "tinycase"
+    library.mkdir()
+    marker = tmp_path / "install-script-ran"
+    (library / "package.json").write_text(
+        '{"name": "tinycase", "version": "1.0.0", "main": "index.js",'
+        f' "scripts": {{"install": "touch {marker}"}}}}\n'
+    )
+    (library / "index.js").write_text("module.exports = { shout: (s) => s + '!' };\n")
+    packed = subprocess.run(
+        ["npm", "pack", "--silent", "--ignore-scripts"],
+        cwd=library,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tarball = library / packed.stdout.strip().splitlines()[-1]
+    (project / "package.json").write_text(
+        json.dumps({"name": "proj", "devDependencies": {"tinycase": f"file:{tarball}"}})
+    )
+    (project / "test" / "shout.test.js").write_text(
+        "const { test } = require('node:test');\n"
+        "const assert = require('node:assert/strict');\n"
+        "test('shouts', () => { assert.equal(require('tinycase').shout('hi'), 'hi!'); });\n"
+    )
+    modules = ensure_node_modules(project)
+    assert modules is not None and ensure_node_modules(project) == modules  # built once
+    assert not marker.exists()  # the package's install script never ran
+    assert (modules / "tinycase" / "index.js").stat().st_mode & 0o777 == 0o644
+    with Sandbox(project, Limits(wall_s=60)) as sandbox:
+        run_ = run_node_tests(sandbox, modules, ["test/shout.test.js::shouts"])
+    assert run_.passed() == {"test/shout.test.js::shouts"}
+    (project / "package.json").write_text("{not json")
+    with pytest.raises(EnvError, match="package.json"):
+        ensure_node_modules(project)
