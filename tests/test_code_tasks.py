@@ -417,12 +417,17 @@ def test_the_export_carries_each_code_tasks_tree_as_its_mirror_has_it(
 def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
     code_run, code_version, tmp_path
 ):
-    """Every code task is in the package with its tree; the reference patch validates, and
-    the same completions (reference, empty, two calibration replies) to a task of each kind
-    score the same through the package as through taskfoundry's verifier."""
     ctx, _, _ = code_run
-    tasks = {t["task_id"]: t for t in canonical_rows(code_version)}
-    projection = project(code_version, "verifiers", ctx.lake)
+    assert_package_grades_alike(ctx, code_version, "code", tmp_path)
+
+
+def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -> None:
+    """Every code task of `version` (export `name`) is in the package with its tree; the
+    reference patch validates, and the same completions (reference, empty, two calibration
+    replies) to a task of each kind score the same through the package as through
+    taskfoundry's verifier."""
+    tasks = {t["task_id"]: t for t in canonical_rows(version)}
+    projection = project(version, "verifiers", ctx.lake)
     assert projection.skipped == {}  # nothing left out: code tasks included
     readme = (projection.path / "taskset" / "README.md").read_text()
     for kind, n in Counter(t["kind"] for t in tasks.values()).items():
@@ -446,10 +451,10 @@ def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
             name: asyncio.run(ctx.unit_tests.grade(task, reply)).reward
             for name, reply in completions.items()
         }
-    write_rl_toml(tmp_path / "rl.toml", code_version, list(tasks.values()))
+    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()))
     env = installed(projection.path / "taskset", tmp_path)
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    args = [taskset_id("code"), "cases.json", tmp_path / "rl.toml"]
+    args = [taskset_id(name), "cases.json", tmp_path / "rl.toml"]
     figures = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
 
     assert set(figures["tasks"]) == set(tasks)
@@ -460,7 +465,7 @@ def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
     trainable = {t for t, task in tasks.items() if not task["hackable"] and task["split"] != "eval"}
     assert set(figures["trained"]) == trainable  # prime-rl trains on the code tasks too
 
-    validate = [VERIFIERS_PYTHON.parent / "vf-validate", taskset_id("code")]
+    validate = [VERIFIERS_PYTHON.parent / "vf-validate", taskset_id(name)]
     validate += ["--runtime.type", "subprocess", "--rich", "false", "-o", tmp_path / "validate"]
     verifiers_run(validate, env, tmp_path)  # the reference patch passes, an empty reply fails
     (summary,) = (tmp_path / "validate").glob("*/summary.json")

@@ -20,6 +20,8 @@ from generators.function_targets import targets
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
+from tests.test_code_tasks import assert_package_grades_alike
+from tests.test_world_package import needs_verifiers
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
 
@@ -43,11 +45,11 @@ def js_run(tmp_path_factory):
         run_llm_stages(ctx, endpoints_for(server))
     export = export_taskset(ctx.lake, "js", root / "tasksets", kinds=export_kinds())
     rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
-    return ctx, counts, rows
+    return ctx, counts, rows, export.path
 
 
 def test_the_repository_is_read_as_javascript(js_run):
-    ctx, counts, _ = js_run
+    ctx, counts, *_ = js_run
     [repo] = ctx.lake.rows("SELECT * FROM repos")
     assert repo["language"] == "javascript" and repo["n_commits"] == 6
     kinds = {c.message.splitlines()[0]: c.kind for c in ctx.lake.records("commits")}
@@ -57,7 +59,7 @@ def test_the_repository_is_read_as_javascript(js_run):
 
 
 def test_replayed_commits_have_their_node_tests_as_fail_to_pass(js_run):
-    ctx, _, _ = js_run
+    ctx, *_ = js_run
     replays = {r.sha: r for r in ctx.lake.records("replays")}
     commits = {c.message.splitlines()[0]: c.sha for c in ctx.lake.records("commits")}
     assert len(replays) == 5  # every commit after the first
@@ -78,7 +80,7 @@ def test_replayed_commits_have_their_node_tests_as_fail_to_pass(js_run):
 
 
 def test_commit_replay_and_function_rebuild_tasks_are_verified_and_exported(js_run):
-    ctx, _, rows = js_run
+    ctx, _, rows, _ = js_run
     rows_ = ctx.lake.rows("SELECT * FROM status WHERE stage = 'verify'")
     verify = {r["item_id"]: r["reason"] for r in rows_}
     tasks = ctx.lake.records("tasks")
@@ -99,6 +101,12 @@ def test_commit_replay_and_function_rebuild_tasks_are_verified_and_exported(js_r
     )
     assert {r["reward"] for r in rewards} == {0.0, 1.0}  # the oracle's `// file:` edits score
     assert all(t.startswith("test/") for t in json.loads(rebuild["verifier"])["fail_to_pass"])
+
+
+@needs_verifiers
+def test_the_exported_package_runs_the_node_tests_as_taskfoundry_does(js_run, tmp_path):
+    ctx, *_, version = js_run
+    assert_package_grades_alike(ctx, version, "js", tmp_path)
 
 
 def test_function_bodies_are_found_in_javascript_sources():
