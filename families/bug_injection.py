@@ -11,7 +11,7 @@ import asyncio
 from data.llm import LLMClient
 from data.records import Direction, Task
 from families.base import Services
-from families.code import CodeFamily, repo_of
+from families.code import CodeFamily, repo_of, variant_in_sandbox
 from generators import bug_injection
 from generators.doc_qa_variants import Material
 from generators.knobs import Level
@@ -30,14 +30,8 @@ class BugInjection(CodeFamily):
         llm: LLMClient,
         services: Services,
     ) -> Task:
-        return await asyncio.to_thread(
-            bug_injection.make_variant,
-            task,
-            level,
-            direction,
-            repo_of(services.lake, task),
-            services.limits,
-            services.config.code.max_prompt_chars,
+        return await variant_in_sandbox(
+            bug_injection.make_variant, task, level, direction, services
         )
 
     async def sibling(

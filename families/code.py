@@ -9,6 +9,8 @@ exists, so a hacked task stays hackable.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +19,18 @@ from data.endpoints import Endpoint
 from data.lake import Lake
 from data.languages import language_named
 from data.llm import LLMClient
-from data.records import Task
+from data.records import Direction, Task
 from families.base import Checked, Family, Grader, Services
 from generators.function_rebuild import RepoAtHead
+from generators.knobs import Level
 from harnesses.base import Harness
+from harnesses.sandbox import Limits
 from harnesses.single_turn import SingleTurn
 from judges import hacks
 
 CODE_SINGLE_TURN = "code_single_turn"
+# a code generator's variant maker: (task, level, direction, repository, limits, prompt budget)
+MakeVariant = Callable[[Task, Level, Direction, RepoAtHead, Limits, int], Task]
 
 
 class CodeFamily(Family):
@@ -47,6 +53,16 @@ class CodeFamily(Family):
         if failure is not None:
             return Checked("rejected", "gold_self_check", failure)
         return Checked("done", "gold_self_check_passed")
+
+
+async def variant_in_sandbox(
+    make: MakeVariant, task: Task, level: Level, direction: Direction, services: Services
+) -> Task:
+    """A code generator's `make_variant` (blocking: it runs the tests in the sandbox), off the
+    event loop, with the task's repository, the sandbox's limits and the prompt's budget."""
+    repo = repo_of(services.lake, task)
+    limits, max_chars = services.limits, services.config.code.max_prompt_chars
+    return await asyncio.to_thread(make, task, level, direction, repo, limits, max_chars)
 
 
 def repo_of(lake: Lake, task: Task) -> RepoAtHead:

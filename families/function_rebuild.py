@@ -5,12 +5,10 @@ are shown (`generators.function_rebuild`); a variant is checked in the sandbox. 
 
 from __future__ import annotations
 
-import asyncio
-
 from data.llm import LLMClient
 from data.records import Direction, Task
 from families.base import Services
-from families.code import CodeFamily, repo_of
+from families.code import CodeFamily, variant_in_sandbox
 from generators import function_rebuild
 from generators.doc_qa_variants import Material
 from generators.knobs import Level
@@ -29,14 +27,8 @@ class FunctionRebuild(CodeFamily):
         llm: LLMClient,
         services: Services,
     ) -> Task:
-        return await asyncio.to_thread(
-            function_rebuild.make_variant,
-            task,
-            level,
-            direction,
-            repo_of(services.lake, task),
-            services.limits,
-            services.config.code.max_prompt_chars,
+        return await variant_in_sandbox(
+            function_rebuild.make_variant, task, level, direction, services
         )
 
 

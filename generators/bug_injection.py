@@ -27,7 +27,7 @@ from data.prompts import load_prompt
 from data.records import Direction, Lineage, Task, Workspace, content_id
 from generators.checks import CheckFailure
 from generators.code_tasks import code_task, files_at
-from generators.function_rebuild import Rejected, RepoAtHead, source_paths
+from generators.function_rebuild import Rejected, RepoAtHead, functions_at_head, passing_at_head
 from generators.function_targets import Target, targets
 from generators.knobs import Ladder, Level, repaired
 from harnesses.edits import file_diff
@@ -126,6 +126,13 @@ class Injection:
     @property
     def show_output(self) -> bool:
         return self.level.knobs["output"] == "shown"
+
+    def mutated(self, original: str) -> str:
+        """`original` with every mutation applied (from the end of the file, so that the
+        earlier ones' offsets still hold)."""
+        for mutation in sorted(self.mutations, key=lambda m: -m.start):
+            original = mutation.apply(original)
+        return original
 
 
 def mutations(source: str, target: Target) -> list[Mutation]:
@@ -230,6 +237,18 @@ def candidates(source: str, target: Target, subtle: bool) -> list[Mutation]:
 
 
 @dataclass(frozen=True)
+class Head:
+    """A repository at HEAD as bug injection works on it: its source files, the tests passing
+    there, the sandbox's limits and the prompt's budget."""
+
+    repo: RepoAtHead
+    sources: dict[str, str]
+    passing: set[str]
+    limits: Limits
+    max_prompt_chars: int
+
+
+@dataclass(frozen=True)
 class Broken:
     """A mutated file's test run: the tests it breaks, the ones still passing and the output."""
 
@@ -238,25 +257,26 @@ class Broken:
     output: str
 
 
-def broken_by(
-    repo: RepoAtHead, path: str, original: str, mutated: str, passing: set[str], limits: Limits
-) -> Broken | CheckFailure:
-    """Run the suite with `path` changed to `mutated`: the tests of `passing` that now fail,
-    or why the change cannot be a task (`mutation_survives`, `mutation_hangs`)."""
-    workspace = Workspace(
-        repo_id=repo.repo_id,
-        origin=repo.origin,
-        base=repo.head,
-        start_patch=file_diff(path, original, mutated),
-    )
-    run = try_edits(repo.mirror, workspace, None, [], limits).run
+def broken_by(head: Head, path: str, mutated: str) -> Broken | CheckFailure:
+    """Run the suite with `path` changed to `mutated`: the tests passing at HEAD that now
+    fail, or why the change cannot be a task (`mutation_survives`, `mutation_hangs`)."""
+    run = try_edits(head.repo.mirror, _workspace(head, path, mutated), None, [], head.limits).run
     if run is None or run.incomplete or run.tampered or run.completed.timed_out:
         return CheckFailure("mutation_hangs")
     still = run.passed()
-    fail_to_pass = sorted(passing - still)
+    fail_to_pass = sorted(head.passing - still)
     if not fail_to_pass:
         return CheckFailure("mutation_survives")
-    return Broken(fail_to_pass, sorted(passing & still), failure_output(run))
+    return Broken(fail_to_pass, sorted(head.passing & still), failure_output(run))
+
+
+def _workspace(head: Head, path: str, mutated: str) -> Workspace:
+    """The task's start: HEAD with `path` mutated."""
+    repo = head.repo
+    start_patch = file_diff(path, head.sources[path], mutated)
+    return Workspace(
+        repo_id=repo.repo_id, origin=repo.origin, base=repo.head, start_patch=start_patch
+    )
 
 
 def failure_output(run: TestRun) -> str:
@@ -283,123 +303,73 @@ def inject_tasks(
     Python (its mutations are Python's)."""
     if repo.language.name != "python":
         raise CheckFailure("unsupported_language")
-    sources: dict[str, str] = {}
-    functions: list[Target] = []
-    for path in source_paths(repo):
-        try:
-            sources.update(files_at(repo.mirror, repo.head, [path]))
-            functions += targets(path, sources[path])
-        except CheckFailure as failure:
-            yield Rejected(path, failure.reason)
-        except (SyntaxError, ValueError) as error:
-            yield Rejected(path, "unparsable_source", type(error).__name__)
-    functions.sort(key=lambda t: content_id(repo.repo_id, GENERATOR, t.item))
-    workspace = Workspace(repo_id=repo.repo_id, origin=repo.origin, base=repo.head)
-    baseline = try_edits(repo.mirror, workspace, None, [], limits).run
-    passing = baseline.passed() if baseline else set()
-    if not passing:
-        raise CheckFailure("tests_do_not_run")
+    read = functions_at_head(repo)
+    yield from read.unreadable
+    head = Head(repo, read.sources, passing_at_head(repo, limits), limits, max_prompt_chars)
+    functions = sorted(read.functions, key=lambda t: content_id(repo.repo_id, GENERATOR, t.item))
+    with_sites = [t for t in functions if candidates(read.sources[t.path], t, subtle=False)]
     base = LADDER.level(LADDER.base)
-    with_sites = [t for t in functions if candidates(sources[t.path], t, subtle=False)]
     for target in with_sites[:max_bugs]:
-        result = inject(repo, target, base, sources, passing, limits, max_prompt_chars)
+        result = inject(head, target, base)
         yield Rejected(target.item, result.reason) if isinstance(result, CheckFailure) else result
 
 
 def inject(
-    repo: RepoAtHead,
-    target: Target,
-    level: Level,
-    sources: dict[str, str],
-    passing: set[str],
-    limits: Limits,
-    max_prompt_chars: int,
-    taken: frozenset[str] = frozenset(),
+    head: Head, target: Target, level: Level, taken: frozenset[str] = frozenset()
 ) -> Task | CheckFailure:
     """The task that puts a bug of `level`'s subtlety into `target`: its first candidate
     mutation (those in `taken` aside) that breaks a test (`no_mutation_site` when it has
     none of that kind, `mutation_survives` when no tried one breaks a test)."""
-    found = _breaking(repo, target, level, sources, passing, limits, taken)
+    found = _breaking(head, target, level, taken)
     if isinstance(found, CheckFailure):
         return found
     mutation, broken = found
     if level.knobs["functions"] == 1:
-        return build(repo, Injection((mutation,), level), sources, broken, max_prompt_chars)
-    return _with_second(repo, mutation, level, sources, passing, limits, max_prompt_chars)
+        return build(head, Injection((mutation,), level), broken)
+    return _with_second(head, mutation, level)
 
 
 def _breaking(
-    repo: RepoAtHead,
-    target: Target,
-    level: Level,
-    sources: dict[str, str],
-    passing: set[str],
-    limits: Limits,
-    taken: frozenset[str] = frozenset(),
+    head: Head, target: Target, level: Level, taken: frozenset[str] = frozenset()
 ) -> tuple[Mutation, Broken] | CheckFailure:
     """`target`'s first candidate mutation at `level`'s subtlety that breaks a test, and what
     it breaks; at most MAX_TRIES are tried."""
-    original = sources[target.path]
+    original = head.sources[target.path]
     subtle = level.knobs["subtlety"] == "subtle"
     tried = [m for m in candidates(original, target, subtle) if m.key not in taken]
     if not tried:
         return CheckFailure("no_mutation_site")
     reason = "mutation_survives"
     for mutation in tried[:MAX_TRIES]:
-        broken = broken_by(repo, target.path, original, mutation.apply(original), passing, limits)
+        broken = broken_by(head, target.path, mutation.apply(original))
         if not isinstance(broken, CheckFailure):
             return mutation, broken
         reason = broken.reason if reason == "mutation_survives" else reason
     return CheckFailure(reason)
 
 
-def _with_second(
-    repo: RepoAtHead,
-    first: Mutation,
-    level: Level,
-    sources: dict[str, str],
-    passing: set[str],
-    limits: Limits,
-    max_prompt_chars: int,
-) -> Task | CheckFailure:
+def _with_second(head: Head, first: Mutation, level: Level) -> Task | CheckFailure:
     """`first` with a breaking mutation of a second function of the same file."""
     path = first.target.path
-    others = [t for t in targets(path, sources[path]) if t.qualname != first.target.qualname]
+    others = [t for t in targets(path, head.sources[path]) if t.qualname != first.target.qualname]
     others.sort(key=lambda t: content_id(t.item))
     for partner in others[:MAX_PARTNERS]:
-        found = _breaking(repo, partner, level, sources, passing, limits)
+        found = _breaking(head, partner, level)
         if isinstance(found, CheckFailure):
             continue
-        pair = sorted((first, found[0]), key=lambda m: -m.start)
-        mutated = sources[path]
-        for mutation in pair:  # from the end of the file, so earlier offsets hold
-            mutated = mutation.apply(mutated)
-        broken = broken_by(repo, path, sources[path], mutated, passing, limits)
+        injection = Injection((first, found[0]), level)
+        broken = broken_by(head, path, injection.mutated(head.sources[path]))
         if isinstance(broken, CheckFailure):
             return broken
-        injection = Injection((first, found[0]), level)
-        return build(repo, injection, sources, broken, max_prompt_chars)
+        return build(head, injection, broken)
     return CheckFailure("no_second_covered_function")
 
 
-def build(
-    repo: RepoAtHead,
-    injection: Injection,
-    sources: dict[str, str],
-    broken: Broken,
-    max_prompt_chars: int,
-) -> Task:
+def build(head: Head, injection: Injection, broken: Broken) -> Task:
     """The task that repairs `injection`'s mutations, which break `broken`'s tests."""
-    path = injection.path
-    original = mutated = sources[path]
-    for mutation in sorted(injection.mutations, key=lambda m: -m.start):
-        mutated = mutation.apply(mutated)
-    workspace = Workspace(
-        repo_id=repo.repo_id,
-        origin=repo.origin,
-        base=repo.head,
-        start_patch=file_diff(path, original, mutated),
-    )
+    repo, path = head.repo, injection.path
+    original = head.sources[path]
+    mutated = injection.mutated(original)
     first, *rest = injection.mutations
     lineage = Lineage(
         generator=GENERATOR,
@@ -416,19 +386,16 @@ def build(
         },
     )
     regions = {path: sorted(_changed_lines(original, m) for m in injection.mutations)}
-    statement = _statement(injection, broken)
-    tests = (broken.fail_to_pass, broken.pass_to_pass)
-    reference = file_diff(path, mutated, original)
     return code_task(
         KIND,
-        statement,
+        _statement(injection, broken),
         {path: mutated},
-        reference,
-        workspace,
-        tests,
+        file_diff(path, mutated, original),
+        _workspace(head, path, mutated),
+        (broken.fail_to_pass, broken.pass_to_pass),
         lineage,
         regions,
-        max_prompt_chars,
+        head.max_prompt_chars,
     )
 
 
@@ -486,7 +453,7 @@ def remake(
     if target is None:
         raise CheckFailure("function_not_found")
     passing = {*task.verifier.fail_to_pass, *task.verifier.pass_to_pass}
-    made = inject(repo, target, level, sources, passing, limits, max_prompt_chars, taken)
+    made = inject(Head(repo, sources, passing, limits, max_prompt_chars), target, level, taken)
     if isinstance(made, CheckFailure):
         raise made
     return made

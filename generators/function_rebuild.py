@@ -107,27 +107,52 @@ def rebuild_tasks(
     """Function-rebuild tasks of `repo` at its HEAD, at the ladder's base level: up to
     `max_functions` candidates (in a stable order spread over the files), each tried in the
     sandbox. Raises CheckFailure("tests_do_not_run") when no test passes at HEAD."""
+    read = functions_at_head(repo)
+    yield from read.unreadable
+    candidates = sorted(read.functions, key=lambda t: content_id(repo.repo_id, t.item))
+    passing = passing_at_head(repo, limits)
+    base = LADDER.level(LADDER.base)
+    for target in candidates[:max_functions]:
+        removal = Removal((target,), base)
+        result = build(repo, removal, read.sources, passing, limits, max_prompt_chars)
+        yield Rejected(target.item, result.reason) if isinstance(result, CheckFailure) else result
+
+
+@dataclass(frozen=True)
+class FunctionsAtHead:
+    """A repository's source files at HEAD, their functions, and the files that could not be
+    read or parsed."""
+
+    sources: dict[str, str]
+    functions: list[Target]
+    unreadable: list[Rejected]
+
+
+def functions_at_head(repo: RepoAtHead) -> FunctionsAtHead:
+    """The functions of every source file of `repo` at its HEAD (`function_targets`)."""
     sources: dict[str, str] = {}
-    candidates: list[Target] = []
+    functions: list[Target] = []
+    unreadable: list[Rejected] = []
     for path in source_paths(repo):
         try:
             sources.update(files_at(repo.mirror, repo.head, [path]))
-            candidates += targets(path, sources[path])
+            functions += targets(path, sources[path])
         except CheckFailure as failure:
-            yield Rejected(path, failure.reason)
+            unreadable.append(Rejected(path, failure.reason))
         except (SyntaxError, ValueError) as error:
-            yield Rejected(path, "unparsable_source", type(error).__name__)
-    candidates.sort(key=lambda t: content_id(repo.repo_id, t.item))
+            unreadable.append(Rejected(path, "unparsable_source", type(error).__name__))
+    return FunctionsAtHead(sources, functions, unreadable)
+
+
+def passing_at_head(repo: RepoAtHead, limits: Limits) -> set[str]:
+    """The tests that pass at `repo`'s HEAD, run in the sandbox; raises
+    CheckFailure("tests_do_not_run") when none does."""
     workspace = Workspace(repo_id=repo.repo_id, origin=repo.origin, base=repo.head)
     baseline = try_edits(repo.mirror, workspace, None, [], limits).run
     passing = baseline.passed() if baseline else set()
     if not passing:
         raise CheckFailure("tests_do_not_run")
-    base = LADDER.level(LADDER.base)
-    for target in candidates[:max_functions]:
-        removal = Removal((target,), base)
-        result = build(repo, removal, sources, passing, limits, max_prompt_chars)
-        yield Rejected(target.item, result.reason) if isinstance(result, CheckFailure) else result
+    return passing
 
 
 def source_paths(repo: RepoAtHead) -> list[str]:
