@@ -30,7 +30,7 @@ from data.hub import push_version
 from data.lake import Lake
 from data.model_servers import resolve_endpoints
 from data.projections import Projection, project
-from data.sample_repo import build_sample_repo
+from data.sample_repo import LEDGERLINE, PARCELRATE, SampleRepo, build_sample_repo
 from families import export_kinds
 from families.code_stages import (
     ingest_repository,
@@ -450,13 +450,13 @@ def run_pipeline(
         if not paths and not repos and not traces and not worlds and empty:
             paths, repos, traces, worlds = (
                 [str(SAMPLE_DOCS)],
-                [str(_sample_repo(ctx))],
+                [str(_sample_repo(ctx, sample)) for sample in (LEDGERLINE, PARCELRATE)],
                 [str(SAMPLE_TRACES)],
                 [str(SAMPLE_WORLDS)],
             )
             ctx.progress(
-                f"no sources yet: ingesting the bundled samples ({SAMPLE_DOCS}, {repos[0]},"
-                f" {SAMPLE_TRACES}, {SAMPLE_WORLDS})"
+                f"no sources yet: ingesting the bundled samples ({SAMPLE_DOCS},"
+                f" {', '.join(repos)}, {SAMPLE_TRACES}, {SAMPLE_WORLDS})"
             )
         # a run that brings new sources has model work ahead: its servers are started and
         # checked first, so a server that cannot be used stops it before any stage runs
@@ -490,7 +490,7 @@ def run_pipeline(
         return summary
 
 
-def _sample_repo(ctx: StageContext) -> Path:
-    """The bundled sample repository, built under the home the first time."""
-    path = ctx.config.home / "samples" / "ledgerline"
-    return path if (path / ".git").is_dir() else build_sample_repo(path)
+def _sample_repo(ctx: StageContext, sample: SampleRepo) -> Path:
+    """A bundled sample repository, built under the home the first time."""
+    path = ctx.config.home / "samples" / sample.name
+    return path if (path / ".git").is_dir() else build_sample_repo(path, sample)
