@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -72,6 +74,15 @@ def _isolated_environment(monkeypatch, tmp_path_factory):
 def oracle_server():
     with FakeOpenAIServer(Oracle()) as server:
         yield server
+
+
+@pytest.fixture
+def open_dir():
+    """A folder an unprivileged user can enter (pytest's own are root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="foundry-unprivileged-"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def make_context(home: Path, run_id: str = "run-1", **settings) -> StageContext:

