@@ -1,15 +1,11 @@
 """Bug-fix tasks: a bug put into a function the tests cover; the tests it breaks must pass again.
 
 For repositories whose history has no commits that carry tests (nothing to replay), in the
-spirit of SWE-smith. A mutation changes one syntax node of a function's body, located with
-`ast` and replaced in the source text over that node's span only, so the rest of the file is
-byte for byte the original. It is kept only when some of the tests that pass at HEAD now fail
-(its fail-to-pass tests) and the run still ends (a mutation that hangs the suite is dropped);
-every other passing test must keep passing. The known end state is the original file.
-
-Mutations come in two kinds: `plain` (a comparison or membership turned around, `+` for `-`,
-`and` for `or`, a `not` dropped, `True` for `False`) and `subtle` (a boundary moved, `<` for
-`<=`, or a whole number off by one).
+spirit of SWE-smith, in Python and JavaScript alike. A mutation changes one syntax node of a
+function's body, over that node's span of the text only (`generators.mutations`: plain or
+subtle). It is kept only when some of the tests that pass at HEAD now fail (its fail-to-pass
+tests) and the run still ends (a mutation that hangs the suite is dropped); every other passing
+test must keep passing. The known end state is the original file.
 
 Difficulty ladder (easiest first): `output_shown` shows the first failing test's output;
 `base` names the failing tests only; `subtle` makes a subtle mutation; `two_functions` makes
@@ -18,7 +14,6 @@ a subtle mutation in a second covered function of the same file as well.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +25,7 @@ from generators.code_tasks import code_task, files_at
 from generators.function_rebuild import Rejected, RepoAtHead, functions_at_head, passing_at_head
 from generators.function_targets import Target, targets
 from generators.knobs import Ladder, Level, repaired
+from generators.mutations import Mutation, candidates
 from harnesses.edits import file_diff
 from harnesses.sandbox import Limits
 from harnesses.test_run import TestRun
@@ -43,7 +39,10 @@ MAX_TRIES = 4  # mutations tried per function before it is given up
 MAX_LISTED = 8  # failing tests named in the statement
 MAX_OUTPUT_CHARS = 2_400  # of the failing test's output, where shown
 MAX_PARTNERS = 3  # second functions tried for `two_functions`
-MAX_CONSTANT = 10_000  # whole numbers larger than this are left alone
+
+PYTEST_FAILURES = r"^=+ FAILURES =+$(.*?)(?=^=+ short test summary|\Z)"
+NODE_FAILURES = r"^✖ failing tests:$(.*?)(?=^✔|\Z)"
+SANDBOX_TREE = r"/\S*?/sandbox-[^/\s]+/tree/"  # where a sandbox's copy of the tree was
 
 LADDER = Ladder(
     levels=(
@@ -54,62 +53,6 @@ LADDER = Ladder(
     ),
     base="base",
 )
-
-# the operator between two operands -> (what it becomes, whether the change is subtle)
-OPERATOR_SWAPS = {
-    "<": ("<=", True),
-    "<=": ("<", True),
-    ">": (">=", True),
-    ">=": (">", True),
-    "==": ("!=", False),
-    "!=": ("==", False),
-    "in": ("not in", False),
-    "not in": ("in", False),
-    "is": ("is not", False),
-    "is not": ("is", False),
-    "+": ("-", False),
-    "-": ("+", False),
-    "+=": ("-=", False),
-    "-=": ("+=", False),
-    "and": ("or", False),
-    "or": ("and", False),
-}
-COMPARISONS = {
-    ast.Lt: "<",
-    ast.LtE: "<=",
-    ast.Gt: ">",
-    ast.GtE: ">=",
-    ast.Eq: "==",
-    ast.NotEq: "!=",
-    ast.In: "in",
-    ast.NotIn: "not in",
-    ast.Is: "is",
-    ast.IsNot: "is not",
-}
-ARITHMETIC = {ast.Add: "+", ast.Sub: "-"}
-BOOLEAN = {ast.And: "and", ast.Or: "or"}
-
-
-@dataclass(frozen=True)
-class Mutation:
-    """One change to a function's source: `start`..`end` (character offsets into the file)
-    become `replacement`. `line` is the changed node's first line (1-based)."""
-
-    target: Target
-    start: int
-    end: int
-    replacement: str
-    description: str  # e.g. `<= became <`
-    subtle: bool
-    line: int
-
-    @property
-    def key(self) -> str:
-        """Names the mutation within its file: where it is and what it does."""
-        return f"{self.target.qualname}:{self.line}:{self.start}:{self.description}"
-
-    def apply(self, source: str) -> str:
-        return source[: self.start] + self.replacement + source[self.end :]
 
 
 @dataclass(frozen=True)
@@ -133,107 +76,6 @@ class Injection:
         for mutation in sorted(self.mutations, key=lambda m: -m.start):
             original = mutation.apply(original)
         return original
-
-
-def mutations(source: str, target: Target) -> list[Mutation]:
-    """Every mutation of `target`'s body (its docstring aside) in `source`, in source order."""
-    offsets = _LineOffsets(source)
-    found: list[Mutation] = []
-    for node in ast.walk(ast.parse(source)):
-        line = getattr(node, "lineno", 0)
-        if not (target.body_start <= line and getattr(node, "end_lineno", 0) <= target.end):
-            continue
-        for start, end, replacement, description, subtle in _node_mutations(node, source, offsets):
-            found.append(Mutation(target, start, end, replacement, description, subtle, line))
-    return sorted(found, key=lambda m: (m.start, m.description))
-
-
-class _LineOffsets:
-    """Character offsets of `ast` positions (line 1-based, column in UTF-8 bytes)."""
-
-    def __init__(self, source: str) -> None:
-        self.lines = source.splitlines(keepends=True)
-        self.starts = [0]
-        for text in self.lines:
-            self.starts.append(self.starts[-1] + len(text))
-
-    def at(self, line: int, column: int) -> int:
-        text = self.lines[line - 1].encode()[:column].decode(errors="ignore")
-        return self.starts[line - 1] + len(text)
-
-    def start(self, node: ast.AST) -> int:
-        return self.at(node.lineno, node.col_offset)  # type: ignore[attr-defined]
-
-    def end(self, node: ast.AST) -> int:
-        return self.at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
-
-
-_Change = tuple[int, int, str, str, bool]  # start, end, replacement, description, subtle
-
-
-def _node_mutations(node: ast.AST, source: str, offsets: _LineOffsets) -> Iterator[_Change]:
-    if isinstance(node, ast.Compare):
-        lefts = [node.left, *node.comparators[:-1]]
-        for op, left, right in zip(node.ops, lefts, node.comparators, strict=True):
-            yield from _swap_between(left, right, COMPARISONS.get(type(op)), source, offsets)
-    elif isinstance(node, ast.BinOp):
-        operator = ARITHMETIC.get(type(node.op))
-        yield from _swap_between(node.left, node.right, operator, source, offsets)
-    elif isinstance(node, ast.AugAssign) and type(node.op) in ARITHMETIC:
-        operator = ARITHMETIC[type(node.op)] + "="
-        yield from _swap_between(node.target, node.value, operator, source, offsets)
-    elif isinstance(node, ast.BoolOp):
-        for left, right in zip(node.values, node.values[1:], strict=False):
-            yield from _swap_between(left, right, BOOLEAN[type(node.op)], source, offsets)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        start, operand = offsets.start(node), offsets.start(node.operand)
-        kept = re.fullmatch(r"not\s*(\(*\s*)", source[start:operand])
-        if kept:
-            yield start, operand, kept.group(1), "`not` dropped", False
-    elif isinstance(node, ast.Constant):
-        yield from _constant(node, source, offsets)
-
-
-def _swap_between(
-    left: ast.AST, right: ast.AST, operator: str | None, source: str, offsets: _LineOffsets
-) -> Iterator[_Change]:
-    """The operator written between `left` and `right` swapped (`OPERATOR_SWAPS`), when the
-    text between them is that operator alone (with brackets and spaces around it)."""
-    if operator is None:
-        return
-    start, end = offsets.end(left), offsets.start(right)
-    written = re.fullmatch(r"([\s)]*)([^\s()]+(?:\s+[^\s()]+)?)([\s(]*)", source[start:end])
-    if written is None or " ".join(written.group(2).split()) != operator:
-        return
-    replacement, subtle = OPERATOR_SWAPS[operator]
-    text = written.group(1) + replacement + written.group(3)
-    yield start, end, text, f"`{operator}` became `{replacement}`", subtle
-
-
-def _constant(node: ast.Constant, source: str, offsets: _LineOffsets) -> Iterator[_Change]:
-    start, end = offsets.start(node), offsets.end(node)
-    written = source[start:end]
-    if isinstance(node.value, bool) and written in ("True", "False"):
-        flipped = "False" if node.value else "True"
-        yield start, end, flipped, f"`{written}` became `{flipped}`", False
-    elif type(node.value) is int and written.isdigit() and node.value <= MAX_CONSTANT:
-        bumped = str(node.value + 1)
-        yield start, end, bumped, f"`{written}` became `{bumped}`", True
-
-
-def candidates(source: str, target: Target, subtle: bool) -> list[Mutation]:
-    """`target`'s mutations of the kind asked for, in a stable order spread over the body, the
-    ones whose result does not parse left out."""
-    kept = []
-    for mutation in mutations(source, target):
-        if mutation.subtle != subtle:
-            continue
-        try:
-            ast.parse(mutation.apply(source))
-        except SyntaxError:
-            continue
-        kept.append(mutation)
-    return sorted(kept, key=lambda m: content_id(target.item, m.key))
 
 
 @dataclass(frozen=True)
@@ -280,14 +122,13 @@ def _workspace(head: Head, path: str, mutated: str) -> Workspace:
 
 
 def failure_output(run: TestRun) -> str:
-    """pytest's report of the failures (its FAILURES section, sandbox paths made relative),
-    cut to MAX_OUTPUT_CHARS."""
-    text = run.completed.stdout
-    found = re.search(r"^=+ FAILURES =+$(.*?)(?=^=+ short test summary|\Z)", text, re.M | re.S)
-    report = found.group(1).strip() if found else ""
-    for arg in run.completed.argv:
-        if arg.startswith("--rootdir="):
-            report = report.replace(arg.removeprefix("--rootdir=") + "/", "")
+    """The runner's report of the failures (pytest's FAILURES section, or the failing tests
+    Node's spec reporter lists), sandbox paths made relative, cut to MAX_OUTPUT_CHARS."""
+    completed = run.completed
+    pytest = re.search(PYTEST_FAILURES, completed.stdout, re.M | re.S)
+    node = re.findall(NODE_FAILURES, completed.stderr, re.M | re.S)
+    report = pytest.group(1).strip() if pytest else "\n\n".join(f.strip() for f in node)
+    report = re.sub(SANDBOX_TREE, "", report)
     if len(report) > MAX_OUTPUT_CHARS:
         report = report[:MAX_OUTPUT_CHARS].rstrip() + "\n[... cut]"
     return report
@@ -299,10 +140,7 @@ def inject_tasks(
     """Bug-fix tasks of `repo` at its HEAD, at the ladder's base level: up to `max_bugs`
     functions with a plain mutation site (in a stable order spread over the files), each with
     the first of its mutations that breaks a test. Raises CheckFailure("tests_do_not_run")
-    when no test passes at HEAD, CheckFailure("unsupported_language") for a repository not in
-    Python (its mutations are Python's)."""
-    if repo.language.name != "python":
-        raise CheckFailure("unsupported_language")
+    when no test passes at HEAD."""
     read = functions_at_head(repo)
     yield from read.unreadable
     head = Head(repo, read.sources, passing_at_head(repo, limits), limits, max_prompt_chars)
@@ -412,7 +250,7 @@ def _statement(injection: Injection, broken: Broken) -> str:
     two = len(injection.mutations) > 1
     output = ""
     if injection.show_output and broken.output:
-        output = f"\n\nWhat pytest reports:\n\n```text\n{broken.output}\n```"
+        output = f"\n\nWhat the tests report:\n\n```text\n{broken.output}\n```"
     return STATEMENT.render(
         failing=listed,
         bugs="two bugs, in two different functions," if two else "a bug",

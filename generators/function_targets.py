@@ -10,7 +10,7 @@ import ast
 from dataclasses import dataclass
 from functools import cache
 
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 JAVASCRIPT_SUFFIXES = (".js", ".mjs", ".cjs")
 # a variable whose value is one of these is a function (`const f = function () {…}`, or `=> {…}`)
@@ -100,12 +100,17 @@ def _javascript_parser() -> Parser:
     return Parser(Language(tree_sitter_javascript.language()))
 
 
+def javascript_tree(source: str) -> Tree:
+    """`source` parsed with tree-sitter's JavaScript grammar."""
+    return _javascript_parser().parse(source.encode())
+
+
 def javascript_targets(path: str, source: str) -> list[Target]:
     """Function declarations (exported or not), functions bound to a `const`/`let`/`var` and
     the methods of classes, at the top level of `source`, whose `{…}` body has statements on
     lines of their own (an arrow function with an expression body has none). Its JSDoc
     comment sits before the definition, not in the body, so `doc_start` stays None."""
-    tree = _javascript_parser().parse(source.encode())
+    tree = javascript_tree(source)
     if tree.root_node.has_error:
         raise SyntaxError(f"{path}: not JavaScript the parser reads")
     lines = source.splitlines()

@@ -19,14 +19,9 @@ from data.repos import ingest_repo
 from families import export_kinds, family_of
 from families.code import repo_of
 from families.code_stages import inject_bugs, pending_injections, replay_commits
-from generators.bug_injection import (
-    KIND,
-    LADDER,
-    candidates,
-    make_variant,
-    mutations,
-)
+from generators.bug_injection import KIND, LADDER, make_variant
 from generators.function_targets import targets
+from generators.mutations import candidates, mutations
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -176,7 +171,7 @@ def test_a_repository_without_replayable_commits_yields_verified_bug_fix_tasks(b
         assert "tests/" not in reference
         prompt = row["prompt"][1]["content"]
         assert all(f"`{test}`" in prompt for test in verifier["fail_to_pass"])
-        assert "What pytest reports" not in prompt  # the base level names the tests only
+        assert "What the tests report" not in prompt  # the base level names the tests only
         assert json.loads(row["lineage"])["knobs"]["level"] == "base"
 
 
@@ -200,7 +195,7 @@ def test_each_level_of_the_ladder_can_be_made(bug_run):
             made[level.name] = make_variant(task, level, "harder", repo, ctx.limits, 24_000)
     shown = made["output_shown"]
     assert shown.lineage.knobs["mutation"] == task.lineage.knobs["mutation"]  # the same bug
-    assert "What pytest reports" in shown.question and "assert" in shown.question
+    assert "What the tests report" in shown.question and "assert" in shown.question
     assert "/tmp/" not in shown.question  # sandbox paths are made relative
     subtle = made["subtle"]
     assert subtle.lineage.knobs["subtlety"] == "subtle"

@@ -1,6 +1,6 @@
 """Code tasks from the bundled JavaScript repository (`parcelrate`, tested with Node's test
-runner): commit replay and function rebuild through the same stages as Python, its tests run
-in the sandbox with no network, the gold self-check, calibration and export."""
+runner): commit replay, function rebuild and bug fix through the same stages as Python, its
+tests run in the sandbox with no network, the gold self-check, calibration and export."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from data.git import git
 from data.repos import ingest_repo
 from data.sample_repo import PARCELRATE, build_sample_repo
 from families import export_kinds
+from families.code import repo_of
 from families.code_stages import inject_bugs, rebuild_functions, replay_commits
+from generators import bug_injection
 from generators.function_targets import targets
+from generators.mutations import candidates, mutations
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -55,7 +58,7 @@ def test_the_repository_is_read_as_javascript(js_run):
     kinds = {c.message.splitlines()[0]: c.kind for c in ctx.lake.records("commits")}
     assert kinds["Charge a partial weight step as a whole one"] == "source_and_tests"
     assert counts["repo_tests:done:tests_run"] == 1
-    assert counts["inject:rejected:unsupported_language"] == 1  # its mutations are Python's
+    assert counts["inject:done:injected"] == 1
 
 
 def test_replayed_commits_have_their_node_tests_as_fail_to_pass(js_run):
@@ -79,17 +82,17 @@ def test_replayed_commits_have_their_node_tests_as_fail_to_pass(js_run):
     )
 
 
-def test_commit_replay_and_function_rebuild_tasks_are_verified_and_exported(js_run):
+def test_replay_rebuild_and_bug_fix_tasks_are_verified_and_exported(js_run):
     ctx, _, rows, _ = js_run
     rows_ = ctx.lake.rows("SELECT * FROM status WHERE stage = 'verify'")
     verify = {r["item_id"]: r["reason"] for r in rows_}
     tasks = ctx.lake.records("tasks")
-    for kind in ("commit_replay", "function_rebuild"):
+    for kind in ("commit_replay", "function_rebuild", "bug_fix"):
         made = [t for t in tasks if t.kind == kind]
         assert made, kind
         assert all(verify[t.task_id] == "gold_self_check_passed" for t in made), kind
     exported = {row["kind"] for row in rows}
-    assert {"commit_replay", "function_rebuild"} <= exported
+    assert {"commit_replay", "function_rebuild", "bug_fix"} <= exported
     rebuild = next(row for row in rows if row["kind"] == "function_rebuild")
     prompt = rebuild["prompt"][1]["content"]
     assert "```javascript\n// file: src/" in prompt
@@ -97,7 +100,7 @@ def test_commit_replay_and_function_rebuild_tasks_are_verified_and_exported(js_r
     assert rebuild["pass_rate"] is not None
     rewards = ctx.lake.rows(
         "SELECT a.reward FROM attempts a JOIN tasks t USING (task_id)"
-        " WHERE t.kind IN ('function_rebuild', 'commit_replay')"
+        " WHERE t.kind IN ('function_rebuild', 'commit_replay', 'bug_fix')"
     )
     assert {r["reward"] for r in rewards} == {0.0, 1.0}  # the oracle's `// file:` edits score
     assert all(t.startswith("test/") for t in json.loads(rebuild["verifier"])["fail_to_pass"])
@@ -107,6 +110,23 @@ def test_commit_replay_and_function_rebuild_tasks_are_verified_and_exported(js_r
 def test_the_exported_package_runs_the_node_tests_as_taskfoundry_does(js_run, tmp_path):
     ctx, *_, version = js_run
     assert_package_grades_alike(ctx, version, "js", tmp_path)
+
+
+def test_a_javascript_bug_at_its_easiest_level_shows_what_node_reports(js_run):
+    ctx, *_ = js_run
+    task = next(t for t in ctx.lake.records("tasks") if t.kind == "bug_fix")
+    shown = bug_injection.make_variant(
+        task,
+        bug_injection.LADDER.level("output_shown"),
+        "easier",
+        repo_of(ctx.lake, task),
+        ctx.limits,
+        24_000,
+    )
+    assert shown.lineage.knobs["mutation"] == task.lineage.knobs["mutation"]
+    report = shown.question.split("What the tests report:")[1]
+    assert "✖ " in report and "test at test/" in report  # the failing tests, paths relative
+    assert "sandbox-" not in report
 
 
 def test_function_bodies_are_found_in_javascript_sources():
@@ -141,3 +161,35 @@ export default class Meter {
     assert found["Meter.constructor"].is_method
     with pytest.raises(SyntaxError):
         targets("src/broken.js", "export function (")
+
+
+def test_a_javascript_mutation_replaces_its_operator_or_literal_and_nothing_else():
+    source = """export function fee(grams, zone) {
+  const label = 'größe';
+  if (grams <= 500 && !zone.free) {
+    return zone.base + 1;
+  }
+  return true;
+}
+"""
+    [target] = targets("src/fee.js", source)
+    found = {m.description: m for m in mutations(source, target)}
+    assert set(found) == {
+        "`<=` became `<`",
+        "`500` became `501`",
+        "`&&` became `||`",
+        "`!` dropped",
+        "`+` became `-`",
+        "`1` became `2`",
+        "`true` became `false`",
+    }
+    assert found["`<=` became `<`"].apply(source) == source.replace("<= 500", "< 500")
+    assert found["`!` dropped"].apply(source) == source.replace("!zone", "zone")
+    assert found["`<=` became `<`"].subtle and not found["`&&` became `||`"].subtle
+    plain = candidates(source, target, subtle=False)
+    assert {m.description for m in plain} == {
+        "`&&` became `||`",
+        "`!` dropped",
+        "`+` became `-`",
+        "`true` became `false`",
+    }
