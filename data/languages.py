@@ -106,13 +106,19 @@ def detect_language(files: list[str]) -> Language | None:
     return marked[0] if marked else next((lang for lang in LANGUAGES if lang.detect(files)), None)
 
 
-def tree_language(tree: Path) -> Language | None:
-    """The language of the project checked out at `tree` (`detect_language` on its files)."""
+def project_files(tree: Path) -> list[str]:
+    """The files of the project checked out at `tree` (relative paths, sorted), its
+    SKIPPED_FOLDERS left out."""
     files = []
     for folder, children, names in os.walk(tree):
         children[:] = [c for c in children if c not in SKIPPED_FOLDERS]
         files += [(Path(folder) / name).relative_to(tree).as_posix() for name in names]
-    return detect_language(files)
+    return sorted(files)
+
+
+def tree_language(tree: Path) -> Language | None:
+    """The language of the project checked out at `tree` (`detect_language` on its files)."""
+    return detect_language(project_files(tree))
 
 
 def language_named(name: str) -> Language:

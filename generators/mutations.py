@@ -145,7 +145,7 @@ def _node_mutations(node: ast.AST, source: str, offsets: _LineOffsets) -> Iterat
 def _swap_between(
     left: ast.AST, right: ast.AST, operator: str | None, source: str, offsets: _LineOffsets
 ) -> Iterator[_Change]:
-    """The operator written between `left` and `right` swapped (`OPERATOR_SWAPS`), when the
+    """The operator written between `left` and `right` swapped (`PYTHON_SWAPS`), when the
     text between them is that operator alone (with brackets and spaces around it)."""
     if operator is None:
         return

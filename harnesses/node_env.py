@@ -11,13 +11,12 @@ the lockfile; one being built is locked, and one whose build died is built again
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
-from harnesses.python_env import BUILD_TIMEOUT_S, EnvError, env_cache, key_of
+from harnesses.node_runner import node_version
+from harnesses.python_env import EnvError, built_once, env_cache, key_of, run_installer
 
 LOCKFILE = "package-lock.json"
 DEPENDENCY_FIELDS = ("dependencies", "devDependencies")
@@ -51,21 +50,17 @@ def ensure_node_modules(tree: Path) -> Path | None:
         return None
     lockfile = tree / LOCKFILE
     locked = "" if lockfile.is_symlink() or not lockfile.is_file() else lockfile.read_text()
-    node = shutil.which("node")
     npm = shutil.which("npm")
-    if node is None or npm is None:
-        raise EnvError("node and npm are needed to install a JavaScript project's dependencies")
-    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    if npm is None:
+        raise EnvError("npm is needed to install a JavaScript project's dependencies")
     cache = env_cache()
-    folder = cache / key_of("node-modules", version, declared, locked)
-    with open(cache / f"{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (folder / ".ready").exists():
-            return folder / "node_modules"
-        shutil.rmtree(folder, ignore_errors=True)  # a build that died half-way
+    folder = cache / key_of("node-modules", node_version(), declared, locked)
+    ready = json.dumps(declared, sort_keys=True) + "\n"
+
+    def install(folder: Path) -> None:
         _install(folder, npm, tree / "package.json", locked, cache / "npm-cache")
-        (folder / ".ready").write_text(json.dumps(declared, sort_keys=True) + "\n")
-    return folder / "node_modules"
+
+    return built_once(folder, install, ready) / "node_modules"
 
 
 def _install(folder: Path, npm: str, manifest: Path, locked: str, npm_cache: Path) -> None:
@@ -85,15 +80,7 @@ def _install(folder: Path, npm: str, manifest: Path, locked: str, npm_cache: Pat
         f"--cache={npm_cache}",
         *([] if locked else ["--no-package-lock"]),
     ]
-    try:
-        done = subprocess.run(
-            argv, cwd=folder, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise EnvError(f"npm {command}: {error}") from error
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise EnvError(" | ".join(tail) or f"npm {command}: exit {done.returncode}")
+    run_installer(argv, f"npm {command}", cwd=folder)
     for path in [folder, *folder.rglob("*")]:  # every sandbox uid reads it; none writes it
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)

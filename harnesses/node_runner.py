@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from data.languages import JavaScript
+from data.languages import JavaScript, project_files
 from harnesses.python_env import EnvError
 from harnesses.sandbox import Completed, Sandbox
 from harnesses.test_run import Outcome, StreamReader, TestRun
@@ -43,7 +43,6 @@ from harnesses.test_run import Outcome, StreamReader, TestRun
 NODE = shutil.which("node") or "/usr/bin/node"
 MIN_NODE = 20  # the permission model and the test runner's reporters as used here
 GUARD = Path(__file__).resolve().parent / "node_boot" / "guard.mjs"
-SKIPPED_FOLDERS = ("node_modules", ".git")
 OUTCOMES = {"passed", "failed", "skipped", "todo"}
 
 
@@ -66,8 +65,8 @@ def run_node_tests(
     file in its own process; `modules` is the `node_modules` folder its dependencies are in."""
     tree = sandbox.tree
     files = sorted({test.split("::")[0] for test in tests}) if tests else runnable_test_files(tree)
-    boot = _install_guard(sandbox)
-    linked = sandbox.tree / "node_modules"
+    boot = sandbox.provide("node-boot", [GUARD])
+    linked = tree / "node_modules"
     if modules is not None and not linked.exists() and not linked.is_symlink():
         linked.symlink_to(modules)  # read-only, shared: see `harnesses.node_env`
     outcomes: dict[str, Outcome] = {}
@@ -87,43 +86,34 @@ def run_node_tests(
 
 
 @cache
-def node_major() -> int:
-    """The major version of the `node` the tests run with; raises EnvError when there is none
-    or it is older than MIN_NODE."""
+def node_version() -> str:
+    """The version of the `node` the tests run with (`v20.20.2`); raises EnvError when there
+    is none or it is older than MIN_NODE."""
+    needed = f"Node.js {MIN_NODE} or later is needed for JavaScript tests"
     try:
         shown = subprocess.run([NODE, "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
-        needed = f"Node.js {MIN_NODE} or later is needed for JavaScript tests"
         raise EnvError(f"{needed}: {error}") from error
-    found = re.match(r"v(\d+)\.", shown.stdout.strip())
-    if found is None or int(found.group(1)) < MIN_NODE:
-        have = shown.stdout.strip() or "none"
-        raise EnvError(f"Node.js {MIN_NODE} or later is needed for JavaScript tests (found {have})")
-    return int(found.group(1))
+    version = shown.stdout.strip()
+    if _major(version) < MIN_NODE:
+        raise EnvError(f"{needed} (found {version or 'none'})")
+    return version
+
+
+def node_major() -> int:
+    """The major version of `node_version()`."""
+    return _major(node_version())
+
+
+def _major(version: str) -> int:
+    found = re.match(r"v(\d+)\.", version)
+    return int(found.group(1)) if found else 0
 
 
 def runnable_test_files(tree: Path) -> list[str]:
     """The files Node's test runner would run in `tree` (relative paths, sorted)."""
     language = JavaScript()
-    found = []
-    for folder, children, names in os.walk(tree):
-        children[:] = sorted(c for c in children if c not in SKIPPED_FOLDERS)
-        for name in names:
-            path = (Path(folder) / name).relative_to(tree).as_posix()
-            if language.is_runnable_test(path):
-                found.append(path)
-    return sorted(found)
-
-
-def _install_guard(sandbox: Sandbox) -> Path:
-    """The guard in the sandbox's root folder, which stays its caller's: readable, unchangeable
-    by the command."""
-    boot = sandbox.root / "node-boot"
-    if not boot.exists():
-        boot.mkdir(mode=0o755)
-        shutil.copyfile(GUARD, boot / GUARD.name)
-        os.chmod(boot / GUARD.name, 0o644)
-    return boot
+    return [path for path in project_files(tree) if language.is_runnable_test(path)]
 
 
 def _run_file(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ def run_pytest(
     sandbox: Sandbox, env: Path, tests: list[str] | None = None, timeout_s: float | None = None
 ) -> TestRun:
     """Run `tests` (default: the whole suite) in the sandbox's tree with `env`'s pytest."""
-    boot = _install_boot(sandbox)
+    boot = sandbox.provide("boot", [BOOT / "boot.py", BOOT / "outcome_stream.py"])
     paths = os.pathsep.join([str(sandbox.tree / "src"), str(sandbox.tree)])
     read_end, write_end = os.pipe()
     reader = StreamReader(read_end)
@@ -167,18 +166,6 @@ def _disagreement(
     if isinstance(collected, int) and reported > collected:
         return f"{reported} tests reported, {collected} collected"
     return ""
-
-
-def _install_boot(sandbox: Sandbox) -> Path:
-    """The boot script and plugin in the sandbox's root folder, which stays its caller's: the
-    command can read them but not change them."""
-    target = sandbox.root / "boot"
-    if not target.exists():
-        target.mkdir(mode=0o755)
-        for name in ("boot.py", "outcome_stream.py"):
-            shutil.copyfile(BOOT / name, target / name)
-            os.chmod(target / name, 0o644)
-    return target
 
 
 def _site_packages(env: Path) -> Path:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 from harnesses.sandbox import SYSTEM_DIRS, private_dir
@@ -110,14 +111,35 @@ def ensure_env(requirements: list[str], python: str | None = None) -> Path:
     python = python or sandbox_python()
     cache = env_cache()
     env = cache / key_of("python-env", python, sorted(requirements))
-    with open(cache / f"{env.name}.lock", "w") as lock:
+    ready = "\n".join(requirements) + "\n"
+    return built_once(env, lambda folder: _build(folder, python, requirements), ready)
+
+
+def built_once(folder: Path, build: Callable[[Path], None], ready: str) -> Path:
+    """`folder` as `build` makes it, unless a finished build is there (its `.ready` file,
+    which records `ready`): a build in progress elsewhere is waited for under a lock, and one
+    that died half-way is done again."""
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (env / ".ready").exists():
-            return env
-        shutil.rmtree(env, ignore_errors=True)  # a build that died half-way
-        _build(env, python, requirements)
-        (env / ".ready").write_text("\n".join(requirements) + "\n")
-    return env
+        if not (folder / ".ready").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            build(folder)
+            (folder / ".ready").write_text(ready)
+    return folder
+
+
+def run_installer(argv: list[str], what: str, cwd: Path | None = None) -> None:
+    """Run an installer's command (`what` names it in errors); raises EnvError with its last
+    words when it cannot run, times out or fails."""
+    try:
+        done = subprocess.run(
+            argv, cwd=cwd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise EnvError(f"{what}: {error}") from error
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise EnvError(" | ".join(tail) or f"{what}: exit {done.returncode}")
 
 
 def key_of(*parts: object) -> str:
@@ -143,10 +165,4 @@ def _build(env: Path, python: str, requirements: list[str]) -> None:
         ],
     ]
     for step in steps:
-        try:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise EnvError(f"{step[2]}: {error}") from error
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            raise EnvError(" | ".join(tail) or f"exit {done.returncode}")
+        run_installer(step, step[2])

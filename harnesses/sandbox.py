@@ -251,6 +251,18 @@ class Sandbox:
             os.close(self._lock)
             self._lock = None
 
+    def provide(self, name: str, files: list[Path]) -> Path:
+        """`files` copied into the folder `name` of the sandbox's root folder, which stays its
+        caller's (once: a later call finds them there): the command can read them but not
+        change them."""
+        target = self.root / name
+        if not target.exists():
+            target.mkdir(mode=0o755)
+            for source in files:
+                shutil.copyfile(source, target / source.name)
+                os.chmod(target / source.name, 0o644)
+        return target
+
     def write(self, name: str, data: str | bytes) -> Path:
         """A file in the sandbox's own tmp folder (outside the tree), owned by its uid."""
         path = self.root / "tmp" / name
