@@ -38,18 +38,7 @@ def run_pytest(
     sandbox: Sandbox, env: Path, tests: list[str] | None = None, timeout_s: float | None = None
 ) -> TestRun:
     """Run `tests` (default: the whole suite) in the sandbox's tree with `env`'s pytest."""
-    boot = sandbox.provide("boot", [BOOT / "boot.py", BOOT / "outcome_stream.py"])
-    paths = os.pathsep.join([str(sandbox.tree / "src"), str(sandbox.tree)])
-    read_end, write_end = os.pipe()
-    reader = StreamReader(read_end)
-    argv = [
-        str(env / "bin" / "python"),
-        "-I",
-        "-S",
-        str(boot / "boot.py"),
-        str(write_end),
-        str(_site_packages(env)),
-        paths,
+    args = [
         "--",
         "-q",
         "-p",
@@ -61,6 +50,21 @@ def run_pytest(
         f"--confcutdir={sandbox.tree}",
         *(tests or []),
     ]
+    return read_stream(*run_boot_script(sandbox, env, "boot.py", args, timeout_s))
+
+
+def run_boot_script(
+    sandbox: Sandbox, env: Path, script: str, args: list[str], timeout_s: float | None = None
+) -> tuple[bytes, Completed]:
+    """Run `script` of `pytest_boot/` in the sandbox with `env`'s interpreter, isolated (`-I
+    -S`), as `script FD SITE_PACKAGES PATHS ARGS`: what it wrote down the pipe FD, and how it
+    ended."""
+    boot = sandbox.provide("boot", sorted(BOOT.glob("*.py")))
+    paths = os.pathsep.join([str(sandbox.tree / "src"), str(sandbox.tree)])
+    read_end, write_end = os.pipe()
+    reader = StreamReader(read_end)
+    argv = [str(env / "bin" / "python"), "-I", "-S", str(boot / script), str(write_end)]
+    argv += [str(_site_packages(env)), paths, *args]
     # PYTHONPATH for the processes the tests start (the interpreter above ignores it)
     variables = {"PYTHONPATH": paths, "PATH": f"{env / 'bin'}:/usr/bin:/bin"}
     try:
@@ -73,7 +77,7 @@ def run_pytest(
         )
     finally:
         os.close(write_end)
-    return read_stream(reader.collect(), completed)
+    return reader.collect(), completed
 
 
 def read_stream(stream: bytes, completed: Completed) -> TestRun:

@@ -1,6 +1,8 @@
 """A code attempt tried on a repository tree: in the sandbox, the start patch (what the solver
 saw), then per step the solver's edits (test files set aside by the caller), the step's hidden
-test patch and its tests.
+test patch and its tests. A step may also replay calls on the tree without its tests
+(`harnesses.call_replay`), after its edits (and before them), or record the calls its tests
+make instead of running them for their outcomes.
 
 It needs only the tree, not where the tree came from (taskfoundry checks it out of a mirror,
 an exported package unpacks it), so it stands alone in an exported package.
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harnesses.call_replay import Call, Result, record_calls, replay_calls
 from harnesses.edits import Edits, apply_edits, apply_patch
 from harnesses.sandbox import Completed, Limits, Sandbox
 from harnesses.test_run import TestRun
@@ -24,19 +27,32 @@ class WorkspaceError(RuntimeError):
 @dataclass(frozen=True)
 class Trial:
     """An attempt's outcome: the edits did not apply (`rejected`, the failed command), or the
-    test run."""
+    test run, with the step's calls replayed after its edits (and before them), or the calls
+    its tests made where it recorded them."""
 
     run: TestRun | None
     rejected: Completed | None = None
+    replayed: list[Result | None] | None = None
+    replayed_before: list[Result | None] | None = None
+    recorded: list[Call] | None = None
 
 
 @dataclass(frozen=True)
 class Step:
-    """One step of an attempt: its edits (None: nothing), then the test patch, then tests."""
+    """One step of an attempt: its edits (None: nothing), then the test patch, then tests.
+
+    `calls` are replayed on the tree without its tests after the edits (also before them
+    with `replay_before`); with `record`, the tests' run records the calls they make (None
+    where the suite is not Python's) and is not believed for its outcomes; without
+    `run_tests`, no test runs."""
 
     edits: Edits | None
     test_patch: str
     tests: list[str]
+    calls: list[Call] | None = None
+    replay_before: bool = False
+    record: bool = False
+    run_tests: bool = True
 
 
 def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limits) -> list[Trial]:
@@ -45,15 +61,31 @@ def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limit
     step's edits do not apply, the steps after it are not taken."""
     trials: list[Trial] = []
     suite = test_suite(tree)
+    replayable = suite.language.name == "python" and suite.environment is not None
+
+    def replayed(sandbox: Sandbox, calls: list[Call] | None) -> list[Result | None] | None:
+        if not calls or not replayable:
+            return None
+        return replay_calls(sandbox.tree, suite.environment, calls, limits)
+
     with Sandbox(tree, limits) as sandbox:
         _own_patch(sandbox, "start.patch", start_patch)
         for index, step in enumerate(steps):
+            before = replayed(sandbox, step.calls) if step.replay_before else None
             if step.edits is not None:
                 rejected = apply_edits(sandbox, step.edits)
                 if rejected is not None:
                     return [*trials, Trial(None, rejected)]
+            after = replayed(sandbox, step.calls)
             _own_patch(sandbox, f"tests-{index}.patch", step.test_patch)
-            trials.append(Trial(suite.run(sandbox, step.tests)))
+            if step.record:
+                env = suite.environment
+                recorded = record_calls(sandbox, env, step.tests) if replayable else None
+                trials.append(Trial(None, recorded=recorded))
+            elif not step.run_tests:
+                trials.append(Trial(None, None, after, before))
+            else:
+                trials.append(Trial(suite.run(sandbox, step.tests), None, after, before))
     return trials
 
 

@@ -1,6 +1,9 @@
 """How a code attempt is graded: its reply's edits per step (test files set aside), the
 tripwire for code that reaches for the grader, then each step's edits tried with its
-checkpoint's tests, every fail-to-pass test passing and every pass-to-pass test still passing.
+checkpoint's tests, every fail-to-pass test passing and every pass-to-pass test still passing,
+and, for Python trees, the outside check (`judges.outside_check`): the calls the tests make
+into the functions the task changes, replayed on the attempt without the tests, must return
+what the reference returns.
 
 Where the steps are tried is the caller's (`TrySteps`): taskfoundry rebuilds the workspace
 from its repository mirror (`judges.unit_tests`), an exported package from the tree it ships.
@@ -18,6 +21,7 @@ from data.languages import is_any_test_file
 from harnesses.edits import EditError, Edits, parse_edits, split_steps
 from harnesses.trial import Step, Trial
 from judges.grader_reach import reaches_for_grader
+from judges.outside_check import Oracle, oracles
 
 TrySteps = Callable[[list[Step]], list[Trial]]  # the steps tried on a fresh workspace, in order
 Graded = tuple[float, str]  # a reward and why
@@ -51,17 +55,30 @@ def grade(
     reference: str,
     points: Sequence[Point],
     try_steps: TrySteps,
+    checks: Sequence[Oracle | None],
 ) -> Graded:
     """Score a solver's `reply` (diffs or whole files; `## Step N` parts for a sequence) to a
-    task with checkpoints `points` and reference change `reference`."""
+    task with checkpoints `points`, reference change `reference` and outside checks `checks`
+    (`outside_checks`)."""
     edits, notes = edits_of(reply, len(points))
     if all(e is None for e in edits):
         return 0.0, "; ".join(notes)[:WHY_CHARS]
     tampered = grader_reach(edits, edits_of(reference, len(points))[0])
     if tampered:
         return 0.0, f"tampered: {tampered}"[:WHY_CHARS]
-    reward, why = score_edits(edits, points, try_steps)
+    reward, why = score_edits(edits, points, try_steps, checks)
     return reward, "; ".join([why, *notes])[:WHY_CHARS]
+
+
+def outside_checks(
+    reference: str, points: Sequence[Point], try_steps: TrySteps
+) -> list[Oracle | None]:
+    """Each checkpoint's outside check (`judges.outside_check`), from the reference change;
+    none where the reference is unusable or the tree is not Python's."""
+    edits, _ = edits_of(reference, len(points))
+    if any(e is None for e in edits):
+        return [None] * len(points)
+    return oracles(edits, points, try_steps)
 
 
 def edits_of(reply: str, steps: int) -> tuple[list[Edits | None], list[str]]:
@@ -93,15 +110,28 @@ def grader_reach(edits: list[Edits | None], reference: list[Edits | None]) -> st
     return ""
 
 
-def score_edits(edits: list[Edits | None], points: Sequence[Point], try_steps: TrySteps) -> Graded:
-    """Try each step's `edits` (None: nothing), each followed by its checkpoint's tests; a
-    sequence scores the share of checkpoints passed."""
+def score_edits(
+    edits: list[Edits | None],
+    points: Sequence[Point],
+    try_steps: TrySteps,
+    checks: Sequence[Oracle | None],
+) -> Graded:
+    """Try each step's `edits` (None: nothing), each followed by its outside check's calls and
+    its checkpoint's tests; a sequence scores the share of checkpoints passed."""
     steps = [
-        Step(step_edits, point.test_patch, [*point.fail_to_pass, *point.pass_to_pass])
-        for step_edits, point in zip(edits, points, strict=True)
+        Step(
+            step_edits,
+            point.test_patch,
+            [*point.fail_to_pass, *point.pass_to_pass],
+            calls=check.calls if check else None,
+        )
+        for step_edits, point, check in zip(edits, points, checks, strict=True)
     ]
     trials = try_steps(steps)
-    verdicts = [verdict(trial, point) for trial, point in zip(trials, points, strict=False)]
+    verdicts = [
+        verdict(trial, point, check)
+        for trial, point, check in zip(trials, points, checks, strict=False)
+    ]
     if len(points) == 1:
         return verdicts[0]
     passed = sum(reward for reward, _ in verdicts)
@@ -111,8 +141,10 @@ def score_edits(edits: list[Edits | None], points: Sequence[Point], try_steps: T
     return passed / len(points), f"{passed:.0f}/{len(points)} checkpoints; {why}"
 
 
-def verdict(trial: Trial, point: Point) -> Graded:
-    """One step's outcome: 1.0 when its edits applied and every test of `point` passed."""
+def verdict(trial: Trial, point: Point, check: Oracle | None) -> Graded:
+    """One step's outcome: 1.0 when its edits applied, every test of `point` passed and the
+    outside check (None: there is none, the tree is not Python's) found every result the
+    reference's."""
     if trial.run is None:
         failed = trial.rejected
         why = (failed.stderr or failed.stdout).strip().splitlines()[-1:] if failed else []
@@ -127,4 +159,7 @@ def verdict(trial: Trial, point: Point) -> Graded:
     if trial.run.incomplete:
         why += f" ({trial.run.incomplete})"
     ok = f2p == f2p_of and p2p == p2p_of
+    outside = check.judged(trial.replayed) if check is not None else ""
+    if outside:
+        return 0.0, f"{why}; {outside}"
     return 1.0 if ok else 0.0, why

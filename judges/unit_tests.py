@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data.records import Task, UnitTestsSpec
+from data.records import Task, UnitTestsSpec, content_id
+from harnesses.call_replay import ReplayError
 from harnesses.edits import Edits
 from harnesses.sandbox import Limits
 from harnesses.trial import Step, Trial
 from harnesses.workspace import try_steps
 from judges import code_grading
+from judges.code_grading import Graded
+from judges.outside_check import Oracle
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
 
@@ -45,26 +48,40 @@ class UnitTests:
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.parallel)
+        self._checks: dict[str, list[Oracle | None]] = {}
 
     async def grade(self, task: Task, completion: str) -> Score:
         """Score a solver's reply (diffs or whole files; per step for a sequence) to `task`."""
-        points = checkpoints_of(task)
-        reward, why = await asyncio.to_thread(
-            code_grading.grade,
-            completion,
-            task.answer,
-            points,
-            self._trier(task),
-        )
-        return Score(reward, why)
+
+        def graded() -> Graded:
+            points, trier = checkpoints_of(task), self._trier(task)
+            return code_grading.grade(completion, task.answer, points, trier, self.checks(task))
+
+        return Score(*await asyncio.to_thread(graded))
+
+    def checks(self, task: Task) -> list[Oracle | None]:
+        """The task's outside checks (`judges.outside_check`), made once per reference, tests
+        and workspace: two sandbox runs of its reference."""
+        key = content_id(task.answer, task.verifier.model_dump(), task.workspace)
+        if key not in self._checks:
+            made = code_grading.outside_checks(task.answer, checkpoints_of(task), self._trier(task))
+            self._checks.setdefault(key, made)
+        return self._checks[key]
 
     async def self_check(self, task: Task) -> str | None:
-        """Why the task's own verifier does not hold (None: the reference patch passes and
-        the empty patch fails)."""
+        """Why the task's own verifier does not hold (None: a Python task has an outside check,
+        the reference patch passes and the empty patch fails)."""
         points = checkpoints_of(task)
         reference, notes = code_grading.edits_of(task.answer, len(points))
         if any(e is None for e in reference):
             return f"reference patch unusable: {'; '.join(notes)}"
+        try:
+            checks = await asyncio.to_thread(self.checks, task)
+        except ReplayError as error:
+            return f"no outside check: {error}"
+        unchecked = next((c.judged([]) for c in checks if c is not None and not c.calls), "")
+        if unchecked:
+            return unchecked
         gold = await asyncio.to_thread(self.score, task, reference)
         if gold.reward < 1.0:
             return f"reference patch fails: {gold.why}"
@@ -75,8 +92,9 @@ class UnitTests:
 
     def score(self, task: Task, edits: list[Edits | None]) -> Score:
         """Apply each step's `edits` (None: nothing) to the task's workspace, each followed by
-        its checkpoint's tests."""
-        return Score(*code_grading.score_edits(edits, checkpoints_of(task), self._trier(task)))
+        its outside check and its checkpoint's tests."""
+        points, trier = checkpoints_of(task), self._trier(task)
+        return Score(*code_grading.score_edits(edits, points, trier, self.checks(task)))
 
     def _trier(self, task: Task) -> code_grading.TrySteps:
         """Steps tried on `task`'s workspace rebuilt from its mirror, a sandbox slot held."""

@@ -15,16 +15,18 @@ This file is copied as it is into each exported package (`data/verifiers_package
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from .code_grading import grade, points_of
+from .code_grading import grade, outside_checks, points_of
 from .sandbox import Limits
 from .trial import Step, Trial, steps_in_tree
 from .workspace_bundle import FOLDER, bundle_name, unpack
 
 WORKSPACES = Path(__file__).resolve().parent / FOLDER
+CHECKS: dict[str, list[Any]] = {}  # each task's outside checks, made once per process
 
 
 def grade_code(
@@ -41,4 +43,7 @@ def grade_code(
             return steps_in_tree(tree, workspace.get("start_patch", ""), steps, Limits())
 
     points = points_of(verifier, workspace.get("test_patch", ""))
-    return grade(reply, answer, points, tried)[0]
+    key = json.dumps([answer, verifier, workspace], sort_keys=True)
+    if key not in CHECKS:
+        CHECKS[key] = outside_checks(answer, points, tried)
+    return grade(reply, answer, points, tried, CHECKS[key])[0]

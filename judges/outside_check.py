@@ -1,0 +1,187 @@
+"""The outside check of a Python code task: a pass rests on values the attempt cannot produce
+without doing what the task asks, compared where the attempt cannot reach.
+
+The tests of a task run in one process with the code under test, so everything that process
+writes, its outcome records included, could have been written by that code
+(`docs/reward-integrity.md`). So the grader also asks the attempt's code for values it can only
+compute by behaving like the reference:
+- the reference's tests are run once with `record.py`: every call they make into the tree's
+  module-level functions, with its arguments and result;
+- those calls are replayed on the start state and on the reference, each time on a copy of the
+  tree without any test file; a call is kept where the replay of the reference agrees with the
+  record (the behaviour is reproducible outside the tests), and the functions whose results
+  differ between start and reference are the task's targets: every kept call of a target is
+  the oracle (`Oracle`);
+- an attempt's edits are replayed the same way, before the hidden tests are even applied, and
+  each result is compared here with the reference's. The expected results never enter a
+  sandbox, and the tests that could give them away are not in the tree the calls run in.
+
+Where no call tells start and reference apart, a Python task has no outside check and cannot be
+passed; the gold self-check rejects it. Trees of other languages have no oracle yet (None).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from harnesses.call_replay import Call, Result
+from harnesses.edits import Edits
+from harnesses.trial import Step, Trial
+
+TrySteps = Callable[[list[Step]], list[Trial]]
+NUMBERS = {"float": float, "decimal": Decimal, "fraction": Fraction}
+REL_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """The calls an attempt's code is asked to make and the reference's results, by index."""
+
+    calls: list[Call]
+    expected: list[Result]
+
+    def judged(self, results: Sequence[Result | None] | None) -> str:
+        """Why `results` (the attempt's replay of `calls`) fail the check, or "" when each one
+        matches the reference's; the reason names functions and counts, never a value."""
+        if not self.calls:
+            return "no outside check: no call of the tests tells the start from the reference"
+        got = list(results or [])
+        wrong: dict[str, int] = {}
+        for number, expected in enumerate(self.expected):
+            result = got[number] if number < len(got) else None
+            if result is None or not same_result(expected, result):
+                name = self.calls[number]["function"]
+                wrong[name] = wrong.get(name, 0) + 1
+        if not wrong:
+            return ""
+        parts = ", ".join(f"{name} {count}" for name, count in sorted(wrong.items()))
+        return f"outside check: {sum(wrong.values())}/{len(self.calls)} calls differ ({parts})"
+
+
+def oracles(
+    reference: Sequence[Edits | None], points: Sequence[Any], try_steps: TrySteps
+) -> list[Oracle | None]:
+    """The oracle of each checkpoint of a task whose reference edits are `reference` (None
+    for a tree that is not Python's); `points` carry each checkpoint's test patch and tests."""
+    recording = [
+        Step(edits, p.test_patch, [*p.fail_to_pass, *p.pass_to_pass], record=True)
+        for edits, p in zip(reference, points, strict=True)
+    ]
+    recorded = [trial.recorded for trial in try_steps(recording)]
+    if len(recorded) < len(points) or any(calls is None for calls in recorded):
+        return [None] * len(points)
+    probing = [
+        Step(edits, p.test_patch, [], calls=calls, replay_before=True, run_tests=False)
+        for edits, p, calls in zip(reference, points, recorded, strict=True)
+    ]
+    probed = try_steps(probing)
+    return [_oracle(calls or [], trial) for calls, trial in zip(recorded, probed, strict=True)]
+
+
+def _oracle(recorded: list[Call], probe: Trial) -> Oracle:
+    before, after = probe.replayed_before or [], probe.replayed or []
+    stable, targets = [], set()
+    for number, call in enumerate(recorded):
+        result = after[number] if number < len(after) else None
+        if result is None or not same_result(_result_of(call), result):
+            continue  # the behaviour depends on the test run: it cannot be asked outside it
+        returned = result.get("returns")
+        if isinstance(returned, dict) and "opaque" in returned:
+            continue  # nothing to compare but a class, which any attempt could name
+        stable.append(number)
+        start = before[number] if number < len(before) else None
+        if start is None or not same_result(result, start):
+            targets.add(call["function"])
+    kept = [n for n in stable if recorded[n]["function"] in targets]
+    calls = [{k: recorded[n][k] for k in ("module", "function", "args", "kwargs")} for n in kept]
+    return Oracle(calls, [after[n] for n in kept])  # type: ignore[misc]
+
+
+def _result_of(call: Call) -> Result:
+    return {k: call[k] for k in ("returns", "raises", "missing") if k in call}
+
+
+def same_result(expected: Result, got: Result) -> bool:
+    """Whether `got` matches the reference's `expected`: the same value (`same_value`), or an
+    exception of the same class or a subclass of it."""
+    if "raises" in expected:
+        classes, first = got.get("raises"), expected["raises"][:1]
+        return isinstance(classes, list) and bool(first) and first[0] in classes
+    if "returns" in expected:
+        return "returns" in got and same_value(expected["returns"], got["returns"])
+    return False  # the reference had no such function: nothing can match it
+
+
+def same_value(a: object, b: object) -> bool:
+    """Equality of two encoded values (`pytest_boot/values.py`): numbers of any kind by value
+    (floats within a relative 1e-9), lists and tuples alike, dicts and sets regardless of
+    order, objects by class and state."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        x, y = _number(a), _number(b)
+        if x is not None and y is not None:
+            return _close(x, y)
+        return _same_form(a, b)
+    if type(a) is bool or type(b) is bool:
+        return a is b
+    x, y = _number(a), _number(b)
+    if x is not None and y is not None:
+        return _close(x, y)
+    return a == b
+
+
+def _same_form(a: dict, b: dict) -> bool:
+    for tag in ("list", "tuple"):
+        if tag in a:
+            items = b.get("list", b.get("tuple"))
+            return isinstance(items, list) and _same_items(a[tag], items)
+    if "dict" in a:
+        return "dict" in b and _same_unordered(a["dict"], b["dict"])
+    if "set" in a:
+        return "set" in b and _same_unordered(a["set"], b["set"])
+    for tag, state in (("dataclass", "fields"), ("namedtuple", "items"), ("object", "state")):
+        if tag in a:
+            return b.get(tag) == a[tag] and same_value(a.get(state), b.get(state))
+    return a == b
+
+
+def _same_items(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _same_unordered(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    left = list(b)
+    for item in a:
+        match = next((i for i, other in enumerate(left) if same_value(item, other)), None)
+        if match is None:
+            return False
+        left.pop(match)
+    return True
+
+
+def _number(form: object) -> int | float | Decimal | Fraction | None:
+    if type(form) is int:
+        return form
+    if isinstance(form, dict) and len(form) == 1:
+        tag, text = next(iter(form.items()))
+        if tag in NUMBERS and isinstance(text, str):
+            try:
+                return NUMBERS[tag](text)
+            except (ValueError, ArithmeticError):
+                return None
+    return None
+
+
+def _close(x: int | float | Decimal | Fraction, y: int | float | Decimal | Fraction) -> bool:
+    if isinstance(x, float) or isinstance(y, float):
+        fx, fy = float(x), float(y)
+        if math.isnan(fx) or math.isnan(fy):
+            return math.isnan(fx) and math.isnan(fy)
+        return math.isclose(fx, fy, rel_tol=REL_TOLERANCE, abs_tol=1e-12)
+    return x == y
