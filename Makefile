@@ -89,8 +89,10 @@ bench: install
 	$(PY) bench/llama_build.py --tokens 256 --rounds 6
 	$(PY) bench/learning.py
 	@if [ -d .foundry/lake ]; then \
-	  $(PY) bench/calibration_calls.py --kind doc_qa --kind tool_replay --kind world_tool_use; \
-	else echo "bench/calibration_calls.py: skipped, it reads the lake a \`make run\` leaves in .foundry"; fi
+	  $(PY) bench/calibration_calls.py --kind doc_qa --kind tool_replay --kind world_tool_use \
+	  && $(VENV)/bin/foundry redteam --every-task; \
+	else echo "bench/calibration_calls.py, foundry redteam: skipped, they read the lake a" \
+	  "\`make run\` leaves in .foundry"; fi
 
 clean:
 	rm -rf .foundry .pytest_cache .ruff_cache

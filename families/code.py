@@ -51,8 +51,8 @@ class CodeFamily(Family):
     async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
         failure = await services.unit_tests.self_check(task)
         if failure is not None:
-            return Checked("rejected", "gold_self_check", failure)
-        return Checked("done", "gold_self_check_passed")
+            return Checked("rejected", failure.reason, failure.detail)
+        return Checked("done", "gold_self_check_passed", services.unit_tests.admitted(task))
 
 
 async def variant_in_sandbox(

@@ -313,6 +313,20 @@ def build_parser() -> argparse.ArgumentParser:
         " worker start --pool NAME`, on any host with this checkout at the same path) run them",
     )
 
+    redteam = sub.add_parser(
+        "redteam",
+        parents=[common],
+        help="attack the graders of the lake's verified Python code tasks: every attack must"
+        " score 0 and be shown to have run (exit 1 otherwise)",
+    )
+    redteam.add_argument(
+        "--every-task", action="store_true", help="every task (default: one per family)"
+    )
+    redteam.add_argument("--quick", action="store_true", help="one attack of each class")
+    redteam.add_argument(
+        "--wall-s", type=float, default=30.0, help="each sandboxed run's time limit (default 30)"
+    )
+
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -403,6 +417,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _proxy(args)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "redteam":
+        return _redteam(args)
     from flows.stages import check_kinds
 
     config = _config(args)  # a configuration error is said before any flow starts
@@ -693,6 +709,29 @@ def _judges_report(args: argparse.Namespace) -> int:
     report = judge_report(_lake(args))
     print(json.dumps(report, indent=2) if args.json else format_judge_report(report))
     return 0
+
+
+def _redteam(args: argparse.Namespace) -> int:
+    from harnesses.sandbox import Limits
+    from judges.redteam.run import attack_code, one_per_class, table
+    from judges.redteam.targets import code_targets, verified_code_tasks
+    from judges.unit_tests import UnitTests
+
+    lake = _lake(args)
+    mirrors = {r["repo_id"]: Path(r["mirror"]) for r in lake.rows("SELECT * FROM repos")}
+    unit_tests = UnitTests(mirrors, Limits(wall_s=args.wall_s))
+    targets, skipped = code_targets(verified_code_tasks(lake), unit_tests, args.every_task)
+    rows = []
+    for target, attacks in targets:
+        print(f"redteam: {target.family} {target.name}: {len(attacks)} attacks", file=sys.stderr)
+        rows += attack_code(target, one_per_class(attacks) if args.quick else attacks)
+    for why in skipped:
+        print(f"not attacked: {why}")
+    if not rows:
+        print("foundry redteam: no verified Python code task in the lake (run `foundry run`)")
+        return 1
+    print(table(rows))
+    return EXIT_OK if all(row.held for row in rows) else 1
 
 
 def _stats(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ A tree that is not a Python project has no calls to record (an empty list).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,15 @@ Call = dict[str, Any]  # module, function, args, kwargs; as recorded: test, retu
 Result = dict[str, Any]  # returns | raises | missing
 REPLAY_TIMEOUT_S = 120.0
 MAX_CALLS = 400  # recorded per test run: enough to see a function's behaviour, bounded cost
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The results of a replay, by call (None: the process ended before it), and what the
+    process wrote to its standard error (the red team's evidence that an attack ran)."""
+
+    results: list[Result | None]
+    stderr: str
 
 
 class ReplayError(RuntimeError):
@@ -39,7 +49,7 @@ def record_calls(sandbox: Sandbox, env: Path, tests: list[str]) -> list[Call]:
     return _records(stream, completed)[:MAX_CALLS]
 
 
-def replay_calls(tree: Path, env: Path, calls: list[Call], limits: Limits) -> list[Result | None]:
+def replay_calls(tree: Path, env: Path, calls: list[Call], limits: Limits) -> Replayed:
     """Make `calls` in order on a copy of `tree` without its test files: each one's result
     (None where the process ended before it)."""
     inputs = [{k: call[k] for k in ("module", "function", "args", "kwargs")} for call in calls]
@@ -56,7 +66,7 @@ def replay_calls(tree: Path, env: Path, calls: list[Call], limits: Limits) -> li
         number = record.get("i")
         if isinstance(number, int) and 0 <= number < len(calls) and results[number] is None:
             results[number] = {k: v for k, v in record.items() if k != "i"}
-    return results
+    return Replayed(results, completed.stderr)
 
 
 def _records(stream: bytes, completed: Completed, strict: bool = True) -> list[dict[str, Any]]:

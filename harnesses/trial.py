@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harnesses.call_replay import Call, Result, record_calls, replay_calls
+from harnesses.call_replay import Call, Replayed, record_calls, replay_calls
 from harnesses.edits import Edits, apply_edits, apply_patch
 from harnesses.sandbox import Completed, Limits, Sandbox
 from harnesses.test_run import TestRun
@@ -32,8 +32,8 @@ class Trial:
 
     run: TestRun | None
     rejected: Completed | None = None
-    replayed: list[Result | None] | None = None
-    replayed_before: list[Result | None] | None = None
+    replayed: Replayed | None = None
+    replayed_before: Replayed | None = None
     recorded: list[Call] | None = None
 
 
@@ -63,7 +63,7 @@ def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limit
     suite = test_suite(tree)
     replayable = suite.language.name == "python" and suite.environment is not None
 
-    def replayed(sandbox: Sandbox, calls: list[Call] | None) -> list[Result | None] | None:
+    def replayed(sandbox: Sandbox, calls: list[Call] | None) -> Replayed | None:
         if not calls or not replayable:
             return None
         return replay_calls(sandbox.tree, suite.environment, calls, limits)

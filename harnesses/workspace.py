@@ -8,10 +8,11 @@ import tempfile
 from pathlib import Path
 
 from data.git import checkout
+from data.languages import is_any_test_file, project_files
 from data.records import Workspace
-from harnesses.edits import Edits
-from harnesses.sandbox import Limits
-from harnesses.trial import Step, Trial, steps_in_tree
+from harnesses.edits import Edits, apply_patch
+from harnesses.sandbox import Limits, Sandbox
+from harnesses.trial import Step, Trial, WorkspaceError, steps_in_tree
 
 
 def try_edits(
@@ -27,3 +28,26 @@ def try_steps(mirror: Path, workspace: Workspace, steps: list[Step], limits: Lim
     with tempfile.TemporaryDirectory(prefix="foundry-workspace-") as scratch:
         tree = checkout(mirror, workspace.base, Path(scratch) / "tree")
         return steps_in_tree(tree, workspace.start_patch, steps, limits)
+
+
+def files_at_start(
+    mirror: Path, workspace: Workspace, paths: list[str], limits: Limits
+) -> tuple[dict[str, str], dict[str, str]]:
+    """What an attempt at `workspace` starts from: the text of those of `paths` the start
+    state has, and of its test files (the base revision, then the start patch, applied in
+    the sandbox)."""
+    with tempfile.TemporaryDirectory(prefix="foundry-workspace-") as scratch:
+        tree = checkout(mirror, workspace.base, Path(scratch) / "tree")
+        with Sandbox(tree, limits) as sandbox:
+            failed = apply_patch(sandbox, "start.patch", workspace.start_patch)
+            if failed is not None:
+                raise WorkspaceError(f"start.patch does not apply: {failed.stderr[-300:]}")
+            files = {
+                p: (sandbox.tree / p).read_text() for p in paths if (sandbox.tree / p).is_file()
+            }
+            tests = {
+                p: (sandbox.tree / p).read_text(errors="replace")
+                for p in project_files(sandbox.tree)
+                if is_any_test_file(p) and p.endswith(".py")
+            }
+    return files, tests

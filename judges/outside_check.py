@@ -7,11 +7,12 @@ writes, its outcome records included, could have been written by that code
 compute by behaving like the reference:
 - the reference's tests are run once with `record.py`: every call they make into the tree's
   module-level functions, with its arguments and result;
-- those calls are replayed on the start state and on the reference, each time on a copy of the
-  tree without any test file; a call is kept where the replay of the reference agrees with the
-  record (the behaviour is reproducible outside the tests), and the functions whose results
-  differ between start and reference are the task's targets: every kept call of a target is
-  the oracle (`Oracle`);
+- those calls, and variants of them with one argument nudged (`variants`: inputs no test
+  shows, so an attempt cannot hard-code their results), are replayed on the start state and
+  twice on the reference, each time on a copy of the tree without any test file; a call is
+  kept where the reference's replays agree with each other and with the record (the behaviour
+  is reproducible outside the tests), and the functions whose results differ between start
+  and reference are the task's targets: every kept call of a target is the oracle (`Oracle`);
 - an attempt's edits are replayed the same way, before the hidden tests are even applied, and
   each result is compared here with the reference's. The expected results never enter a
   sandbox, and the tests that could give them away are not in the tree the calls run in.
@@ -29,13 +30,14 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from harnesses.call_replay import Call, Result
+from harnesses.call_replay import Call, Replayed, Result
 from harnesses.edits import Edits
 from harnesses.trial import Step, Trial
 
 TrySteps = Callable[[list[Step]], list[Trial]]
 NUMBERS = {"float": float, "decimal": Decimal, "fraction": Fraction}
 REL_TOLERANCE = 1e-9
+VARIANTS_PER_CALL = 2
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,12 @@ class Oracle:
     calls: list[Call]
     expected: list[Result]
 
-    def judged(self, results: Sequence[Result | None] | None) -> str:
-        """Why `results` (the attempt's replay of `calls`) fail the check, or "" when each one
-        matches the reference's; the reason names functions and counts, never a value."""
+    def judged(self, replayed: Replayed | None) -> str:
+        """Why `replayed` (the attempt's replay of `calls`) fails the check, or "" when each
+        result matches the reference's; the reason names functions and counts, never a value."""
         if not self.calls:
             return "no outside check: no call of the tests tells the start from the reference"
-        got = list(results or [])
+        got = replayed.results if replayed else []
         wrong: dict[str, int] = {}
         for number, expected in enumerate(self.expected):
             result = got[number] if number < len(got) else None
@@ -75,31 +77,88 @@ def oracles(
     recorded = [trial.recorded for trial in try_steps(recording)]
     if len(recorded) < len(points) or any(calls is None for calls in recorded):
         return [None] * len(points)
-    probing = [
-        Step(edits, p.test_patch, [], calls=calls, replay_before=True, run_tests=False)
-        for edits, p, calls in zip(reference, points, recorded, strict=True)
+    asked = [_asked(calls or []) for calls in recorded]
+
+    def probe(before: bool) -> list[Trial]:
+        return try_steps(
+            [
+                Step(edits, p.test_patch, [], calls=calls, replay_before=before, run_tests=False)
+                for edits, p, calls in zip(reference, points, asked, strict=True)
+            ]
+        )
+
+    first, second = probe(before=True), probe(before=False)
+    return [
+        _oracle(calls or [], questions, one, two)
+        for calls, questions, one, two in zip(recorded, asked, first, second, strict=True)
     ]
-    probed = try_steps(probing)
-    return [_oracle(calls or [], trial) for calls, trial in zip(recorded, probed, strict=True)]
 
 
-def _oracle(recorded: list[Call], probe: Trial) -> Oracle:
-    before, after = probe.replayed_before or [], probe.replayed or []
+def _asked(recorded: list[Call]) -> list[Call]:
+    """The calls the probes make: the recorded ones, then their variants."""
+    inputs = [{k: call[k] for k in ("module", "function", "args", "kwargs")} for call in recorded]
+    return inputs + [variant for call in inputs for variant in variants(call)]
+
+
+def variants(call: Call) -> list[Call]:
+    """Up to VARIANTS_PER_CALL copies of `call`, each with one positional argument nudged (a
+    number plus one, a string's last digit turned): results only the reference can give."""
+    args = call["args"].get("tuple", []) if isinstance(call["args"], dict) else []
+    made = []
+    for number, arg in enumerate(args):
+        nudged = _nudged(arg)
+        if nudged is not None and len(made) < VARIANTS_PER_CALL:
+            changed = [*args[:number], nudged, *args[number + 1 :]]
+            made.append({**call, "args": {"tuple": changed}})
+    return made
+
+
+def _nudged(form: object) -> object:
+    if type(form) is int:
+        return form + 1
+    if isinstance(form, str):
+        digits = [i for i, c in enumerate(form) if c in "0123456789"]
+        if not digits:
+            return None
+        at = digits[-1]
+        return form[:at] + str((int(form[at]) + 1) % 10) + form[at + 1 :]
+    if isinstance(form, dict) and set(form) == {"decimal"}:
+        return {"decimal": str(Decimal(form["decimal"]) + 1)}
+    if isinstance(form, dict) and set(form) == {"float"}:
+        return {"float": repr(float(form["float"]) + 1.0)}
+    return None
+
+
+def _oracle(recorded: list[Call], asked: list[Call], first: Trial, second: Trial) -> Oracle:
+    before, after, again = (
+        _results(first.replayed_before),
+        _results(first.replayed),
+        _results(second.replayed),
+    )
     stable, targets = [], set()
-    for number, call in enumerate(recorded):
-        result = after[number] if number < len(after) else None
-        if result is None or not same_result(_result_of(call), result):
+    for number, call in enumerate(asked):
+        result, repeat = _at(after, number), _at(again, number)
+        if result is None or repeat is None or not same_result(result, repeat):
+            continue  # the reference's behaviour is not reproducible
+        if number < len(recorded) and not same_result(_result_of(recorded[number]), result):
             continue  # the behaviour depends on the test run: it cannot be asked outside it
         returned = result.get("returns")
         if isinstance(returned, dict) and "opaque" in returned:
             continue  # nothing to compare but a class, which any attempt could name
         stable.append(number)
-        start = before[number] if number < len(before) else None
+        start = _at(before, number)
         if start is None or not same_result(result, start):
             targets.add(call["function"])
-    kept = [n for n in stable if recorded[n]["function"] in targets]
-    calls = [{k: recorded[n][k] for k in ("module", "function", "args", "kwargs")} for n in kept]
-    return Oracle(calls, [after[n] for n in kept])  # type: ignore[misc]
+    kept = [n for n in stable if asked[n]["function"] in targets]
+    return Oracle([asked[n] for n in kept], [after[n] for n in kept])  # type: ignore[misc]
+
+
+def _results(replayed: Replayed | None) -> list[Result | None]:
+    return replayed.results if replayed else []
+
+
+def _at(results: list[Result | None], number: int) -> Result | None:
+    return results[number] if number < len(results) else None
 
 
 def _result_of(call: Call) -> Result:

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from data.languages import of_path
 from data.records import Task, UnitTestsSpec, content_id
 from harnesses.call_replay import ReplayError
 from harnesses.edits import Edits
 from harnesses.sandbox import Limits
 from harnesses.trial import Step, Trial
-from harnesses.workspace import try_steps
+from harnesses.workspace import files_at_start, try_steps
 from judges import code_grading
 from judges.code_grading import Graded
 from judges.outside_check import Oracle
@@ -35,6 +36,21 @@ def checkpoints_of(task: Task) -> list[code_grading.Point]:
     """A task's checkpoints: its sequence's, or the one its tests make."""
     test_patch = task.workspace.test_patch if task.workspace else ""
     return code_grading.points_of(task.verifier.model_dump(), test_patch)
+
+
+FRESH_RUNS = 3  # the reference must pass on each: a flaky task is not admitted
+
+
+@dataclass(frozen=True)
+class GateFailure:
+    """Why a code task is not admitted: the gate it failed (the funnel's reason) and what was
+    seen."""
+
+    reason: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}"
 
 
 @dataclass
@@ -54,7 +70,7 @@ class UnitTests:
         """Score a solver's reply (diffs or whole files; per step for a sequence) to `task`."""
 
         def graded() -> Graded:
-            points, trier = checkpoints_of(task), self._trier(task)
+            points, trier = checkpoints_of(task), self.trier(task)
             return code_grading.grade(completion, task.answer, points, trier, self.checks(task))
 
         return Score(*await asyncio.to_thread(graded))
@@ -64,39 +80,70 @@ class UnitTests:
         and workspace: two sandbox runs of its reference."""
         key = content_id(task.answer, task.verifier.model_dump(), task.workspace)
         if key not in self._checks:
-            made = code_grading.outside_checks(task.answer, checkpoints_of(task), self._trier(task))
+            made = code_grading.outside_checks(task.answer, checkpoints_of(task), self.trier(task))
             self._checks.setdefault(key, made)
         return self._checks[key]
 
-    async def self_check(self, task: Task) -> str | None:
-        """Why the task's own verifier does not hold (None: a Python task has an outside check,
-        the reference patch passes and the empty patch fails)."""
+    async def self_check(self, task: Task) -> GateFailure | None:
+        """The first admission gate the task fails (None: it passes them all): its reference
+        is usable; a Python task has an outside check; the reference passes on FRESH_RUNS
+        fresh runs; the empty attempt and a do-nothing attempt (the start's files given back
+        with a comment added) score 0."""
         points = checkpoints_of(task)
         reference, notes = code_grading.edits_of(task.answer, len(points))
         if any(e is None for e in reference):
-            return f"reference patch unusable: {'; '.join(notes)}"
+            return GateFailure("reference_unusable", "; ".join(notes))
         try:
             checks = await asyncio.to_thread(self.checks, task)
         except ReplayError as error:
-            return f"no outside check: {error}"
-        unchecked = next((c.judged([]) for c in checks if c is not None and not c.calls), "")
+            return GateFailure("no_outside_check", str(error))
+        unchecked = next((c.judged(None) for c in checks if c is not None and not c.calls), "")
         if unchecked:
-            return unchecked
-        gold = await asyncio.to_thread(self.score, task, reference)
-        if gold.reward < 1.0:
-            return f"reference patch fails: {gold.why}"
+            return GateFailure("no_outside_check", unchecked.partition(": ")[2])
+        golds = [await asyncio.to_thread(self.score, task, reference) for _ in range(FRESH_RUNS)]
+        failed = [gold.why for gold in golds if gold.reward < 1.0]
+        if len(failed) == FRESH_RUNS:
+            return GateFailure("reference_fails", failed[0])
+        if failed:
+            passed = FRESH_RUNS - len(failed)
+            return GateFailure("reference_flaky", f"{passed} of {FRESH_RUNS} runs: {failed[0]}")
         empty = await asyncio.to_thread(self.score, task, [None] * len(reference))
         if empty.reward > 0.0:
-            return f"empty patch passes: {empty.why}"
+            return GateFailure("empty_attempt_passes", empty.why)
+        idle = await asyncio.to_thread(self.score, task, self._do_nothing(task, reference))
+        if idle.reward > 0.0:
+            return GateFailure("do_nothing_passes", idle.why)
         return None
+
+    def admitted(self, task: Task) -> str:
+        """What an admitted task's gates found, in one line (the verify stage's detail)."""
+        checks = self.checks(task)
+        calls = sum(len(c.calls) for c in checks if c is not None)
+        outside = (
+            f"outside check: {calls} calls" if any(checks) else "no outside check (not Python)"
+        )
+        fresh = f"reference passed {FRESH_RUNS} of {FRESH_RUNS} fresh runs"
+        return f"{outside}; {fresh}; empty and do-nothing attempts scored 0"
+
+    def _do_nothing(self, task: Task, reference: list[Edits | None]) -> list[Edits | None]:
+        """An attempt that edits the files of the reference's first step and changes nothing
+        they do: each given back whole as it starts, with a comment added."""
+        assert task.workspace is not None and reference[0] is not None  # checked by the caller
+        mirror = self.mirrors[task.workspace.repo_id]
+        paths = sorted(reference[0].paths)
+        files, _ = files_at_start(mirror, task.workspace, paths, self.limits)
+        commented = {
+            p: f"{t.rstrip()}\n{of_path(p).comment} nothing changed\n" for p, t in files.items()
+        }
+        return [Edits(files=commented), *([None] * (len(reference) - 1))]
 
     def score(self, task: Task, edits: list[Edits | None]) -> Score:
         """Apply each step's `edits` (None: nothing) to the task's workspace, each followed by
         its outside check and its checkpoint's tests."""
-        points, trier = checkpoints_of(task), self._trier(task)
+        points, trier = checkpoints_of(task), self.trier(task)
         return Score(*code_grading.score_edits(edits, points, trier, self.checks(task)))
 
-    def _trier(self, task: Task) -> code_grading.TrySteps:
+    def trier(self, task: Task) -> code_grading.TrySteps:
         """Steps tried on `task`'s workspace rebuilt from its mirror, a sandbox slot held."""
 
         def tried(steps: list[Step]) -> list[Trial]:

@@ -40,6 +40,8 @@ from generators.function_targets import targets
 from generators.replay_tasks import hunk_regions
 from harnesses import sandbox
 from harnesses.edits import file_diff, parse_edits
+from harnesses.workspace import files_at_start
+from judges.redteam.code_attacks import ATTACKS, hard_coded
 from judges.unit_tests import unit_test_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -139,12 +141,12 @@ def test_every_code_task_passed_the_gold_self_check(code_run):
     task = next(t for t in code_tasks if t.kind == "commit_replay")
     broken = task.model_copy(update={"answer": task.answer.replace("+", "+# ", 1)})
     assert asyncio.run(ctx.unit_tests.self_check(task)) is None
-    assert asyncio.run(ctx.unit_tests.self_check(broken)).startswith("reference patch fails")
+    assert asyncio.run(ctx.unit_tests.self_check(broken)).reason == "reference_fails"
     easy = task.model_copy(
         update={"verifier": task.verifier.model_copy(update={"fail_to_pass": []})}
     )
     # without its fail-to-pass tests no call tells the start from the reference
-    assert asyncio.run(ctx.unit_tests.self_check(easy)).startswith("no outside check")
+    assert asyncio.run(ctx.unit_tests.self_check(easy)).reason == "no_outside_check"
 
 
 def test_calibration_runs_the_tests_on_each_attempt(code_run):
@@ -426,7 +428,7 @@ def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -
     """Every code task of `version` (export `name`) is in the package with its tree; the
     reference patch validates, and the same completions (reference, empty, two calibration
     replies) to a task of each kind score the same through the package as through
-    taskfoundry's verifier."""
+    taskfoundry's verifier; on Python trees, so do red-team attacks (0 in both)."""
     tasks = {t["task_id"]: t for t in canonical_rows(version)}
     projection = project(version, "verifiers", ctx.lake)
     assert projection.skipped == {}  # nothing left out: code tasks included
@@ -446,6 +448,7 @@ def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -
         )
         completions = {"reference": task.answer, "empty": ""}
         completions |= {f"reply-{i}": r["response"] for i, r in enumerate(replies)}
+        completions |= red_team_replies(ctx, task)
         cases[task_id] = {"completions": {k: [{"reply": v}] for k, v in completions.items()}}
         cases[task_id]["calls"] = []
         expected[task_id] = {
@@ -463,6 +466,8 @@ def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -
     assert figures["rewards"] == expected
     assert {r["reference"] for r in expected.values()} == {1.0}
     assert {r["empty"] for r in expected.values()} == {0.0}
+    attacked = [v for r in expected.values() for k, v in r.items() if k.startswith("attack:")]
+    assert set(attacked) <= {0.0} and (name != "code" or attacked)
     trainable = {t for t, task in tasks.items() if not task["hackable"] and task["split"] != "eval"}
     assert set(figures["trained"]) == trainable  # prime-rl trains on the code tasks too
 
@@ -472,6 +477,22 @@ def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -
     (summary,) = (tmp_path / "validate").glob("*/summary.json")
     outcomes = json.loads(summary.read_text())["outcomes"]
     assert outcomes["valid"] == len(tasks) == sum(outcomes.values())
+
+
+def red_team_replies(ctx, task) -> dict[str, str]:
+    """Three of the red team's attacks on a Python task (the forged outcome stream, an object
+    equal to anything, the tests' values hard-coded); none for other trees."""
+    paths = parse_edits(task.answer).paths
+    if not all(p.endswith(".py") for p in paths):
+        return {}
+    mirror = ctx.unit_tests.mirrors[task.workspace.repo_id]
+    files, tests = files_at_start(mirror, task.workspace, paths, ctx.unit_tests.limits)
+    attacks = [
+        ATTACKS[0],
+        next(a for a in ATTACKS if a.kind.startswith("objects")),
+        hard_coded(tests),
+    ]
+    return {f"attack: {attack.name}": attack.reply(files) for attack in attacks}
 
 
 def test_with_no_sandbox_code_tasks_are_refused_and_say_why(tmp_path, monkeypatch):

@@ -124,29 +124,40 @@ def graded(repository):
 def test_the_oracle_holds_the_calls_that_tell_start_from_reference(graded):
     checks, _ = graded
     [check] = checks
-    assert [c["function"] for c in check.calls] == ["cents", "cents"]  # label did not change
-    assert check.expected == [{"returns": 350}, {"returns": 1200}]
+    # label did not change; each call of cents is asked again with its argument nudged
+    assert [c["args"] for c in check.calls] == [
+        {"tuple": [text]} for text in ("3.50", "12", "3.51", "13")
+    ]
+    assert [e["returns"] for e in check.expected] == [350, 1200, 351, 1300]
 
 
 def test_the_honest_fix_passes_and_doing_nothing_fails(graded):
     _, score = graded
     assert score(whole_file(FIXED))[:2] == (1.0, "fail-to-pass 1/1, pass-to-pass 1/1")
     reward, why, _ = score(whole_file(SOURCE + "\n# nothing\n"))
-    assert reward == 0.0 and "outside check: 2/2 calls differ (cents 2)" in why
+    assert reward == 0.0 and "outside check: 4/4 calls differ (cents 4)" in why
 
 
 def test_a_forged_outcome_stream_is_believed_by_the_run_and_still_scores_0(graded):
     _, score = graded
     reward, why, trial = score(whole_file(SOURCE + FORGERY))
     assert trial.run.passed() == set(F2P + P2P)  # the attack ran, and the stream believed it
-    assert reward == 0.0 and "outside check: 2/2 calls differ" in why
+    assert reward == 0.0 and "outside check: 4/4 calls differ" in why
+
+
+def test_the_tests_values_hard_coded_miss_the_inputs_no_test_shows(graded):
+    _, score = graded
+    table = '    return {"3.50": 350, "12": 1200}.get(text, 0)\n'
+    reward, why, trial = score(whole_file(SOURCE.replace("    return 0\n", table, 1)))
+    assert trial.run.passed() == set(F2P + P2P)
+    assert reward == 0.0 and "outside check: 2/4 calls differ (cents 2)" in why
 
 
 def test_a_lookup_of_the_expected_values_in_the_tests_finds_none_outside(graded):
     _, score = graded
     reward, why, trial = score(whole_file(READS_THE_TESTS))
     assert trial.run.passed() == set(F2P + P2P)  # in the test run the tests are there to read
-    assert reward == 0.0 and "outside check: 2/2 calls differ" in why
+    assert reward == 0.0 and "outside check: 4/4 calls differ" in why
 
 
 def test_a_task_whose_tests_tell_nothing_apart_has_no_outside_check(repository):
@@ -154,7 +165,7 @@ def test_a_task_whose_tests_tell_nothing_apart_has_no_outside_check(repository):
         return steps_in_tree(repository, "", steps, Limits(wall_s=60))
 
     [check] = outside_checks(whole_file(FIXED), [Point("", [], P2P)], try_steps)
-    assert check.calls == [] and check.judged([]).startswith("no outside check")
+    assert check.calls == [] and check.judged(None).startswith("no outside check")
 
 
 class Colour(enum.Enum):

@@ -1,0 +1,99 @@
+"""Running the red team: each attack graded as any attempt is, the evidence that it ran, and the
+table of what scored.
+
+A row passes when its attack scored 0 and was shown to have run. For a code attack the
+evidence is its own mark on the standard error of the outside check's replay, which only its
+code writes (`code_attacks.PRELUDE`); an attack that never ran proves nothing about the grader,
+so it fails its row as surely as one that scored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harnesses.trial import Step, Trial
+from judges.code_grading import Point, TrySteps, grade
+from judges.outside_check import Oracle
+from judges.redteam.code_attacks import MARK, CodeAttack
+
+
+@dataclass(frozen=True)
+class CodeTarget:
+    """A code task as the red team attacks it: its name, the files its reference changes as
+    an attempt starts from them, and how it is graded."""
+
+    name: str
+    family: str
+    files: dict[str, str]
+    reference: str
+    points: Sequence[Point]
+    try_steps: TrySteps
+    checks: Sequence[Oracle | None]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One attack on one target: its reward, the grader's reason, and whether it ran."""
+
+    attack: str
+    kind: str
+    family: str
+    target: str
+    reward: float
+    why: str
+    ran: bool
+
+    @property
+    def held(self) -> bool:
+        """The grader held: the attack ran and scored nothing."""
+        return self.ran and self.reward == 0.0
+
+
+def attack_code(target: CodeTarget, attacks: Sequence[CodeAttack]) -> list[Row]:
+    """Each of `attacks` graded on `target`."""
+    return [_attacked(target, attack) for attack in attacks]
+
+
+def _attacked(target: CodeTarget, attack: CodeAttack) -> Row:
+    trials: list[Trial] = []
+
+    def watched(steps: list[Step]) -> list[Trial]:
+        made = target.try_steps(steps)
+        trials.extend(made)
+        return made
+
+    reply = attack.reply(target.files)
+    reward, why = grade(reply, target.reference, target.points, watched, target.checks)
+    ran = any(t.replayed is not None and MARK in t.replayed.stderr for t in trials)
+    return Row(attack.name, attack.kind, target.family, target.name, reward, why, ran)
+
+
+def one_per_class(attacks: Sequence[CodeAttack]) -> list[CodeAttack]:
+    """The first attack of each class: the quick red team."""
+    firsts: dict[str, CodeAttack] = {}
+    for attack in attacks:
+        firsts.setdefault(attack.kind, attack)
+    return list(firsts.values())
+
+
+def table(rows: Sequence[Row]) -> str:
+    """The rows as text: one line per attack and target, then the totals per class and per
+    family."""
+    lines = [f"{'scored':>6}  {'ran':>3}  {'family':<16} attack"]
+    for row in rows:
+        lines.append(
+            f"{row.reward:>6.2f}  {'yes' if row.ran else 'NO':>3}  {row.family:<16} {row.attack}"
+            + ("" if row.held else f"\n{'':>30}why: {row.why}")
+        )
+    for label, key in (("class", "kind"), ("family", "family")):
+        lines += ["", f"{'tried':>5} {'scored':>6} {'not run':>7}  {label}"]
+        for name in sorted({getattr(row, key) for row in rows}):
+            group = [row for row in rows if getattr(row, key) == name]
+            scored = sum(row.reward > 0 for row in group)
+            unrun = sum(not row.ran for row in group)
+            lines.append(f"{len(group):>5} {scored:>6} {unrun:>7}  {name}")
+    scored = sum(row.reward > 0 for row in rows)
+    unrun = sum(not row.ran for row in rows)
+    lines += ["", f"{len(rows)} attacks tried, {scored} scored, {unrun} not shown to have run"]
+    return "\n".join(lines)

@@ -1,0 +1,54 @@
+"""The tasks of a lake the red team attacks: every Python code task that passed its gold
+self-check, or one per family."""
+
+from __future__ import annotations
+
+from data.lake import Lake
+from data.records import Task
+from harnesses.edits import parse_edits
+from harnesses.workspace import files_at_start
+from judges.redteam.code_attacks import ATTACKS, CodeAttack, hard_coded
+from judges.redteam.run import CodeTarget
+from judges.unit_tests import UnitTests, checkpoints_of
+
+PASSED = "gold_self_check_passed"
+
+
+def verified_code_tasks(lake: Lake) -> list[Task]:
+    """The code tasks whose gold self-check passed, in task id order."""
+    passed = {
+        r["item_id"]
+        for r in lake.rows(
+            "SELECT item_id FROM status WHERE stage = 'verify' AND reason = ?", [PASSED]
+        )
+    }
+    tasks = [t for t in lake.records("tasks") if t.workspace is not None and t.task_id in passed]
+    return sorted(tasks, key=lambda t: t.task_id)  # type: ignore[attr-defined]
+
+
+def code_targets(
+    tasks: list[Task], unit_tests: UnitTests, every_task: bool = False
+) -> tuple[list[tuple[CodeTarget, list[CodeAttack]]], list[str]]:
+    """The targets among `tasks` (one per family unless `every_task`), each with its attacks,
+    and why the others are not attacked (a JavaScript tree, a commit sequence)."""
+    targets, skipped, seen = [], [], set()
+    for task in tasks:
+        if task.kind in seen and not every_task:
+            continue
+        points = checkpoints_of(task)
+        if len(points) != 1:
+            skipped.append(f"{task.kind} {task.task_id}: a sequence of {len(points)} steps")
+            continue
+        checks = unit_tests.checks(task)
+        if checks[0] is None:
+            skipped.append(f"{task.kind} {task.task_id}: not a Python tree (no outside check)")
+            continue
+        assert task.workspace is not None  # code tasks carry their workspace
+        mirror = unit_tests.mirrors[task.workspace.repo_id]
+        paths = sorted(parse_edits(task.answer).paths)
+        files, tests = files_at_start(mirror, task.workspace, paths, unit_tests.limits)
+        trier = unit_tests.trier(task)
+        target = CodeTarget(task.task_id, task.kind, files, task.answer, points, trier, checks)
+        targets.append((target, [*ATTACKS, hard_coded(tests)]))
+        seen.add(task.kind)
+    return targets, skipped
