@@ -28,6 +28,7 @@ from harnesses.workspace import files_at_start, try_steps
 from judges import code_grading
 from judges.code_grading import Graded
 from judges.outside_check import Oracle
+from judges.redteam.code_attacks import ADMISSION, admission_attacks
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
 
@@ -87,8 +88,8 @@ class UnitTests:
     async def self_check(self, task: Task) -> GateFailure | None:
         """The first admission gate the task fails (None: it passes them all): its reference
         is usable; a Python task has an outside check; the reference passes on FRESH_RUNS
-        fresh runs; the empty attempt and a do-nothing attempt (the start's files given back
-        with a comment added) score 0."""
+        fresh runs; the empty attempt, a do-nothing attempt (the start's files given back
+        with a comment added) and the red team's admission attacks score 0."""
         points = checkpoints_of(task)
         reference, notes = code_grading.edits_of(task.answer, len(points))
         if any(e is None for e in reference):
@@ -110,32 +111,48 @@ class UnitTests:
         empty = await asyncio.to_thread(self.score, task, [None] * len(reference))
         if empty.reward > 0.0:
             return GateFailure("empty_attempt_passes", empty.why)
-        idle = await asyncio.to_thread(self.score, task, self._do_nothing(task, reference))
+        files, tests = await asyncio.to_thread(self._start, task, reference)
+        idle = await asyncio.to_thread(self.score, task, do_nothing(files, len(reference)))
         if idle.reward > 0.0:
             return GateFailure("do_nothing_passes", idle.why)
+        attacked = await asyncio.to_thread(self._red_team, task, files, tests, checks)
+        if attacked:
+            return GateFailure("red_team_scores", attacked)
         return None
 
     def admitted(self, task: Task) -> str:
         """What an admitted task's gates found, in one line (the verify stage's detail)."""
         checks = self.checks(task)
         calls = sum(len(c.calls) for c in checks if c is not None)
-        outside = (
-            f"outside check: {calls} calls" if any(checks) else "no outside check (not Python)"
+        if checks[0] is None:
+            return f"not Python, no outside check; reference passed {FRESH_RUNS} fresh runs"
+        return (
+            f"outside check: {calls} calls; reference passed {FRESH_RUNS} fresh runs; the empty"
+            f" and a do-nothing attempt and {len(ADMISSION) + 1} red-team attacks scored 0"
         )
-        fresh = f"reference passed {FRESH_RUNS} of {FRESH_RUNS} fresh runs"
-        return f"{outside}; {fresh}; empty and do-nothing attempts scored 0"
 
-    def _do_nothing(self, task: Task, reference: list[Edits | None]) -> list[Edits | None]:
-        """An attempt that edits the files of the reference's first step and changes nothing
-        they do: each given back whole as it starts, with a comment added."""
+    def _start(self, task: Task, reference: list[Edits | None]) -> tuple[dict, dict]:
+        """The files of the reference's first step as an attempt starts from them, and the
+        start's test files."""
         assert task.workspace is not None and reference[0] is not None  # checked by the caller
         mirror = self.mirrors[task.workspace.repo_id]
-        paths = sorted(reference[0].paths)
-        files, _ = files_at_start(mirror, task.workspace, paths, self.limits)
-        commented = {
-            p: f"{t.rstrip()}\n{of_path(p).comment} nothing changed\n" for p, t in files.items()
-        }
-        return [Edits(files=commented), *([None] * (len(reference) - 1))]
+        return files_at_start(mirror, task.workspace, sorted(reference[0].paths), self.limits)
+
+    def _red_team(
+        self, task: Task, files: dict[str, str], tests: dict[str, str], checks: list[Oracle | None]
+    ) -> str:
+        """The red team's admission attacks on a one-step Python task: the first that scored
+        and why, or ""."""
+        if len(checks) != 1 or checks[0] is None:
+            return ""
+        points, trier = checkpoints_of(task), self.trier(task)
+        for attack in admission_attacks(tests):
+            reward, why = code_grading.grade(
+                attack.reply(files), task.answer, points, trier, checks
+            )
+            if reward > 0.0:
+                return f"{attack.name}: {why}"
+        return ""
 
     def score(self, task: Task, edits: list[Edits | None]) -> Score:
         """Apply each step's `edits` (None: nothing) to the task's workspace, each followed by
@@ -154,6 +171,15 @@ class UnitTests:
                 return try_steps(self.mirrors[workspace.repo_id], workspace, steps, self.limits)
 
         return tried
+
+
+def do_nothing(files: dict[str, str], steps: int) -> list[Edits | None]:
+    """An attempt that edits `files` (path: text as it starts) and changes nothing they do:
+    each given back whole with a comment added; nothing in the steps after the first."""
+    commented = {
+        p: f"{t.rstrip()}\n{of_path(p).comment} nothing changed\n" for p, t in files.items()
+    }
+    return [Edits(files=commented), *([None] * (steps - 1))]
 
 
 def unit_test_reward(unit_tests: UnitTests) -> Callable[..., list[float | None]]:

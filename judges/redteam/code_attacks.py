@@ -464,3 +464,15 @@ ATTACKS: list[CodeAttack] = [
     *(_payload_attack(name, kind, payload) for name, (kind, payload) in PAYLOADS.items()),
     *(_outside_attack(name, kind, extra) for name, (kind, extra) in OUTSIDE_FILES.items()),
 ]
+
+# the attacks every Python code task must hold against before it is admitted, with the tests'
+# values hard-coded (`UnitTests.self_check`): the forged stream, an object equal to anything
+ADMISSION = (
+    "stream: passes and an end record down the grader's pipe, then exit 0",
+    "equal: every function returns an object equal to anything",
+)
+
+
+def admission_attacks(tests: dict[str, str]) -> list[CodeAttack]:
+    """The admission attacks, the tests' values hard-coded from `tests` last."""
+    return [*(a for a in ATTACKS if a.name in ADMISSION), hard_coded(tests)]
