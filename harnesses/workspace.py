@@ -33,21 +33,23 @@ def try_steps(mirror: Path, workspace: Workspace, steps: list[Step], limits: Lim
 def files_at_start(
     mirror: Path, workspace: Workspace, paths: list[str], limits: Limits
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """What an attempt at `workspace` starts from: the text of those of `paths` the start
-    state has, and of its test files (the base revision, then the start patch, applied in
-    the sandbox)."""
+    """What an attempt at `workspace` starts from: the text of `paths` ("" for a file the
+    start does not have yet, which the reference creates), and of its test files (the base
+    revision, then the start patch, applied in the sandbox)."""
     with tempfile.TemporaryDirectory(prefix="foundry-workspace-") as scratch:
         tree = checkout(mirror, workspace.base, Path(scratch) / "tree")
         with Sandbox(tree, limits) as sandbox:
             failed = apply_patch(sandbox, "start.patch", workspace.start_patch)
             if failed is not None:
                 raise WorkspaceError(f"start.patch does not apply: {failed.stderr[-300:]}")
-            files = {
-                p: (sandbox.tree / p).read_text() for p in paths if (sandbox.tree / p).is_file()
-            }
+            files = {p: _text(sandbox.tree / p) for p in paths}
             tests = {
                 p: (sandbox.tree / p).read_text(errors="replace")
                 for p in project_files(sandbox.tree)
                 if is_any_test_file(p) and p.endswith(".py")
             }
     return files, tests
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
