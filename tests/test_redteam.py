@@ -21,8 +21,8 @@ from judges.redteam.targets import verified_code_tasks
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
+from tests.prices_repo import F2P, FIXED, P2P, SOURCE, TESTS, whole_file, write_prices_repository
 from tests.test_bug_injection import PACKAGE, make_repository
-from tests.test_outside_check import F2P, FIXED, P2P, SOURCE, TESTS, whole_file
 
 CLASSES = {
     "outcome channel",
@@ -41,12 +41,7 @@ CLASSES = {
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory) -> CodeTarget:
-    tree = tmp_path_factory.mktemp("prices")
-    (tree / "src").mkdir()
-    (tree / "src" / "prices.py").write_text(SOURCE)
-    (tree / "tests").mkdir()
-    (tree / "tests" / "test_prices.py").write_text(TESTS)
-    (tree / "pyproject.toml").write_text('[project]\nname = "prices"\nversion = "0"\n')
+    tree = write_prices_repository(tmp_path_factory.mktemp("prices"))
 
     def try_steps(steps):
         return steps_in_tree(tree, "", steps, Limits(wall_s=15))
