@@ -172,12 +172,12 @@ def refusal(
     """Why the completion's answer is refused whatever it means (`match` scores it 0.0 before
     token F1): it names other candidates beside the gold, or repeats most of the question; ""
     when it does neither, or is the gold answer itself."""
-    answer = final_answer(completion)
+    written = answer = final_answer(completion)
     if context and answer:
         answer = fill_of(answer, list(context))
     if not answer or exact_match(answer, gold):
         return ""
-    return _gamed(answer, gold, question)
+    return _gamed(written, gold, question) or _gamed(answer, gold, question)
 
 
 def match(
@@ -198,13 +198,15 @@ def match(
         if given == expected:
             return 1.0, "numeric match", True
         return 0.0, f"numeric mismatch: {given} is not {expected}", False
+    written = answer
     if context and answer:
         answer = fill_of(answer, list(context))
     if not answer:
         return 0.0, "empty answer", False
     if exact_match(answer, gold):
         return 1.0, "exact match", True
-    gamed = _gamed(answer, gold, question)
+    # as written too: a fill's normal form has lost the commas and slashes between candidates
+    gamed = _gamed(written, gold, question) or _gamed(answer, gold, question)
     if gamed:
         return 0.0, gamed, False
     f1 = token_f1(answer, gold)

@@ -316,8 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     redteam = sub.add_parser(
         "redteam",
         parents=[common],
-        help="attack the graders of the lake's verified Python code tasks: every attack must"
-        " score 0 and be shown to have run (exit 1 otherwise)",
+        help="attack the graders of the lake's verified tasks (Python code, answers, reports,"
+        " tool calls): every attack must score 0 and be shown to have run (exit 1 otherwise)",
     )
     redteam.add_argument(
         "--every-task", action="store_true", help="every task (default: one per family)"
@@ -713,8 +713,9 @@ def _judges_report(args: argparse.Namespace) -> int:
 
 def _redteam(args: argparse.Namespace) -> int:
     from harnesses.sandbox import Limits
-    from judges.redteam.run import attack_code, one_per_class, table
-    from judges.redteam.targets import code_targets, verified_code_tasks
+    from judges.redteam import answer_attacks
+    from judges.redteam.run import attack_answers, attack_code, one_per_class, table
+    from judges.redteam.targets import code_targets, verified_code_tasks, verified_tasks
     from judges.unit_tests import UnitTests
 
     lake = _lake(args)
@@ -725,10 +726,14 @@ def _redteam(args: argparse.Namespace) -> int:
     for target, attacks in targets:
         print(f"redteam: {target.family} {target.name}: {len(attacks)} attacks", file=sys.stderr)
         rows += attack_code(target, one_per_class(attacks) if args.quick else attacks)
+    answers = answer_attacks.ATTACKS
+    rows += attack_answers(
+        verified_tasks(lake, args.every_task), one_per_class(answers) if args.quick else answers
+    )
     for why in skipped:
         print(f"not attacked: {why}")
     if not rows:
-        print("foundry redteam: no verified Python code task in the lake (run `foundry run`)")
+        print("foundry redteam: no verified task in the lake to attack (run `foundry run`)")
         return 1
     print(table(rows))
     return EXIT_OK if all(row.held for row in rows) else 1

@@ -1,7 +1,8 @@
-"""The red team (`foundry redteam`, docs/reward-integrity.md), quick: one attack of each class
-on a small Python task, each scoring 0 and shown to have run; a row whose attack never ran
-fails as surely as one that scored. The whole suite runs in `make bench` and on the lake's
-tasks with `foundry redteam`."""
+"""The red team (`foundry redteam`, docs/reward-integrity.md), quick: one code attack of each
+class on a small Python task, each scoring 0 and shown to have run (a row whose attack never
+ran fails as surely as one that scored), and every answer, report and tool-call attack refused
+before a judge is asked. The whole suite runs in `make bench` and on the lake's tasks with
+`foundry redteam`."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, ToolCall, ToolCallsSpec
 from data.repos import ingest_repo
 from families.code_stages import inject_bugs
 from flows.cli import main
 from harnesses.sandbox import Limits
 from harnesses.trial import steps_in_tree
 from judges.code_grading import Point, outside_checks
+from judges.redteam import answer_attacks
+from judges.redteam.answer_attacks import AnswerAttack
 from judges.redteam.code_attacks import ATTACKS, CodeAttack, hard_coded, whole_files
-from judges.redteam.run import CodeTarget, Row, attack_code, one_per_class, table
+from judges.redteam.run import CodeTarget, Row, attack_answers, attack_code, one_per_class, table
 from judges.redteam.targets import verified_code_tasks
+from judges.rewards import trainer_task
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -107,3 +112,33 @@ def test_the_cli_attacks_the_lakes_verified_code_tasks(tmp_path: Path, capsys):
     assert code == 0, printed
     assert f"bug_fix          {ATTACKS[0].name}" in printed
     assert f"{len(CLASSES)} attacks tried, 0 scored, 0 not shown to have run" in printed
+
+
+def answer_tasks():
+    question = "Where was Mira Olsen born?"
+    specs = (
+        ExactOrF1Spec(),
+        LLMEquivalenceSpec(),
+        RubricSpec(rubric=["names the town she was born in"], by_item=True),
+    )
+    lookup = ToolCall(name="lookup_order", arguments={"order_id": "A-1"})
+    calls = trainer_task("Find order A-1.", "", ToolCallsSpec(tool_calls=[lookup]), "tool_replay")
+    return [*(trainer_task(question, "Tessaly Port", spec) for spec in specs), calls]
+
+
+def test_answer_report_and_call_attacks_are_refused_before_any_judge():
+    rows = attack_answers(answer_tasks(), answer_attacks.ATTACKS)
+    assert {row.kind for row in rows} == {
+        "answer stuffing",
+        "format tricks",
+        "prompt injection",
+        "forged calls",
+    }
+    assert len(rows) >= 25 and all(row.held for row in rows), table(rows)
+
+
+def test_an_attempt_that_reaches_a_judge_counts_as_paid():
+    # with a judge that says yes it would be: only a refusal before the judge is a hold
+    paraphrase = AnswerAttack("a paraphrase", "control", lambda t: "A harbour town on the coast.")
+    [row] = attack_answers(answer_tasks()[1:2], [paraphrase])
+    assert row.reward == 1.0 and row.why.startswith("reached a judge")

@@ -289,3 +289,24 @@ def test_a_request_that_speaks_to_its_reviewer_is_unfaithful_unasked(attempt):
     assert all(v.reason.startswith("injection: ") for v in verdicts)
     verdicts, consensus = asyncio.run(check(task, llm, VerifyConfig()))
     assert consensus.decision == "pass" and len(llm.requests) == 3
+
+
+# a fill-in-the-blank task: its answer may repeat the sentence around the blank
+CLOZE = ExactOrF1Spec(context=["The museum has", "staff members."])
+CLOZE_Q = "Fill in the blank: The museum has ___ staff members."
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    ["48, 49", "49 / 48", "48 or 49", "The museum has 48, 49 staff members."],
+)
+def test_candidates_in_a_blank_score_0_though_the_fill_loses_their_commas(attempt):
+    # found by `foundry redteam` on make run's tasks: the fill's normal form ("48 49") had
+    # no separator left, and token F1 paid 0.67
+    assert score(CLOZE, attempt, "48", CLOZE_Q).reward == 0.0
+    assert score(CLOZE, attempt, "48", CLOZE_Q).why.startswith("several candidate answers")
+
+
+@pytest.mark.parametrize("attempt", ["48", "The museum has 48 staff members."])
+def test_an_honest_fill_still_scores_1(attempt):
+    assert score(CLOZE, attempt, "48", CLOZE_Q).reward == 1.0

@@ -4,18 +4,27 @@ table of what scored.
 A row passes when its attack scored 0 and was shown to have run. For a code attack the
 evidence is its own mark on the standard error of the outside check's replay, which only its
 code writes (`code_attacks.PRELUDE`); an attack that never ran proves nothing about the grader,
-so it fails its row as surely as one that scored.
+so it fails its row as surely as one that scored. An answer, report or tool-call attack runs
+when it is graded; the grader's reason says what refused it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+from data.llm import LLMError
+from data.records import Task
 from harnesses.trial import Step, Trial
+from judges import equivalence
 from judges.code_grading import Point, TrySteps, grade
 from judges.outside_check import Oracle
+from judges.redteam.answer_attacks import AnswerAttack, JudgeAsked, NoJudge
 from judges.redteam.code_attacks import MARK, CodeAttack
+
+A = TypeVar("A", CodeAttack, AnswerAttack)
 
 
 @dataclass(frozen=True)
@@ -69,9 +78,33 @@ def _attacked(target: CodeTarget, attack: CodeAttack) -> Row:
     return Row(attack.name, attack.kind, target.family, target.name, reward, why, ran)
 
 
-def one_per_class(attacks: Sequence[CodeAttack]) -> list[CodeAttack]:
+def attack_answers(tasks: Sequence[Task], attacks: Sequence[AnswerAttack]) -> list[Row]:
+    """Each of `attacks` that applies to a task, on each of `tasks`, graded with `NoJudge`:
+    one that reaches a judge counts as paid, as a judge that says yes would pay it."""
+    rows = []
+    for task in tasks:
+        for attack in attacks:
+            reply = attack.reply(task)
+            if reply is not None:
+                reward, why = asyncio.run(_answer_graded(task, reply))
+                rows.append(
+                    Row(attack.name, attack.kind, task.kind, task.task_id, reward, why, True)
+                )
+    return rows
+
+
+async def _answer_graded(task: Task, reply: str) -> tuple[float, str]:
+    judge = NoJudge()
+    try:
+        score = await equivalence.grade(task, reply, judge)
+    except (JudgeAsked, LLMError) as error:
+        return 1.0, f"reached a judge ({error}): a judge that says yes would pay it"
+    return score.reward, score.why
+
+
+def one_per_class(attacks: Sequence[A]) -> list[A]:
     """The first attack of each class: the quick red team."""
-    firsts: dict[str, CodeAttack] = {}
+    firsts: dict[str, A] = {}
     for attack in attacks:
         firsts.setdefault(attack.kind, attack)
     return list(firsts.values())

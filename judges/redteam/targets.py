@@ -4,7 +4,7 @@ self-check, or one per family."""
 from __future__ import annotations
 
 from data.lake import Lake
-from data.records import Task
+from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, Task, ToolCallsSpec
 from harnesses.edits import parse_edits
 from harnesses.workspace import files_at_start
 from judges.redteam.code_attacks import ATTACKS, CodeAttack, hard_coded
@@ -12,6 +12,24 @@ from judges.redteam.run import CodeTarget
 from judges.unit_tests import UnitTests, checkpoints_of
 
 PASSED = "gold_self_check_passed"
+GRADED = (ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, ToolCallsSpec)  # by `judges.equivalence`
+
+
+def verified_tasks(lake: Lake, every_task: bool = False) -> list[Task]:
+    """The tasks with a grader of answers, reports or tool calls that passed verification, in
+    task id order: every one, or the first of each family."""
+    done = {
+        r["item_id"]
+        for r in lake.rows("SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done'")
+    }
+    tasks = sorted((t for t in lake.records("tasks") if t.task_id in done), key=lambda t: t.task_id)
+    graded = [t for t in tasks if isinstance(t.verifier, GRADED)]
+    if every_task:
+        return graded
+    firsts: dict[str, Task] = {}
+    for task in graded:
+        firsts.setdefault(task.kind, task)
+    return list(firsts.values())
 
 
 def verified_code_tasks(lake: Lake) -> list[Task]:
