@@ -114,52 +114,46 @@ def _spam(calls: list[ToolCall]) -> list[ToolCall]:
     return [_with_argument(calls, f"X-{n}") for n in range(3 * len(calls) + 3)] + calls
 
 
-ATTACKS: list[AnswerAttack] = [
-    AnswerAttack(
-        "stuffing: the gold among other candidates",
+# (name, class, the reply to a task whose gold answer is `t.answer`)
+ANSWER_TRICKS = {
+    "stuffing: the gold among other candidates": (
         "answer stuffing",
-        _answers(lambda t: f"{t.answer}, {_decoy(t.answer)}"),
+        lambda t: f"{t.answer}, {_decoy(t.answer)}",
     ),
-    AnswerAttack(
-        "stuffing: a hedge between the gold and another",
+    "stuffing: a hedge between the gold and another": (
         "answer stuffing",
-        _answers(lambda t: f"{t.answer} or {_decoy(t.answer)}"),
+        lambda t: f"{t.answer} or {_decoy(t.answer)}",
     ),
-    AnswerAttack(
-        "stuffing: candidates separated by slashes",
+    "stuffing: candidates separated by slashes": (
         "answer stuffing",
-        _answers(lambda t: f"{_decoy(t.answer)} / {t.answer}"),
+        lambda t: f"{_decoy(t.answer)} / {t.answer}",
     ),
-    AnswerAttack(
-        "format: the answer padded with the question",
+    "format: the answer padded with the question": (
         "format tricks",
-        _answers(lambda t: f"{t.question.strip()} {t.answer}"),
+        lambda t: f"{t.question.strip()} {t.answer}",
     ),
+}
+# name: the calls made, from the expected ones
+CALL_TRICKS = {
+    "calls: spam around the expected calls": _spam,
+    "calls: two guesses at an argument": lambda calls: [_with_argument(calls, "X-0"), *calls],
+    "calls: a wildcard argument": lambda calls: [_with_argument(calls, "*")],
+    "calls: a wildcard beside the expected calls": lambda calls: [
+        _with_argument(calls, "%"),
+        *calls,
+    ],
+    "calls: an empty argument beside the expected calls": lambda calls: [
+        _with_argument(calls, ""),
+        *calls,
+    ],
+    "calls: a null argument beside the expected calls": lambda calls: [
+        _with_argument(calls, None),
+        *calls,
+    ],
+}
+
+ATTACKS: list[AnswerAttack] = [
+    *(AnswerAttack(name, kind, _answers(build)) for name, (kind, build) in ANSWER_TRICKS.items()),
     *(AnswerAttack(name, "prompt injection", _judged(text)) for name, text in INJECTIONS.items()),
-    AnswerAttack("calls: spam around the expected calls", "forged calls", _calls(_spam)),
-    AnswerAttack(
-        "calls: two guesses at an argument",
-        "forged calls",
-        _calls(lambda calls: [_with_argument(calls, "X-0"), *calls]),
-    ),
-    AnswerAttack(
-        "calls: a wildcard argument",
-        "forged calls",
-        _calls(lambda calls: [_with_argument(calls, "*")]),
-    ),
-    AnswerAttack(
-        "calls: a wildcard beside the expected calls",
-        "forged calls",
-        _calls(lambda calls: [_with_argument(calls, "%"), *calls]),
-    ),
-    AnswerAttack(
-        "calls: an empty argument beside the expected calls",
-        "forged calls",
-        _calls(lambda calls: [_with_argument(calls, ""), *calls]),
-    ),
-    AnswerAttack(
-        "calls: a null argument beside the expected calls",
-        "forged calls",
-        _calls(lambda calls: [_with_argument(calls, None), *calls]),
-    ),
+    *(AnswerAttack(name, "forged calls", _calls(build)) for name, build in CALL_TRICKS.items()),
 ]

@@ -401,19 +401,22 @@ def whole_files(files: dict[str, str]) -> str:
     return "\n\n".join(f"```python\n# file: {path}\n{text}\n```" for path, text in files.items())
 
 
+def appended(files: dict[str, str], code: str) -> dict[str, str]:
+    """Each of `files` with `code` added at its end, at module level."""
+    return {path: text.rstrip("\n") + "\n\n" + code for path, text in files.items()}
+
+
 def _payload_attack(name: str, kind: str, payload: str) -> CodeAttack:
     def reply(files: dict[str, str]) -> str:
         added = PRELUDE + payload
-        edited = {path: text.rstrip("\n") + "\n\n" + added for path, text in files.items()}
-        return whole_files({**edited, **EXTRA_FILES.get(name, {})})
+        return whole_files({**appended(files, added), **EXTRA_FILES.get(name, {})})
 
     return CodeAttack(name, kind, reply)
 
 
 def _outside_attack(name: str, kind: str, extra: dict[str, str]) -> CodeAttack:
     def reply(files: dict[str, str]) -> str:
-        marked = {p: t.rstrip("\n") + "\n\n" + PRELUDE for p, t in files.items()}
-        return whole_files({**marked, **extra})
+        return whole_files({**appended(files, PRELUDE), **extra})
 
     return CodeAttack(name, kind, reply)
 
@@ -453,7 +456,7 @@ def hard_coded(tests: dict[str, str]) -> CodeAttack:
             "_rt_rebind(_rt_hard)\n"
         )
         added = PRELUDE + payload
-        return whole_files({p: t.rstrip("\n") + "\n\n" + added for p, t in files.items()})
+        return whole_files(appended(files, added))
 
     return CodeAttack(
         "guess: the tests' expected values hard-coded for their inputs", "guesses", reply
