@@ -56,6 +56,7 @@ TASKSET_SCHEMA = pa.schema(
         ("consensus", pa.string()),
         ("rubric", pa.string()),
         ("hackable", pa.bool_()),
+        ("mutants_killed", pa.float64()),
         ("lineage", pa.string()),
         ("schema_version", pa.string()),
         ("repo", pa.string()),
@@ -89,7 +90,7 @@ WITH latest_clustering AS (
     SELECT t.task_id, t.kind, t.prompt, t.answer, t.verifier, t.evidence, t.source,
            d.pass_rate, d.n AS pass_n, d.ci_low AS pass_ci_low, d.ci_high AS pass_ci_high,
            d.band, d.pool, d.learnability, d.solver_model, d.harness,
-           coalesce(r.hackable, false) AS hackable,
+           coalesce(r.hackable, false) AS hackable, g.share AS mutants_killed,
            t.lineage, t.schema_version,
            json_extract_string(t.workspace, '$.origin') AS repo,
            json_extract_string(t.workspace, '$.base') AS base_revision, t.workspace,
@@ -101,6 +102,7 @@ WITH latest_clustering AS (
     FROM tasks t
     JOIN difficulty d USING (task_id)
     LEFT JOIN reviews r USING (task_id)
+    LEFT JOIN gates g ON g.task_id = t.task_id AND g.gate = 'mutants'
     LEFT JOIN intent_of i ON list_contains($3, t.kind)
         AND i.trace_id = json_extract_string(t.source, '$[0].source_id')
     JOIN status s ON s.item_id = t.task_id AND s.stage = $1 AND s.status = 'done' AND {measured}

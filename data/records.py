@@ -701,6 +701,25 @@ class Consensus(Record):
     agreement: float
 
 
+class Gate(Record):
+    """One admission gate a code task was put through (`judges.unit_tests`) and what it saw;
+    `share` where the gate measures one (fresh runs passed, mutants its tests killed)."""
+
+    task_id: str
+    gate: Literal[
+        "reference",
+        "outside_check",
+        "fresh_runs",
+        "empty_attempt",
+        "do_nothing",
+        "mutants",
+        "red_team",
+    ]
+    passed: bool
+    detail: str
+    share: float | None = None
+
+
 class VerdictRerun(Record):
     """One judge's verdict re-asked with another seed, beside the verdict it gave first."""
 

@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from data.evaluations import evaluation_rows
 from data.funnel import funnel
+from data.gates import gate_rows
 from data.judge_controls import latest_controls
 from data.lake import Lake
 from data.loop_rounds import loop_rows
@@ -96,6 +97,7 @@ def render_report(
             "Pass rate and judge agreement",
             _agreement(manifest, tasks, plots) + _controls(lake),
         ),
+        _section("gates", "Code admission gates", _gates(gate_rows(lake))),
         _section("cost", "Cost", _cost(summary, plots)),
         _section("evaluation", "Held-out evaluation", _evaluations(evaluation_rows(lake))),
         _section("loop", "Loop rounds", _loop_rounds(loop_rows(lake))),
@@ -230,6 +232,29 @@ def _controls(lake: Lake) -> str:
     )
     header = ["judge", "model", "control items right", "accuracy", "able to judge"]
     return note + _table(header, table, ["", "", "num", "num", ""])
+
+
+def _gates(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return _empty("No code task was verified: no admission gate was taken.")
+    table = [
+        [
+            r["gate"],
+            r["passed"],
+            r["failed"],
+            r["flaky"] if r["gate"] == "fresh_runs" else "",
+            f"{r['mean_share']:.0%}" if r["mean_share"] is not None else "",
+        ]
+        for r in rows
+    ]
+    note = (
+        "<p>Each code task is admitted only past every gate, in this order: a usable reference"
+        " that passes 3 fresh runs, an outside check, the empty and a do-nothing attempt scoring"
+        " 0, tests that kill at least one mutant of the reference, and the red team's admission"
+        " attacks scoring 0 (docs/reward-integrity.md).</p>"
+    )
+    header = ["gate", "tasks passed", "kept out", "flaky", "mean share"]
+    return note + _table(header, table, ["", "num", "num", "num", "num"])
 
 
 def _agreement(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], plots: _Plots) -> str:

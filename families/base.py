@@ -18,7 +18,7 @@ from data.config import CalibrateConfig, FoundryConfig
 from data.endpoints import Endpoint
 from data.lake import Lake
 from data.llm import LLMClient
-from data.records import Consensus, Direction, ItemStatus, Task, Verdict
+from data.records import Consensus, Direction, Gate, ItemStatus, Task, Verdict
 from families.stage import LLMStage
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material
@@ -56,6 +56,7 @@ class Checked:
     detail: str = ""
     verdicts: list[Verdict] = field(default_factory=list)
     consensus: list[Consensus] = field(default_factory=list)
+    gates: list[Gate] = field(default_factory=list)  # a code task's admission gates
 
 
 class Family(ABC):

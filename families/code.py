@@ -23,6 +23,7 @@ from data.records import Direction, Task
 from families.base import Checked, Family, Grader, Services
 from generators.function_rebuild import RepoAtHead
 from generators.knobs import Level
+from generators.mutations import mutants_of_change
 from harnesses.base import Harness
 from harnesses.sandbox import Limits
 from harnesses.single_turn import SingleTurn
@@ -49,10 +50,11 @@ class CodeFamily(Family):
         return services.unit_tests.grade
 
     async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
-        failure = await services.unit_tests.self_check(task)
-        if failure is not None:
-            return Checked("rejected", failure.reason, failure.detail)
-        return Checked("done", "gold_self_check_passed", services.unit_tests.admitted(task))
+        admission = await services.unit_tests.self_check(task, mutants_of_change)
+        if admission.failure is not None:
+            failure = admission.failure
+            return Checked("rejected", failure.reason, failure.detail, gates=admission.gates)
+        return Checked("done", "gold_self_check_passed", admission.summary, gates=admission.gates)
 
 
 async def variant_in_sandbox(

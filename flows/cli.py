@@ -742,6 +742,7 @@ def _redteam(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     from data.evaluations import evaluation_rows, format_evaluations
     from data.funnel import format_funnel, funnel
+    from data.gates import format_gates, gate_rows
     from data.loop_rounds import format_rounds, loop_rows
     from data.trace_report import format_trace_report, trace_report
     from judges.agreement import format_judge_report, judge_report
@@ -752,6 +753,7 @@ def _stats(args: argparse.Namespace) -> int:
     summary["runs"] = len(lake.runs())
     summary["traces"] = trace_report(lake)
     summary["judges"] = judge_report(lake)
+    summary["gates"] = gate_rows(lake)
     summary["review"] = review_report(lake)
     summary["evaluations"] = evaluation_rows(lake)
     summary["loop_rounds"] = loop_rows(lake)
@@ -764,6 +766,8 @@ def _stats(args: argparse.Namespace) -> int:
         print(format_trace_report(summary["traces"]))
         print()
         print(format_judge_report(summary["judges"]))
+        print()
+        print(format_gates(summary["gates"]))
         print()
         print(format_review_report(summary["review"]))
         print()

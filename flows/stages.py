@@ -263,8 +263,12 @@ async def verify_one(
     task = loaded.task
     checked: Checked = await family_of(task.kind).verify(task, loaded.passage, client, ctx)
     records: dict[str, list[Record]] = {}
-    if checked.verdicts or checked.consensus:
-        records = {"verdicts": list(checked.verdicts), "consensus": list(checked.consensus)}
+    if checked.verdicts or checked.consensus or checked.gates:
+        records = {
+            "verdicts": list(checked.verdicts),
+            "consensus": list(checked.consensus),
+            "gates": list(checked.gates),
+        }
     status = ctx.status("verify", task_id, checked.state, checked.reason, checked.detail)
     return Outcome(status, records)
 

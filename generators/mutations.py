@@ -10,6 +10,7 @@ boundary moved, `<` for `<=`, or a whole number off by one).
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from tree_sitter import Node
 
 from data.languages import JavaScript, of_path
 from data.records import content_id
-from generators.function_targets import Target, javascript_tree
+from generators.function_targets import JAVASCRIPT_SUFFIXES, Target, javascript_tree, targets
 
 MAX_CONSTANT = 10_000  # whole numbers larger than this are left alone
 
@@ -192,6 +193,50 @@ def _parses(path: str, source: str) -> bool:
     except SyntaxError:
         return False
     return True
+
+
+def mutants_of_change(
+    before: dict[str, str], after: dict[str, str], most: int
+) -> list[dict[str, str]]:
+    """Up to `most` mutants of a change: each is `after` (path: text) with one mutation in a
+    function whose lines the change touched (plain mutations first: they change behaviour far
+    more often than a moved boundary does), in a stable order spread over the functions."""
+    found: dict[bool, list[tuple[str, Mutation]]] = {False: [], True: []}
+    for path, text in sorted(after.items()):
+        if not path.endswith((".py", *JAVASCRIPT_SUFFIXES)):
+            continue
+        try:
+            changed = _changed_lines(before.get(path, ""), text)
+            touched = [
+                t for t in targets(path, text) if changed & set(range(t.def_start, t.end + 1))
+            ]
+        except SyntaxError:
+            continue
+        for target in touched:
+            for subtle in (False, True):
+                found[subtle] += [(path, m) for m in candidates(text, target, subtle)]
+    picked = [*_spread(found[False]), *_spread(found[True])][:most]
+    return [{**after, path: mutation.apply(after[path])} for path, mutation in picked]
+
+
+def _changed_lines(before: str, after: str) -> set[int]:
+    """The lines (1-based) of `after` that are not in `before` as they stand there."""
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    return {
+        line + 1
+        for tag, _, _, start, end in matcher.get_opcodes()
+        if tag != "equal"
+        for line in range(start, end)
+    }
+
+
+def _spread(found: list[tuple[str, Mutation]]) -> list[tuple[str, Mutation]]:
+    """`found` in turns: the first mutation of each function, then the second of each, ..."""
+    by_function: dict[str, list[tuple[str, Mutation]]] = {}
+    for path, mutation in found:
+        by_function.setdefault(mutation.target.item, []).append((path, mutation))
+    rounds = max(map(len, by_function.values()), default=0)
+    return [group[n] for n in range(rounds) for group in by_function.values() if n < len(group)]
 
 
 # --- JavaScript -------------------------------------------------------------------------------

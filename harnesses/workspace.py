@@ -10,7 +10,7 @@ from pathlib import Path
 from data.git import checkout
 from data.languages import is_any_test_file, project_files
 from data.records import Workspace
-from harnesses.edits import Edits, apply_patch
+from harnesses.edits import Edits, apply_edits, apply_patch
 from harnesses.sandbox import Limits, Sandbox
 from harnesses.trial import Step, Trial, WorkspaceError, steps_in_tree
 
@@ -49,6 +49,26 @@ def files_at_start(
                 if is_any_test_file(p) and p.endswith(".py")
             }
     return files, tests
+
+
+def files_around_last(
+    mirror: Path, workspace: Workspace, steps: list[Edits], limits: Limits
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The text of the paths the last of `steps` edits, before and after it, the steps applied
+    in order after the start patch ("" for a file that is not there). Raises WorkspaceError
+    where a step does not apply."""
+    paths = steps[-1].paths
+    with tempfile.TemporaryDirectory(prefix="foundry-workspace-") as scratch:
+        tree = checkout(mirror, workspace.base, Path(scratch) / "tree")
+        with Sandbox(tree, limits) as sandbox:
+            failed, what = apply_patch(sandbox, "start.patch", workspace.start_patch), "start.patch"
+            for number, edits in enumerate(steps, start=1):
+                if failed is None:
+                    before = {p: _text(sandbox.tree / p) for p in paths}
+                    failed, what = apply_edits(sandbox, edits), f"step {number}"
+            if failed is not None:
+                raise WorkspaceError(f"{what} does not apply: {failed.stderr[-300:]}")
+            return before, {p: _text(sandbox.tree / p) for p in paths}
 
 
 def _text(path: Path) -> str:

@@ -78,7 +78,7 @@ def outside_checks(
     edits, _ = edits_of(reference, len(points))
     if any(e is None for e in edits):
         return [None] * len(points)
-    return oracles(edits, points, try_steps)
+    return oracles(edits, points, try_steps).checks
 
 
 def edits_of(reply: str, steps: int) -> tuple[list[Edits | None], list[str]]:
@@ -127,7 +127,12 @@ def score_edits(
         )
         for step_edits, point, check in zip(edits, points, checks, strict=True)
     ]
-    trials = try_steps(steps)
+    return scored(try_steps(steps), points, checks)
+
+
+def scored(trials: list[Trial], points: Sequence[Point], checks: Sequence[Oracle | None]) -> Graded:
+    """The reward and why of an attempt's `trials` (one per step taken): each checkpoint's
+    `verdict`; a sequence scores the share of checkpoints passed."""
     verdicts = [
         verdict(trial, point, check)
         for trial, point, check in zip(trials, points, checks, strict=False)

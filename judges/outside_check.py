@@ -9,7 +9,8 @@ compute by behaving like the reference:
   module-level functions, with its arguments and result;
 - those calls, and variants of them with one argument nudged (`variants`: inputs no test
   shows, so an attempt cannot hard-code their results), are replayed on the start state and
-  twice on the reference, each time on a copy of the tree without any test file; a call is
+  on at least two fresh runs of the reference (the admission gate's fresh runs, which also run
+  the tests), each time on a copy of the tree without any test file; a call is
   kept where the reference's replays agree with each other and with the record (the behaviour
   is reproducible outside the tests), and the functions whose results differ between start
   and reference are the task's targets: every kept call of a target is the oracle (`Oracle`);
@@ -65,33 +66,61 @@ class Oracle:
         return f"outside check: {sum(wrong.values())}/{len(self.calls)} calls differ ({parts})"
 
 
+@dataclass(frozen=True)
+class Probed:
+    """The outside check of each checkpoint (None where there is none), and the reference's
+    probe runs it was made from: per run, one trial per checkpoint."""
+
+    checks: list[Oracle | None]
+    runs: list[list[Trial]]
+    recording: list[Trial]  # the run that recorded the tests' calls: one trial per step taken
+
+
 def oracles(
-    reference: Sequence[Edits | None], points: Sequence[Any], try_steps: TrySteps
-) -> list[Oracle | None]:
+    reference: Sequence[Edits | None],
+    points: Sequence[Any],
+    try_steps: TrySteps,
+    runs: int = 2,
+    run_tests: bool = False,
+) -> Probed:
     """The oracle of each checkpoint of a task whose reference edits are `reference` (None
-    for a tree that is not Python's); `points` carry each checkpoint's test patch and tests."""
+    for a tree that is not Python's); `points` carry each checkpoint's test patch and tests.
+    The reference is probed `runs` times (at least 2: a kept call gives the same result in
+    each); with `run_tests`, each probe also runs the checkpoint's tests after the calls, so
+    the probes are the reference's fresh runs too. A tree whose tests' calls cannot be
+    recorded has no oracle and is not probed."""
     recording = [
         Step(edits, p.test_patch, [*p.fail_to_pass, *p.pass_to_pass], record=True)
         for edits, p in zip(reference, points, strict=True)
     ]
-    recorded = [trial.recorded for trial in try_steps(recording)]
-    if len(recorded) < len(points) or any(calls is None for calls in recorded):
-        return [None] * len(points)
-    asked = [_asked(calls or []) for calls in recorded]
+    recording_trials = try_steps(recording)
+    recorded = [trial.recorded for trial in recording_trials]
+    replayable = len(recorded) == len(points) and all(c is not None for c in recorded)
+    asked = [_asked(calls or []) for calls in recorded] if replayable else [None] * len(points)
 
     def probe(before: bool) -> list[Trial]:
         return try_steps(
             [
-                Step(edits, p.test_patch, [], calls=calls, replay_before=before, run_tests=False)
+                Step(
+                    edits,
+                    p.test_patch,
+                    [*p.fail_to_pass, *p.pass_to_pass] if run_tests else [],
+                    calls=calls,
+                    replay_before=before,
+                    run_tests=run_tests,
+                )
                 for edits, p, calls in zip(reference, points, asked, strict=True)
             ]
         )
 
-    first, second = probe(before=True), probe(before=False)
-    return [
-        _oracle(calls or [], questions, one, two)
-        for calls, questions, one, two in zip(recorded, asked, first, second, strict=True)
+    if not replayable:
+        return Probed([None] * len(points), [], recording_trials)
+    made = [probe(before=number == 0) for number in range(max(runs, 2))]
+    checks: list[Oracle | None] = [
+        _oracle(calls or [], questions or [], [run[index] for run in made if index < len(run)])
+        for index, (calls, questions) in enumerate(zip(recorded, asked, strict=True))
     ]
+    return Probed(checks, made, recording_trials)
 
 
 def _asked(recorded: list[Call]) -> list[Call]:
@@ -129,16 +158,17 @@ def _nudged(form: object) -> object:
     return None
 
 
-def _oracle(recorded: list[Call], asked: list[Call], first: Trial, second: Trial) -> Oracle:
-    before, after, again = (
-        _results(first.replayed_before),
-        _results(first.replayed),
-        _results(second.replayed),
-    )
+def _oracle(recorded: list[Call], asked: list[Call], probes: list[Trial]) -> Oracle:
+    """The oracle from a checkpoint's probe trials (the first replayed the start as well)."""
+    if len(probes) < 2:
+        return Oracle([], [])  # a probe's edits did not apply: nothing is reproducible
+    before = _results(probes[0].replayed_before)
+    results = [_results(trial.replayed) for trial in probes]
     stable, targets = [], set()
     for number, call in enumerate(asked):
-        result, repeat = _at(after, number), _at(again, number)
-        if result is None or repeat is None or not same_result(result, repeat):
+        result = _at(results[0], number)
+        repeats = [_at(other, number) for other in results[1:]]
+        if result is None or any(r is None or not same_result(result, r) for r in repeats):
             continue  # the reference's behaviour is not reproducible
         if number < len(recorded) and not same_result(_result_of(recorded[number]), result):
             continue  # the behaviour depends on the test run: it cannot be asked outside it
@@ -150,7 +180,7 @@ def _oracle(recorded: list[Call], asked: list[Call], first: Trial, second: Trial
         if start is None or not same_result(result, start):
             targets.add(call["function"])
     kept = [n for n in stable if asked[n]["function"] in targets]
-    return Oracle([asked[n] for n in kept], [after[n] for n in kept])  # type: ignore[misc]
+    return Oracle([asked[n] for n in kept], [results[0][n] for n in kept])  # type: ignore[misc]
 
 
 def _results(replayed: Replayed | None) -> list[Result | None]:

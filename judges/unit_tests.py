@@ -14,20 +14,20 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from data.languages import of_path
-from data.records import Task, UnitTestsSpec, content_id
+from data.records import Gate, Task, UnitTestsSpec, content_id
 from harnesses.call_replay import ReplayError
 from harnesses.edits import Edits
 from harnesses.sandbox import Limits
 from harnesses.trial import Step, Trial
-from harnesses.workspace import files_at_start, try_steps
+from harnesses.workspace import files_around_last, files_at_start, try_steps
 from judges import code_grading
 from judges.code_grading import Graded
-from judges.outside_check import Oracle
+from judges.outside_check import Oracle, oracles
 from judges.redteam.code_attacks import ADMISSION, admission_attacks
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
@@ -40,6 +40,8 @@ def checkpoints_of(task: Task) -> list[code_grading.Point]:
 
 
 FRESH_RUNS = 3  # the reference must pass on each: a flaky task is not admitted
+MUTANTS = 3  # mutants of the reference its tests are tried on: killing none keeps a task out
+Mutate = Callable[[dict[str, str], dict[str, str], int], list[dict[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,35 @@ class GateFailure:
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.detail}"
+
+
+@dataclass
+class Admission:
+    """The admission gates a code task went through, in order (`Gate` records); where one
+    failed, it is the last and `failure` says why the task is kept out."""
+
+    task_id: str
+    gates: list[Gate] = field(default_factory=list)
+    failure: GateFailure | None = None
+
+    def passed(self, gate: str, detail: str, share: float | None = None) -> None:
+        self.gates.append(
+            Gate(task_id=self.task_id, gate=gate, passed=True, detail=detail, share=share)
+        )
+
+    def failed(self, gate: str, reason: str, detail: str, share: float | None = None) -> Admission:
+        self.gates.append(
+            Gate(task_id=self.task_id, gate=gate, passed=False, detail=detail, share=share)
+        )
+        self.failure = GateFailure(reason, detail)
+        return self
+
+    @property
+    def summary(self) -> str:
+        """What the gates found, in one line (the verify stage's detail)."""
+        if self.failure is not None:
+            return str(self.failure)
+        return "; ".join(gate.detail for gate in self.gates)
 
 
 @dataclass
@@ -85,51 +116,99 @@ class UnitTests:
             self._checks.setdefault(key, made)
         return self._checks[key]
 
-    async def self_check(self, task: Task) -> GateFailure | None:
-        """The first admission gate the task fails (None: it passes them all): its reference
-        is usable; a Python task has an outside check; the reference passes on FRESH_RUNS
-        fresh runs; the empty attempt, a do-nothing attempt (the start's files given back
-        with a comment added) and the red team's admission attacks score 0."""
+    def fresh_runs(
+        self, task: Task, reference: list[Edits | None]
+    ) -> tuple[list[Oracle | None], list[Score]]:
+        """The task's outside checks and the scores of the FRESH_RUNS fresh runs of its
+        `reference` they were made from (each replays the calls, then runs the tests): one
+        failed run where the reference does not apply, none where there is no outside check
+        (nothing was probed)."""
+        points = checkpoints_of(task)
+        probed = oracles(reference, points, self.trier(task), runs=FRESH_RUNS, run_tests=True)
+        key = content_id(task.answer, task.verifier.model_dump(), task.workspace)
+        self._checks.setdefault(key, probed.checks)
+        untested = [None] * len(points)  # a fresh run is judged by its tests
+        runs = [Score(*code_grading.scored(run, points, untested)) for run in probed.runs]
+        recording = probed.recording
+        if len(recording) < len(points) or any(t.rejected is not None for t in recording):
+            runs = [Score(*code_grading.scored(recording, points, untested))]  # does not apply
+        return self._checks[key], runs
+
+    async def self_check(self, task: Task, mutate: Mutate) -> Admission:
+        """Put `task` through the admission gates, stopping at the first it fails: its
+        reference is usable and passes FRESH_RUNS fresh runs; it has an outside check; the
+        empty attempt and a do-nothing attempt (the start's files given back with a comment
+        added) score 0; its tests kill at least one of MUTANTS mutants of the
+        reference (`mutate`: before, after, how many -> mutated files); the red team's
+        admission attacks score 0."""
+        admission = Admission(task.task_id)
         points = checkpoints_of(task)
         reference, notes = code_grading.edits_of(task.answer, len(points))
         if any(e is None for e in reference):
-            return GateFailure("reference_unusable", "; ".join(notes))
+            return admission.failed("reference", "reference_unusable", "; ".join(notes))
+        admission.passed("reference", f"reference usable: {len(reference)} step(s)")
         try:
-            checks = await asyncio.to_thread(self.checks, task)
+            checks, golds = await asyncio.to_thread(self.fresh_runs, task, reference)
         except ReplayError as error:
-            return GateFailure("no_outside_check", str(error))
+            return admission.failed("outside_check", "no_outside_check", str(error))
+        failed = [gold.why for gold in golds if gold.reward < 1.0]
+        share = 1 - len(failed) / len(golds) if golds else None
+        if golds and len(failed) == len(golds):
+            return admission.failed("fresh_runs", "reference_fails", failed[0], share)
+        if failed:
+            detail = f"{len(golds) - len(failed)} of {len(golds)} runs: {failed[0]}"
+            return admission.failed("fresh_runs", "reference_flaky", detail, share)
+        if any(check is None for check in checks):
+            why = "its tests' calls could not be recorded (a tree other than Python's): nothing"
+            why += " outside the test process checks an attempt, so its records could be forged"
+            return admission.failed("outside_check", "no_outside_check", why)
+        admission.passed("fresh_runs", f"reference passed {len(golds)} fresh runs", share)
         unchecked = next((c.judged(None) for c in checks if c is not None and not c.calls), "")
         if unchecked:
-            return GateFailure("no_outside_check", unchecked.partition(": ")[2])
-        golds = [await asyncio.to_thread(self.score, task, reference) for _ in range(FRESH_RUNS)]
-        failed = [gold.why for gold in golds if gold.reward < 1.0]
-        if len(failed) == FRESH_RUNS:
-            return GateFailure("reference_fails", failed[0])
-        if failed:
-            passed = FRESH_RUNS - len(failed)
-            return GateFailure("reference_flaky", f"{passed} of {FRESH_RUNS} runs: {failed[0]}")
+            return admission.failed(
+                "outside_check", "no_outside_check", unchecked.partition(": ")[2]
+            )
+        calls = sum(len(c.calls) for c in checks if c is not None)
+        admission.passed("outside_check", f"outside check: {calls} calls")
         empty = await asyncio.to_thread(self.score, task, [None] * len(reference))
         if empty.reward > 0.0:
-            return GateFailure("empty_attempt_passes", empty.why)
+            return admission.failed("empty_attempt", "empty_attempt_passes", empty.why)
+        admission.passed("empty_attempt", "the empty attempt scored 0")
         files, tests = await asyncio.to_thread(self._start, task, reference)
         idle = await asyncio.to_thread(self.score, task, do_nothing(files, len(reference)))
         if idle.reward > 0.0:
-            return GateFailure("do_nothing_passes", idle.why)
+            return admission.failed("do_nothing", "do_nothing_passes", idle.why)
+        admission.passed("do_nothing", "a do-nothing attempt scored 0")
+        killed, tried = await asyncio.to_thread(self.mutants_killed, task, reference, mutate)
+        share = killed / tried if tried else None
+        if tried and not killed:
+            detail = f"its tests killed 0 of {tried} mutants of the reference"
+            return admission.failed("mutants", "tests_kill_no_mutant", detail, share)
+        detail = f"tests killed {killed} of {tried} mutants" if tried else "no mutant to try"
+        admission.passed("mutants", detail, share)
         attacked = await asyncio.to_thread(self._red_team, task, files, tests, checks)
         if attacked:
-            return GateFailure("red_team_scores", attacked)
-        return None
+            return admission.failed("red_team", "red_team_scores", attacked)
+        admission.passed("red_team", f"{len(ADMISSION) + 1} red-team attacks scored 0")
+        return admission
 
-    def admitted(self, task: Task) -> str:
-        """What an admitted task's gates found, in one line (the verify stage's detail)."""
-        checks = self.checks(task)
-        calls = sum(len(c.calls) for c in checks if c is not None)
-        if checks[0] is None:
-            return f"not Python, no outside check; reference passed {FRESH_RUNS} fresh runs"
-        return (
-            f"outside check: {calls} calls; reference passed {FRESH_RUNS} fresh runs; the empty"
-            f" and a do-nothing attempt and {len(ADMISSION) + 1} red-team attacks scored 0"
-        )
+    def mutants_killed(
+        self, task: Task, reference: list[Edits | None], mutate: Mutate
+    ) -> tuple[int, int]:
+        """(killed, tried): of up to MUTANTS mutants of the reference's last step (`mutate`),
+        those its tests alone fail (the outside check left out: it is the tests' strength that
+        is measured)."""
+        assert task.workspace is not None and all(e is not None for e in reference)
+        mirror = self.mirrors[task.workspace.repo_id]
+        steps = [e for e in reference if e is not None]
+        before, after = files_around_last(mirror, task.workspace, steps, self.limits)
+        points, trier = checkpoints_of(task), self.trier(task)
+        killed, mutants = 0, mutate(before, after, MUTANTS)
+        for files in mutants:
+            attempt: list[Edits | None] = [*steps[:-1], Edits(files=files)]
+            reward, _ = code_grading.score_edits(attempt, points, trier, [None] * len(points))
+            killed += reward < 1.0
+        return killed, len(mutants)
 
     def _start(self, task: Task, reference: list[Edits | None]) -> tuple[dict, dict]:
         """The files of the reference's first step as an attempt starts from them, and the

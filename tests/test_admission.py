@@ -1,6 +1,7 @@
 """A code task's admission gates (docs/reward-integrity.md, `UnitTests.self_check`): an outside
-check, the reference passing 3 fresh runs, the empty and a do-nothing attempt scoring 0; each
-failed gate is its own reason in the funnel."""
+check, the reference passing 3 fresh runs, the empty and a do-nothing attempt scoring 0, tests
+that kill a mutant of the reference, the red team scoring 0; each failed gate is its own reason
+in the funnel, and every gate taken is recorded."""
 
 from __future__ import annotations
 
@@ -11,11 +12,17 @@ import pytest
 from data.git import git
 from data.repos import ingest_repo
 from families.code_stages import inject_bugs
+from generators.mutations import mutants_of_change
 from judges.code_grading import edits_of
 from judges.score import Score
-from judges.unit_tests import FRESH_RUNS, UnitTests, do_nothing
+from judges.unit_tests import FRESH_RUNS, GateFailure, UnitTests, do_nothing
 from tests.conftest import make_context
 from tests.test_bug_injection import make_repository
+
+
+def admission_failure(unit_tests: UnitTests, task, mutate=mutants_of_change) -> GateFailure | None:
+    """Why `task` is kept out by `unit_tests`'s admission gates (None: it is admitted)."""
+    return asyncio.run(unit_tests.self_check(task, mutate)).failure
 
 
 @pytest.fixture(scope="module")
@@ -37,29 +44,66 @@ class Scripted(UnitTests):
         super().__init__(real.mirrors, real.limits)
         self.gold_rewards = gold_rewards
 
-    def score(self, task, edits):
-        if all(e is not None for e in edits) and self.gold_rewards:
-            reward = self.gold_rewards.pop(0)
-            return Score(reward, "scripted")
-        return super().score(task, edits)
+    def fresh_runs(self, task, reference):
+        checks, runs = super().fresh_runs(task, reference)
+        assert len(runs) == len(self.gold_rewards) == FRESH_RUNS
+        return checks, [Score(reward, "scripted") for reward in self.gold_rewards]
 
 
 def test_a_sound_task_passes_every_gate_and_says_so(bug_task):
     ctx, task = bug_task
-    assert asyncio.run(ctx.unit_tests.self_check(task)) is None
-    detail = ctx.unit_tests.admitted(task)
-    assert detail.startswith("outside check: ") and "3 red-team attacks scored 0" in detail
+    admission = asyncio.run(ctx.unit_tests.self_check(task, mutants_of_change))
+    assert admission.failure is None
+    gates = {gate.gate: gate for gate in admission.gates}
+    assert list(gates) == [
+        "reference",
+        "fresh_runs",
+        "outside_check",
+        "empty_attempt",
+        "do_nothing",
+        "mutants",
+        "red_team",
+    ]
+    assert all(gate.passed and gate.task_id == task.task_id for gate in admission.gates)
+    assert gates["fresh_runs"].share == 1.0
+    # the bug's tests catch the bug put back, so they kill mutants of the reference
+    assert gates["mutants"].share > 0 and gates["mutants"].detail.startswith("tests killed ")
+    assert "outside check: " in admission.summary
+    assert "3 red-team attacks scored 0" in admission.summary
+
+
+def test_tests_that_kill_no_mutant_keep_the_task_out(bug_task):
+    ctx, task = bug_task
+
+    def unchanged(before, after, most):  # mutants that change nothing: no test can kill one
+        return [dict(after)] * most
+
+    admission = asyncio.run(ctx.unit_tests.self_check(task, unchanged))
+    assert admission.failure.reason == "tests_kill_no_mutant"
+    assert admission.gates[-1].gate == "mutants" and admission.gates[-1].share == 0.0
+    assert admission.failure.detail == "its tests killed 0 of 3 mutants of the reference"
+
+
+def test_mutants_are_taken_in_the_functions_the_change_touched():
+    before = {"m.py": "def kept(a):\n    return a < 1\n\n\ndef fixed(a):\n    return a > 1\n"}
+    after = {"m.py": before["m.py"].replace("a > 1", "a > 1 and a != 7")}
+    mutants = mutants_of_change(before, after, 5)
+    assert mutants and len(mutants) <= 5
+    for mutant in mutants:  # each differs from the reference inside `fixed` only
+        assert mutant["m.py"] != after["m.py"]
+        assert mutant["m.py"].split("def fixed")[0] == after["m.py"].split("def fixed")[0]
+    assert mutants_of_change(after, after, 5) == []  # no change: no function touched
 
 
 def test_a_reference_that_fails_one_fresh_run_is_flaky(bug_task):
     ctx, task = bug_task
-    failure = asyncio.run(Scripted(ctx.unit_tests, [1.0, 0.0, 1.0]).self_check(task))
+    failure = admission_failure(Scripted(ctx.unit_tests, [1.0, 0.0, 1.0]), task)
     assert failure.reason == "reference_flaky" and failure.detail.startswith("2 of 3 runs")
 
 
 def test_a_reference_that_fails_every_run_fails(bug_task):
     ctx, task = bug_task
-    failure = asyncio.run(Scripted(ctx.unit_tests, [0.0] * FRESH_RUNS).self_check(task))
+    failure = admission_failure(Scripted(ctx.unit_tests, [0.0] * FRESH_RUNS), task)
     assert failure.reason == "reference_fails"
 
 
@@ -72,7 +116,7 @@ def test_a_do_nothing_attempt_that_passes_keeps_the_task_out(bug_task):
                 return Score(1.0, "scripted")
             return super().score(task, edits)
 
-    failure = asyncio.run(Lenient(ctx.unit_tests, []).self_check(task))
+    failure = admission_failure(Lenient(ctx.unit_tests, [1.0] * FRESH_RUNS), task)
     assert failure.reason == "do_nothing_passes"
     # what it sends is the start's files with a comment added: nothing the tests could tell
     reference, _ = edits_of(task.answer, 1)
@@ -104,6 +148,6 @@ def test_a_task_whose_one_value_can_be_hard_coded_is_not_admitted(tmp_path):
     ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
     inject_bugs(ctx)
     [task] = ctx.lake.records("tasks")
-    failure = asyncio.run(ctx.unit_tests.self_check(task))
+    failure = admission_failure(ctx.unit_tests, task)
     assert failure.reason == "red_team_scores"
     assert failure.detail.startswith("guess: the tests' expected values hard-coded")

@@ -46,6 +46,7 @@ from judges.unit_tests import unit_test_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
+from tests.test_admission import admission_failure
 from tests.test_world_package import (
     VERIFIERS_PYTHON,
     installed,
@@ -105,6 +106,11 @@ def test_both_kinds_are_exported_with_their_workspace_and_tests(code_run):
         shows = "# file: " in row["prompt"][1]["content"]
         assert row["prompt"][0]["role"] == "system"
         assert shows or "The change adds these files" in row["prompt"][1]["content"]
+    # each task's share of mutants its tests kill is its admission gate's figure
+    sql = "SELECT task_id, share FROM gates WHERE gate = 'mutants' AND passed"
+    killed = {gate["task_id"]: gate["share"] for gate in ctx.lake.rows(sql)}
+    assert all(row["mutants_killed"] == killed[row["task_id"]] for row in rows)
+    assert any(row["mutants_killed"] for row in rows)
 
 
 def test_commit_replay_hides_the_commits_tests_until_scoring(code_run):
@@ -140,13 +146,13 @@ def test_every_code_task_passed_the_gold_self_check(code_run):
     )
     task = next(t for t in code_tasks if t.kind == "commit_replay")
     broken = task.model_copy(update={"answer": task.answer.replace("+", "+# ", 1)})
-    assert asyncio.run(ctx.unit_tests.self_check(task)) is None
-    assert asyncio.run(ctx.unit_tests.self_check(broken)).reason == "reference_fails"
+    assert admission_failure(ctx.unit_tests, task) is None
+    assert admission_failure(ctx.unit_tests, broken).reason == "reference_fails"
     easy = task.model_copy(
         update={"verifier": task.verifier.model_copy(update={"fail_to_pass": []})}
     )
     # without its fail-to-pass tests no call tells the start from the reference
-    assert asyncio.run(ctx.unit_tests.self_check(easy)).reason == "no_outside_check"
+    assert admission_failure(ctx.unit_tests, easy).reason == "no_outside_check"
 
 
 def test_calibration_runs_the_tests_on_each_attempt(code_run):
@@ -289,7 +295,7 @@ def test_the_function_rebuild_ladder_in_the_sandbox(code_run):
     assert pair.lineage.knobs["also"] and "bodies of" in pair.question
     assert set(pair.verifier.fail_to_pass) >= set(task.verifier.fail_to_pass)
     for made in (shown, bare, pair):
-        assert asyncio.run(ctx.unit_tests.self_check(made)) is None
+        assert admission_failure(ctx.unit_tests, made) is None
 
     init = next(t for t in every if t.lineage.knobs["function"].endswith("ParseError.__init__"))
     with pytest.raises(CheckFailure, match="no_docstring_to_drop"):

@@ -4,7 +4,6 @@ tests run in the sandbox with no network, the gold self-check, calibration and e
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pyarrow.parquet as pq
@@ -23,8 +22,6 @@ from generators.mutations import candidates, mutations
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
-from tests.test_code_tasks import assert_package_grades_alike
-from tests.test_world_package import needs_verifiers
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
 
@@ -82,34 +79,28 @@ def test_replayed_commits_have_their_node_tests_as_fail_to_pass(js_run):
     )
 
 
-def test_replay_rebuild_and_bug_fix_tasks_are_verified_and_exported(js_run):
+def test_javascript_tasks_are_kept_out_until_a_pass_can_rest_on_an_outside_check(js_run):
+    # the Node runner's outcome records come from the process that runs the attempt's code,
+    # and no recorder replays a JavaScript tree's calls outside it yet (docs/reward-integrity.md)
     ctx, _, rows, _ = js_run
     rows_ = ctx.lake.rows("SELECT * FROM status WHERE stage = 'verify'")
-    verify = {r["item_id"]: r["reason"] for r in rows_}
+    verify = {r["item_id"]: r for r in rows_}
     tasks = ctx.lake.records("tasks")
     for kind in ("commit_replay", "function_rebuild", "bug_fix"):
         made = [t for t in tasks if t.kind == kind]
         assert made, kind
-        assert all(verify[t.task_id] == "gold_self_check_passed" for t in made), kind
-    exported = {row["kind"] for row in rows}
-    assert {"commit_replay", "function_rebuild", "bug_fix"} <= exported
-    rebuild = next(row for row in rows if row["kind"] == "function_rebuild")
-    prompt = rebuild["prompt"][1]["content"]
-    assert "```javascript\n// file: src/" in prompt
-    assert 'it is now only `throw new Error("not implemented");`' in prompt
-    assert rebuild["pass_rate"] is not None
-    rewards = ctx.lake.rows(
-        "SELECT a.reward FROM attempts a JOIN tasks t USING (task_id)"
-        " WHERE t.kind IN ('function_rebuild', 'commit_replay', 'bug_fix')"
-    )
-    assert {r["reward"] for r in rewards} == {0.0, 1.0}  # the oracle's `// file:` edits score
-    assert all(t.startswith("test/") for t in json.loads(rebuild["verifier"])["fail_to_pass"])
-
-
-@needs_verifiers
-def test_the_exported_package_runs_the_node_tests_as_taskfoundry_does(js_run, tmp_path):
-    ctx, *_, version = js_run
-    assert_package_grades_alike(ctx, version, "js", tmp_path)
+        assert all(verify[t.task_id]["reason"] == "no_outside_check" for t in made), kind
+        assert all("could be forged" in verify[t.task_id]["detail"] for t in made), kind
+    assert not rows  # nothing exported
+    gates = ctx.lake.rows("SELECT gate, passed FROM gates")
+    assert gates and {(g["gate"], g["passed"]) for g in gates} == {
+        ("reference", True),
+        ("outside_check", False),
+    }
+    rebuild = next(t for t in tasks if t.kind == "function_rebuild")
+    assert "```javascript\n// file: src/" in rebuild.question
+    assert 'it is now only `throw new Error("not implemented");`' in rebuild.question
+    assert all(t.startswith("test/") for t in rebuild.verifier.fail_to_pass)
 
 
 def test_a_javascript_bug_at_its_easiest_level_shows_what_node_reports(js_run):
