@@ -37,7 +37,7 @@ def ingest_repo(
     source = Path(origin).expanduser()
     origin = str(source.resolve()) if source.exists() else origin
     repo_id = content_id("repo", origin)
-    mirror = home / "repos" / f"{repo_id}.git"
+    mirror = home.resolve() / "repos" / f"{repo_id}.git"  # read from any working folder
 
     def outcome(state: str, reason: str, detail: str = "") -> Counter:
         lake.write("status", [Status.now(STAGE, repo_id, state, reason, detail, run_id)], run_id)

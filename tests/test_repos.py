@@ -133,3 +133,15 @@ def test_ingest_repo_and_replay_commands(tmp_path, sample, capsys):
         "done:replayed": 1,
         "rejected:not_source_and_tests": 1,
     }
+
+
+def test_a_relative_home_records_a_mirror_that_other_folders_can_read(
+    sample, tmp_path, monkeypatch
+):
+    # `foundry redteam --home` and the trainer read the lake from wherever they are started
+    monkeypatch.chdir(tmp_path)
+    lake = Lake(tmp_path / "home")
+    ingest_repo(str(sample), lake, tmp_path.joinpath("home").relative_to(tmp_path), "run-1")
+    [repo] = lake.rows("SELECT mirror FROM repos")
+    monkeypatch.chdir(sample)
+    assert git(repo["mirror"], "rev-parse", "HEAD").strip() == SAMPLE_HEAD
