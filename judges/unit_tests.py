@@ -77,6 +77,11 @@ class Admission:
         self.failure = GateFailure(reason, detail)
         return self
 
+    def of(self, task_id: str) -> Admission:
+        """The same gates and outcome, for the task `task_id`."""
+        gates = [gate.model_copy(update={"task_id": task_id}) for gate in self.gates]
+        return Admission(task_id, gates, self.failure)
+
     @property
     def summary(self) -> str:
         """What the gates found, in one line (the verify stage's detail)."""
@@ -97,6 +102,7 @@ class UnitTests:
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(self.parallel)
         self._checks: dict[str, list[Oracle | None]] = {}
+        self._admissions: dict[str, Admission] = {}
 
     async def grade(self, task: Task, completion: str) -> Score:
         """Score a solver's reply (diffs or whole files; per step for a sequence) to `task`."""
@@ -110,7 +116,7 @@ class UnitTests:
     def checks(self, task: Task) -> list[Oracle | None]:
         """The task's outside checks (`judges.outside_check`), made once per reference, tests
         and workspace: two sandbox runs of its reference."""
-        key = content_id(task.answer, task.verifier.model_dump(), task.workspace)
+        key = graded_alike(task)
         if key not in self._checks:
             made = code_grading.outside_checks(task.answer, checkpoints_of(task), self.trier(task))
             self._checks.setdefault(key, made)
@@ -125,7 +131,7 @@ class UnitTests:
         (nothing was probed)."""
         points = checkpoints_of(task)
         probed = oracles(reference, points, self.trier(task), runs=FRESH_RUNS, run_tests=True)
-        key = content_id(task.answer, task.verifier.model_dump(), task.workspace)
+        key = graded_alike(task)
         self._checks.setdefault(key, probed.checks)
         untested = [None] * len(points)  # a fresh run is judged by its tests
         runs = [Score(*code_grading.scored(run, points, untested)) for run in probed.runs]
@@ -135,6 +141,15 @@ class UnitTests:
         return self._checks[key], runs
 
     async def self_check(self, task: Task, mutate: Mutate) -> Admission:
+        """`task`'s admission (`admit`), taken once per reference, tests and workspace: a
+        variant that differs from a task already admitted only in its prompt (the repair
+        loop's `with_tests`, `output_shown`) is graded alike, so it gets the same gates."""
+        key = graded_alike(task)
+        if key not in self._admissions:
+            self._admissions[key] = await self.admit(task, mutate)
+        return self._admissions[key].of(task.task_id)
+
+    async def admit(self, task: Task, mutate: Mutate) -> Admission:
         """Put `task` through the admission gates, stopping at the first it fails: its
         reference is usable and passes FRESH_RUNS fresh runs; it has an outside check; the
         empty attempt and a do-nothing attempt (the start's files given back with a comment
@@ -250,6 +265,11 @@ class UnitTests:
                 return try_steps(self.mirrors[workspace.repo_id], workspace, steps, self.limits)
 
         return tried
+
+
+def graded_alike(task: Task) -> str:
+    """What a code task's grading depends on: its reference, its tests and its workspace."""
+    return content_id(task.answer, task.verifier.model_dump(), task.workspace)
 
 
 def do_nothing(files: dict[str, str], steps: int) -> list[Edits | None]:

@@ -78,10 +78,31 @@ def test_tests_that_kill_no_mutant_keep_the_task_out(bug_task):
     def unchanged(before, after, most):  # mutants that change nothing: no test can kill one
         return [dict(after)] * most
 
-    admission = asyncio.run(ctx.unit_tests.self_check(task, unchanged))
+    admission = asyncio.run(ctx.unit_tests.admit(task, unchanged))
     assert admission.failure.reason == "tests_kill_no_mutant"
     assert admission.gates[-1].gate == "mutants" and admission.gates[-1].share == 0.0
     assert admission.failure.detail == "its tests killed 0 of 3 mutants of the reference"
+
+
+def test_a_variant_graded_alike_gets_its_parents_gates_without_taking_them_again(bug_task):
+    ctx, task = bug_task
+    taken = []
+
+    class Counting(UnitTests):
+        async def admit(self, task, mutate):
+            taken.append(task.task_id)
+            return await super().admit(task, mutate)
+
+    unit_tests = Counting(ctx.unit_tests.mirrors, ctx.unit_tests.limits)
+    first = asyncio.run(unit_tests.self_check(task, mutants_of_change))
+    shown = task.model_copy(update={"task_id": "variant", "question": "Fix it. " + task.question})
+    again = asyncio.run(unit_tests.self_check(shown, mutants_of_change))
+    assert taken == [task.task_id]
+    assert [g.task_id for g in again.gates] == ["variant"] * len(first.gates)
+    assert [(g.gate, g.passed) for g in again.gates] == [(g.gate, g.passed) for g in first.gates]
+    other = task.model_copy(update={"task_id": "other", "answer": task.answer + "\n"})
+    asyncio.run(unit_tests.self_check(other, mutants_of_change))  # another reference: taken
+    assert taken == [task.task_id, "other"]
 
 
 def test_mutants_are_taken_in_the_functions_the_change_touched():
