@@ -10,7 +10,6 @@ an exported package unpacks it), so it stands alone in an exported package.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +44,7 @@ class Step:
     `calls` are replayed on the tree without its tests after the edits (also before them
     with `replay_before`); with `record`, the tests' run records the calls they make (None
     where the suite is not Python's) and is not believed for its outcomes; without
-    `run_tests`, no test runs, nor where `fails_replay` finds a reason to fail the replay
-    after the edits (the grader's outside check: the tests could not change its verdict)."""
+    `run_tests`, no test runs."""
 
     edits: Edits | None
     test_patch: str
@@ -55,7 +53,6 @@ class Step:
     replay_before: bool = False
     record: bool = False
     run_tests: bool = True
-    fails_replay: Callable[[Replayed | None], str] | None = None
 
 
 def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limits) -> list[Trial]:
@@ -85,7 +82,7 @@ def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limit
                 env = suite.environment
                 recorded = record_calls(sandbox, env, step.tests) if replayable else None
                 trials.append(Trial(None, recorded=recorded))
-            elif not step.run_tests or (step.fails_replay and step.fails_replay(after)):
+            elif not step.run_tests:
                 trials.append(Trial(None, None, after, before))
             else:
                 trials.append(Trial(suite.run(sandbox, step.tests), None, after, before))

@@ -124,7 +124,6 @@ def score_edits(
             point.test_patch,
             [*point.fail_to_pass, *point.pass_to_pass],
             calls=check.calls if check else None,
-            fails_replay=check.judged if check else None,
         )
         for step_edits, point, check in zip(edits, points, checks, strict=True)
     ]
@@ -151,8 +150,6 @@ def verdict(trial: Trial, point: Point, check: Oracle | None) -> Graded:
     """One step's outcome: 1.0 when its edits applied, every test of `point` passed and the
     outside check (None: there is none, the tree is not Python's) found every result the
     reference's."""
-    if trial.run is None and trial.rejected is None and check is not None:
-        return 0.0, check.judged(trial.replayed)  # failed outside: its tests were not run
     if trial.run is None:
         failed = trial.rejected
         why = (failed.stderr or failed.stdout).strip().splitlines()[-1:] if failed else []
