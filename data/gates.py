@@ -3,19 +3,12 @@ per gate, how many tasks it passed and kept out, and the shares it measured."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from data.lake import Lake
+from data.records import GateName
 
-GATE_ORDER = (
-    "reference",
-    "fresh_runs",
-    "outside_check",
-    "empty_attempt",
-    "do_nothing",
-    "mutants",
-    "red_team",
-)
+GATE_ORDER: tuple[str, ...] = get_args(GateName)
 
 
 def gate_rows(lake: Lake) -> list[dict[str, Any]]:

@@ -701,20 +701,24 @@ class Consensus(Record):
     agreement: float
 
 
+# a code task's admission gates, in the order they are taken (`judges.unit_tests`)
+GateName = Literal[
+    "reference",
+    "fresh_runs",
+    "outside_check",
+    "empty_attempt",
+    "do_nothing",
+    "mutants",
+    "red_team",
+]
+
+
 class Gate(Record):
     """One admission gate a code task was put through (`judges.unit_tests`) and what it saw;
     `share` where the gate measures one (fresh runs passed, mutants its tests killed)."""
 
     task_id: str
-    gate: Literal[
-        "reference",
-        "outside_check",
-        "fresh_runs",
-        "empty_attempt",
-        "do_nothing",
-        "mutants",
-        "red_team",
-    ]
+    gate: GateName
     passed: bool
     detail: str
     share: float | None = None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from data.languages import of_path
-from data.records import Gate, Task, UnitTestsSpec, content_id
+from data.records import Gate, GateName, Task, UnitTestsSpec, content_id
 from harnesses.call_replay import ReplayError
 from harnesses.edits import Edits
 from harnesses.sandbox import Limits
@@ -65,17 +65,21 @@ class Admission:
     gates: list[Gate] = field(default_factory=list)
     failure: GateFailure | None = None
 
-    def passed(self, gate: str, detail: str, share: float | None = None) -> None:
-        self.gates.append(
-            Gate(task_id=self.task_id, gate=gate, passed=True, detail=detail, share=share)
-        )
+    def passed(self, gate: GateName, detail: str, share: float | None = None) -> None:
+        self._add(gate, True, detail, share)
 
-    def failed(self, gate: str, reason: str, detail: str, share: float | None = None) -> Admission:
-        self.gates.append(
-            Gate(task_id=self.task_id, gate=gate, passed=False, detail=detail, share=share)
-        )
+    def failed(
+        self, gate: GateName, reason: str, detail: str, share: float | None = None
+    ) -> Admission:
+        """Record `gate` as failed, for `reason` (the funnel's), and end the admission."""
+        self._add(gate, False, detail, share)
         self.failure = GateFailure(reason, detail)
         return self
+
+    def _add(self, gate: GateName, passed: bool, detail: str, share: float | None) -> None:
+        self.gates.append(
+            Gate(task_id=self.task_id, gate=gate, passed=passed, detail=detail, share=share)
+        )
 
     def of(self, task_id: str) -> Admission:
         """The same gates and outcome, for the task `task_id`."""

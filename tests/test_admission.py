@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 
+from data.gates import GATE_ORDER
 from data.git import git
 from data.repos import ingest_repo
 from families.code_stages import inject_bugs
@@ -55,15 +56,7 @@ def test_a_sound_task_passes_every_gate_and_says_so(bug_task):
     admission = asyncio.run(ctx.unit_tests.self_check(task, mutants_of_change))
     assert admission.failure is None
     gates = {gate.gate: gate for gate in admission.gates}
-    assert list(gates) == [
-        "reference",
-        "fresh_runs",
-        "outside_check",
-        "empty_attempt",
-        "do_nothing",
-        "mutants",
-        "red_team",
-    ]
+    assert tuple(gates) == GATE_ORDER  # every gate taken, in order
     assert all(gate.passed and gate.task_id == task.task_id for gate in admission.gates)
     assert gates["fresh_runs"].share == 1.0
     # the bug's tests catch the bug put back, so they kill mutants of the reference
