@@ -14,6 +14,10 @@ A `Sandbox` is a throwaway copy of a source tree in which commands run
   a network namespace of its own (`unshare -n`);
 - under rlimits (`prlimit`): address space, processes, file size, no core dumps;
 - within a wall-time limit: the command's session is killed, then any process of the uid left;
+- leaving no zombie behind, since a container's PID 1 often reaps nothing and a zombie still
+  counts against its uid's process limit (and holds a PID): the caller makes itself the
+  subreaper of what its commands orphan (bubblewrap's outer process exits before its
+  namespace's init is reaped, on every run) and waits for it;
 - with a scrubbed environment: PATH, HOME and TMPDIR inside the sandbox, LANG, nothing inherited
   (no API keys, no proxies).
 It fails closed: where none of this can be made (no usable bubblewrap and not root, or no
@@ -27,6 +31,7 @@ truncated to its last `output_chars`.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import functools
 import grp
@@ -42,6 +47,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 from data.errors import ReasonedError
 
@@ -211,6 +217,7 @@ class Sandbox:
     _lock: int | None = field(init=False, default=None)
 
     def __enter__(self) -> Sandbox:
+        _adopt_orphans()
         confinement = isolation()
         if not confinement.confines and not opted_out():
             raise SandboxUnavailable(
@@ -245,6 +252,7 @@ class Sandbox:
     ) -> None:
         if self.uid is not None:
             _kill_uid(self.uid)
+            _reap_orphans(self.uid)
         if hasattr(self, "root"):
             shutil.rmtree(self.root, ignore_errors=True)
         if self._lock is not None:
@@ -318,6 +326,7 @@ class Sandbox:
                 process.wait()
         if self.uid is not None:
             _kill_uid(self.uid)  # what the command left behind, escaped sessions included
+        _reap_orphans(self.uid)
         return Completed(
             argv=list(argv),
             exit_code=process.returncode,
@@ -378,8 +387,9 @@ class Sandbox:
 
 
 def _take_uid() -> tuple[int, int]:
-    """A uid no other open sandbox on this machine holds and no account or group has, and
-    the lock that holds it."""
+    """A uid no other open sandbox on this machine holds, no account or group has and no
+    process (a zombie this process cannot reap included) still counts against, and the lock
+    that holds it."""
     locks = _lock_dir()
     for slot in range(UID_SLOTS):
         uid = UID_BASE + slot
@@ -392,6 +402,11 @@ def _take_uid() -> tuple[int, int]:
             os.close(fd)
             continue
         _kill_uid(uid)  # a crashed holder's leftovers
+        _reap_orphans(uid)
+        if any(process.uid == uid for process in _processes(include_zombies=True)):
+            log.warning("sandbox: uid %d holds zombies another process owns; skipping it", uid)
+            os.close(fd)
+            continue
         return uid, fd
     raise RuntimeError(f"all {UID_SLOTS} sandbox uids are in use")
 
@@ -422,7 +437,7 @@ def _kill_uid(uid: int) -> None:
     """SIGKILL every process whose real uid is `uid`, until none is left (a fork bomb keeps
     forking between two passes)."""
     for _ in range(50):
-        victims = _pids_of(uid)
+        victims = [process.pid for process in _processes() if process.uid == uid]
         if not victims:
             return
         for pid in victims:
@@ -432,9 +447,56 @@ def _kill_uid(uid: int) -> None:
     log.warning("sandbox: processes of uid %d survived 50 kill passes", uid)
 
 
-def _pids_of(uid: int) -> list[int]:
-    """Live processes (zombies aside: they are gone but for their parent's wait) of `uid`."""
-    pids = []
+PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+
+
+@functools.cache
+def _adopt_orphans() -> None:
+    """Make this process the subreaper of its descendants (once): a process a command orphans
+    (bubblewrap's init, a sleeper that left its session) comes to this process, which reaps
+    it, rather than to PID 1, which in a container often does not."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        log.warning("sandbox: cannot become a subreaper: %s", os.strerror(ctypes.get_errno()))
+
+
+def _reap_orphans(uid: int | None) -> None:
+    """Kill and wait for what this process adopted from its sandboxes: children in a PID
+    namespace below its own (bubblewrap's inits: this process never starts one itself) and,
+    for root, children of the sandbox's `uid` (the commands it starts as `uid` have been
+    waited for by then)."""
+    me, depth = os.getpid(), _namespace_depth("self")
+    for process in _processes(include_zombies=True):
+        if process.parent != me:
+            continue
+        if process.uid == uid or _namespace_depth(str(process.pid)) > depth:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(process.pid, 0)
+
+
+def _namespace_depth(pid: str) -> int:
+    """How many PID namespaces `pid` is seen from (its status's NSpid); 0 if it is gone."""
+    try:
+        status = Path("/proc", pid, "status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("NSpid:"):
+            return len(line.split()) - 1
+    return 1
+
+
+class _Process(NamedTuple):
+    pid: int
+    parent: int
+    uid: int
+
+
+def _processes(include_zombies: bool = False) -> list[_Process]:
+    """The processes in /proc (zombies only if asked: gone but for their parent's wait)."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -443,9 +505,11 @@ def _pids_of(uid: int) -> list[int]:
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if int(fields["Uid"].split()[0]) == uid and not fields["State"].strip().startswith("Z"):
-            pids.append(int(entry))
-    return pids
+        if fields["State"].strip().startswith("Z") and not include_zombies:
+            continue
+        uid = int(fields["Uid"].split()[0])
+        found.append(_Process(pid=int(entry), parent=int(fields["PPid"]), uid=uid))
+    return found
 
 
 def _tail(path: Path, chars: int) -> str:

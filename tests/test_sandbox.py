@@ -19,7 +19,7 @@ import pytest
 
 import data.errors
 import harnesses.sandbox
-from harnesses.sandbox import OPT_OUT, Limits, Sandbox, _pids_of, isolation
+from harnesses.sandbox import OPT_OUT, Limits, Sandbox, _processes, isolation
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own needs root")
@@ -64,12 +64,31 @@ def test_no_network(project):
         server.close()
 
 
+def left_behind(uid: int) -> list:
+    """The processes of `uid`, zombies included: each still counts against its process limit."""
+    return [process for process in _processes(include_zombies=True) if process.uid == uid]
+
+
 def test_a_command_that_sleeps_forever_is_killed_at_its_time_limit(project):
     with Sandbox(project, Limits(wall_s=1.5)) as sandbox:
         done = python(sandbox, "import time; print('asleep', flush=True); time.sleep(10**6)")
         assert done.timed_out and not done.ok and "asleep" in done.stdout
         if sandbox.uid is not None:
-            assert not _pids_of(sandbox.uid)
+            assert not left_behind(sandbox.uid)
+
+
+@as_root
+def test_runs_leave_no_zombie_to_count_against_the_process_limit(project):
+    """Where PID 1 reaps nothing (a container's often does not), each run used to leave
+    bubblewrap's init behind as a zombie of the sandbox's uid, until its process limit refused
+    every command."""
+    with Sandbox(project, Limits(processes=8, wall_s=1.5)) as sandbox:
+        for _ in range(12):  # more runs than the limit: each leak would count
+            assert python(sandbox, "print('ran')").stdout.strip() == "ran"
+        for _ in range(3):
+            assert python(sandbox, "import time; time.sleep(10**6)").timed_out
+        assert not left_behind(sandbox.uid)
+        assert python(sandbox, "print('ran')").ok
 
 
 def test_unbounded_allocation_is_stopped(project):
@@ -103,7 +122,7 @@ def test_unbounded_forking_is_stopped_and_leaves_nothing_behind(project):
         done = python(sandbox, bomb)
         assert done.ok and "stopped after" in done.stdout
         assert int(done.stdout.split()[2]) < 16
-        assert not _pids_of(sandbox.uid)  # the sleepers it left were killed
+        assert not left_behind(sandbox.uid)  # the sleepers it left were killed and reaped
 
 
 def test_writes_outside_the_copy_leave_the_original_untouched(project):
