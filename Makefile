@@ -46,18 +46,20 @@ browser:
 run: install
 	$(VENV)/bin/foundry run --config data/samples/demo.toml
 
-# Test files run side by side on up to four cores (pytest-xdist), each file on one worker so
-# its module fixtures are built once.
-test: install $(VERIFIERS_STAMP) browser
-	FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python \
-	  $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+# Test files run side by side on up to four workers (pytest-xdist), each file on one worker so
+# its module fixtures are built once. The slow whole-pipeline runs (marked `full`) are left to
+# `make test-full`; CI runs both.
+PYTEST := FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python \
+  $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
-# The reliability suites at full size (about 10 minutes: the adversity test took 233 s, and
-# each crash seed adds about a minute): the hostile corpus with a 200 MB
-# document and a 300 MB trace line against the default limits, and four kill points.
-test-full: install
-	FOUNDRY_FULL_SIZE=1 FOUNDRY_CRASH_SEEDS=3,11,17,23 \
-	  $(PY) -m pytest -q -s tests/test_adversity.py tests/test_crash_resume.py
+test: install $(VERIFIERS_STAMP) browser
+	$(PYTEST) -m "not full"
+
+# The `full` tests: the training smoke run, the evaluation of a served model folder, the
+# embedded model's whole pipeline and faulty proxy, the adversity runs at full size (a
+# 200 MB document and a 300 MB trace line against the default limits) and four kill points.
+test-full: install $(VERIFIERS_STAMP)
+	FOUNDRY_FULL_SIZE=1 FOUNDRY_CRASH_SEEDS=3,11,17,23 $(PYTEST) -m full
 
 # The Prefect UI at http://127.0.0.1:4200 with the nightly and adhoc deployments served;
 # Ctrl-C stops both: foundry serve first (it pauses its schedules through the server), then

@@ -8,8 +8,8 @@ must complete, refuse each hostile input with its reason, keep its memory near t
 and leave the items the faults hit failed with their reasons; a re-run once the faults are gone
 (the cache keeps what was answered) must then end at the reference's tasks and taskset.
 
-`make test` uses small hostile files; `FOUNDRY_FULL_SIZE=1` (`make test-full`) a 200 MB text
-file and a 300 MB trace line against the default limits.
+`make test-full` runs it with `FOUNDRY_FULL_SIZE=1`: a 200 MB text file and a 300 MB trace
+line against the default limits (without it, small hostile files against small limits).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from data.sample_repo import build_sample_repo
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG, run_outcome
 from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer
 from tests.fakes.oracle import Oracle
+
+pytestmark = pytest.mark.full  # two whole runs and a re-run: `make test-full`
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "data" / "samples"

@@ -251,6 +251,7 @@ def test_the_leak_check_looks_at_added_lines_only():
         check_no_leak("Use total = sum(entry.amount  for entry in entries)", patch)
 
 
+@pytest.mark.full
 def test_run_with_a_repository_through_the_cli(tmp_path, monkeypatch, capsys):
     repo = build_sample_repo(tmp_path / "ledgerline")
     config = tmp_path / "foundry.toml"

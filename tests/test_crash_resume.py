@@ -23,10 +23,12 @@ from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG, run_outcome
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 
+pytestmark = pytest.mark.full  # whole runs killed and resumed: `make test-full`
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [str(p) for p in sorted(SAMPLE_DOCS.glob("*.md"))[:3]]
 CONFIG = SMALL_RUN_CONFIG + "[roles.solver]\nmax_concurrency = 4\n"
-# where the kill lands, as a share of the reference run's time; more seeds, e.g.
+# where the kill lands, as a share of the reference run's time; `make test-full` sets
 # FOUNDRY_CRASH_SEEDS=3,11,17,23 (each adds about a minute on 2 cores)
 SEEDS = [int(s) for s in os.environ.get("FOUNDRY_CRASH_SEEDS", "3").split(",")]
 IN_FLIGHT = 16  # requests a kill can cut off: at most every role's concurrency limit

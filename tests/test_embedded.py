@@ -194,6 +194,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
             parent.kill()
 
 
+@pytest.mark.full
 def test_tiny_pipeline_on_the_embedded_model(tmp_path):
     ctx = make_context(tmp_path / "home", calibrate={"method": "fixed", "k": 2}, embedded_threads=2)
     ingest_docs([str(SAMPLE_DOCS / "lumetra-x2-kettle.md")], ctx)
@@ -220,6 +221,7 @@ def test_tiny_pipeline_on_the_embedded_model(tmp_path):
         assert attempt["rollout_id"] in rollouts  # every solver attempt went through the proxy
 
 
+@pytest.mark.full
 def test_a_plain_llama_cpp_server_behind_a_faulty_proxy_is_enough(tmp_path):
     """`OPENAI_BASE_URL` at a plain llama_cpp.server (the embedded runtime, started here) behind
     a proxy that injects 30% transient faults, and no capability setting: the run finds the

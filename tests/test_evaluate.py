@@ -158,6 +158,7 @@ def test_policies_are_named_by_what_they_are(tmp_path):
         parse_policy(str(tmp_path / "notes"))
 
 
+@pytest.mark.full
 def test_a_model_folder_is_served_for_its_evaluation(evaluated_home, capsys):
     """The embedded model's weights as a float model folder (what `foundry train` starts
     from), served by `transformers serve` for the evaluation of two tasks: structure, not

@@ -44,7 +44,10 @@ def keys(server: FakeOpenAIServer, start: int, end: int | None = None) -> list[s
     return [request_key(b) for b in bodies if b["messages"] != PROBE_MESSAGES]
 
 
-@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("signum", "status"),
+    [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.full)],
+)
 def test_a_signal_mid_stage_stops_the_run_and_the_next_run_finishes_it(tmp_path, signum, status):
     home = tmp_path / "home"
     with FakeOpenAIServer(Oracle(), latency_s=0.05) as server:

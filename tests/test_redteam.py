@@ -98,6 +98,7 @@ def test_a_row_that_scored_is_printed_with_its_reason():
     assert not row.held
 
 
+@pytest.mark.full
 def test_the_cli_attacks_the_lakes_verified_code_tasks(tmp_path: Path, capsys):
     repo = make_repository(tmp_path / "stockroom")
     settings = {"code": {"max_bugs": 1}, "calibrate": {"method": "fixed", "k": 1}}

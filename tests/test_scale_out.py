@@ -9,6 +9,7 @@ import shutil
 from collections import Counter
 
 import pyarrow.parquet as pq
+import pytest
 
 from data.budget import Budget
 from data.endpoints import Endpoint, shared_among
@@ -49,6 +50,7 @@ def pipeline_run(tmp_path, name, runner, oracle_server, monkeypatch, capsys):
     return requests, stages, tasks
 
 
+@pytest.mark.full
 def test_dask_workers_give_the_default_runners_results(
     tmp_path, oracle_server, monkeypatch, capsys
 ):

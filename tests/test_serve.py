@@ -100,6 +100,7 @@ def test_serve_stops_on_sigterm_with_143(prefect_server, tmp_path):
         stop(serve)
 
 
+@pytest.mark.full
 def test_deployments_for_a_work_pool_run_on_its_worker(prefect_server, oracle_server, tmp_path):
     """`foundry serve --pool` registers the deployments for a work pool, its flows loaded from
     this checkout; a worker of the pool (on any host with the checkout) runs them."""

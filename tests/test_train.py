@@ -16,6 +16,7 @@ from flows.train import taskset_version
 from harnesses.trainer import shuffled, trainable
 
 
+@pytest.mark.full
 def test_train_smoke_runs_a_multi_turn_step_that_calls_tools_and_records_it(
     agentic_taskset, tmp_path, capsys
 ):
