@@ -5,10 +5,16 @@ proxy_calls, LLM usage) and the LLM cache free of what was planted."""
 from __future__ import annotations
 
 import json
+import math
+import os
+import resource
+import time
 from pathlib import Path
 
 import phonenumbers
 
+from bench.scrub_lines import PROSE, WORDS, line
+from bench.scrub_lines import seconds as timed
 from data.lake import TABLES, Lake
 from data.records import ProxyCall, utcnow
 from data.scrub import PHONE_WINDOW, Scrubber, phone_spans
@@ -183,3 +189,32 @@ def test_phone_numbers_in_a_long_run_are_found_across_window_edges():
 def test_a_time_after_a_date_is_not_a_phone_number():
     for text in ('"at": "2026-11-24 10:42"', "delivered 2026-11-28 14:07:42 to the door"):
         assert Scrubber().scrub(text) == text
+
+
+def test_scrubbing_grows_linearly_with_the_line_even_on_words_built_to_backtrack():
+    """Any line of n bytes, prose or one of the bench's adversarial words (each once made a
+    pattern backtrack quadratically), is scrubbed within 30 times the CPU that n bytes of
+    prose take at the rate of 100 kB of it: linear, not quadratic. Each line is scrubbed in a
+    child held to that CPU, so a quadratic scrubber fails in seconds rather than running for
+    hours; a ratio measured in one run, so the machine's speed and load cancel out."""
+    scrubber = Scrubber()
+    per_byte = min(timed(scrubber, line(PROSE, 100_000)) for _ in range(2)) / 100_000
+    for name, unit in {"prose": PROSE, **WORDS}.items():
+        prefix = "x@" if name == "x@a." else ""
+        for size in (100_000, 1_000_000):
+            budget = 30 * per_byte * size
+            within = scrubbed_within(scrubber, line(unit, size, prefix), budget)
+            assert within, f"{name!r}: {size:,} bytes took over {budget:.2f} CPU s"
+
+
+def scrubbed_within(scrubber: Scrubber, text: str, cpu_s: float) -> bool:
+    """Whether a forked child scrubs `text` within `cpu_s` of CPU (its RLIMIT_CPU, in whole
+    seconds: the limit is rounded up, and a child over it is killed by SIGXCPU)."""
+    child = os.fork()
+    if child == 0:
+        limit = math.ceil(cpu_s)
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
+        scrubber.scrub(text)
+        os._exit(0 if time.process_time() <= cpu_s else 1)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) == 0
