@@ -18,8 +18,8 @@ A `Sandbox` is a throwaway copy of a source tree in which commands run
   counts against its uid's process limit (and holds a PID): the caller makes itself the
   subreaper of what its commands orphan (bubblewrap's outer process exits before its
   namespace's init is reaped, on every run) and waits for it;
-- with a scrubbed environment: PATH, HOME and TMPDIR inside the sandbox, LANG, nothing inherited
-  (no API keys, no proxies).
+- with a scrubbed environment: PATH, HOME and TMPDIR inside the sandbox, LANG, a fixed
+  PYTHONHASHSEED (the same output on every run), nothing inherited (no API keys, no proxies).
 It fails closed: where none of this can be made (no usable bubblewrap and not root, or no
 network namespace at all), opening a sandbox raises `SandboxUnavailable`, saying why, unless
 the user has set `FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1`; then commands run unconfined
@@ -380,6 +380,9 @@ class Sandbox:
             "LOGNAME": user,
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
+            # one hash seed: what Python prints in set order (pytest's "Differing items", which
+            # a bug-fix task's statement quotes) is the same on every run
+            "PYTHONHASHSEED": "0",
             "PYTHONUNBUFFERED": "1",
             "GIT_CEILING_DIRECTORIES": str(self.root),  # no repository above the copy
         }

@@ -149,6 +149,16 @@ def test_the_environment_is_scrubbed(project, monkeypatch):
     assert "sk-planted-secret" not in done.stdout and "proxy.invalid" not in done.stdout
 
 
+def test_a_command_prints_the_same_set_order_on_every_run(project):
+    """Python's string hashes are seeded once for all runs: pytest's "Differing items" (in set
+    order), which a bug-fix task's statement quotes, reads the same in the reference run and
+    a re-run, so both make the same task."""
+    show = "print(list({f'category-{i}' for i in range(12)}))"
+    with Sandbox(project) as sandbox:
+        printed = {python(sandbox, show).stdout for _ in range(3)}
+    assert len(printed) == 1
+
+
 @as_root
 def test_what_root_runs_is_never_found_on_the_commands_path(project, tmp_path):
     planted = tmp_path / "bin"
