@@ -56,17 +56,17 @@ def run_pytest(
 def run_boot_script(
     sandbox: Sandbox, env: Path, script: str, args: list[str], timeout_s: float | None = None
 ) -> tuple[bytes, Completed]:
-    """Run `script` of `pytest_boot/` in the sandbox with `env`'s interpreter, isolated (`-I
-    -S`), as `script FD SITE_PACKAGES PATHS ARGS`: what it wrote down the pipe FD, and how it
-    ended."""
+    """Run `script` of `pytest_boot/` in the sandbox with `env`'s interpreter, without user site
+    or `site` module (`-s -S`) and no `PYTHONPATH` (the script sets it for the processes the
+    tests start), as `script FD SITE_PACKAGES PATHS ARGS`: what it wrote down the pipe FD, and
+    how it ended."""
     boot = sandbox.provide("boot", sorted(BOOT.glob("*.py")))
     paths = os.pathsep.join([str(sandbox.tree / "src"), str(sandbox.tree)])
     read_end, write_end = os.pipe()
     reader = StreamReader(read_end)
-    argv = [str(env / "bin" / "python"), "-I", "-S", str(boot / script), str(write_end)]
+    argv = [str(env / "bin" / "python"), "-s", "-S", str(boot / script), str(write_end)]
     argv += [str(_site_packages(env)), paths, *args]
-    # PYTHONPATH for the processes the tests start (the interpreter above ignores it)
-    variables = {"PYTHONPATH": paths, "PATH": f"{env / 'bin'}:/usr/bin:/bin"}
+    variables = {"PATH": f"{env / 'bin'}:/usr/bin:/bin"}
     try:
         completed = sandbox.run(
             argv,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from generators.bug_injection import failure_output
 from harnesses.edits import Edits
 from harnesses.pytest_runner import TestRun, read_stream, run_pytest
 from harnesses.python_env import ensure_env, requirements_of
@@ -348,3 +349,17 @@ def test_the_honest_fix_and_what_the_reference_itself_uses_are_not_refused():
     # a diff's context and removed lines are not the attempt's own code
     diff = "--- a/calc.py\n+++ b/calc.py\n@@ -1,3 +1,3 @@\n import sys\n-sys.modules\n+x = 1\n"
     assert reaches_for_grader(Edits(diffs={"calc.py": diff}), None) == ""
+
+
+def test_a_failing_tests_report_reads_the_same_on_every_run(tmp_path):
+    """pytest lists a dict's differing items in set order; the sandboxed interpreter's one
+    hash seed keeps that order, so a bug-fix task that quotes the report is the same task in
+    a re-run (the adversity test's re-run once made one with two lines swapped)."""
+    differing = (
+        "def test_add():\n"
+        "    assert {f'month-{i}': i for i in range(12)} == {f'month-{i}': -i for i in range(12)}\n"
+        "\n\ndef test_zero():\n    pass\n"
+    )
+    tree = project(tmp_path, {"tests/test_calc.py": differing})
+    reports = {failure_output(run(tree)) for _ in range(3)}
+    assert len(reports) == 1 and "Differing items" in reports.pop()

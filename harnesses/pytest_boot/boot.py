@@ -1,8 +1,9 @@
 """Start pytest in a sandbox so that the code under test cannot forge the outcomes.
 
-Run by the sandboxed interpreter as `python -I -S boot.py FD SITE_PACKAGES PATHS -- ARGS`:
-- `-I -S`: no `PYTHONPATH`, no user site and no `site` module, so no `sitecustomize`,
-  `usercustomize` or `.pth` file of the repository runs at start-up;
+Run by the sandboxed interpreter as `python -s -S boot.py FD SITE_PACKAGES PATHS -- ARGS`:
+- `-s -S` in the environment the sandbox writes (no `PYTHONPATH`): no user site and no `site`
+  module, so no `sitecustomize`, `usercustomize` or `.pth` file of the repository runs at
+  start-up (not `-I`: its `-E` would drop the sandbox's fixed `PYTHONHASHSEED`);
 - pytest and the outcome stream (`outcome_stream.py`) are imported from this folder and the
   test environment's SITE_PACKAGES before the repository's PATHS go on `sys.path`, so the
   repository cannot shadow them;
@@ -50,15 +51,18 @@ def main(argv: list[str]) -> int:
     stream_fd = int(fd)
     os.set_inheritable(stream_fd, False)
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [here, site_packages]
+    # this folder, then the test environment's packages; the interpreter put this folder
+    # first (no -P: Python 3.10 has none): it leaves before the repository's paths come
+    sys.path[:] = [here, site_packages, *(p for p in sys.path if p != here)]
     import outcome_stream
     import pytest
 
-    sys.path.remove(here)
+    sys.path[:] = [p for p in sys.path if p != here]
     functions = [*vars(outcome_stream).values(), *vars(outcome_stream.OutcomeStream).values()]
     guarded = frozenset(id(f) for f in functions if type(f) is FunctionType)
     sys.addaudithook(_guard(stream_fd, guarded))
     sys.path[:0] = [p for p in paths.split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = paths  # for the processes the tests start
     return int(pytest.main(args, plugins=[outcome_stream.OutcomeStream(stream_fd)]))
 
 

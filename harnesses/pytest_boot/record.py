@@ -1,7 +1,7 @@
 """Run the reference's tests and write down each call they make into the repository's own
 functions, for the grader to replay later on an attempt, outside any test run.
 
-Run by the sandboxed interpreter as `python -I -S record.py FD SITE_PACKAGES PATHS TEST_FILES
+Run by the sandboxed interpreter as `python -s -S record.py FD SITE_PACKAGES PATHS TEST_FILES
 -- ARGS`: FD is the write end of the grader's pipe, TEST_FILES a JSON list of the tree's test
 files (relative to the working folder, the tree). Once the tests are collected, every
 module-level function defined in a module of the tree that is not a test file is replaced, in
@@ -28,12 +28,15 @@ def main(argv: list[str]) -> int:
     stream_fd = int(fd)
     os.set_inheritable(stream_fd, False)
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [here, site_packages]
+    # this folder, then the test environment's packages; the interpreter put this folder
+    # first (no -P: Python 3.10 has none): it leaves before the repository's paths come
+    sys.path[:] = [here, site_packages, *(p for p in sys.path if p != here)]
     import pytest
     import values
 
-    sys.path.remove(here)
+    sys.path[:] = [p for p in sys.path if p != here]
     sys.path[:0] = [p for p in paths.split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = paths  # for the processes the tests start
     with open(test_files, encoding="utf-8") as handle:
         tests = frozenset(os.path.abspath(path) for path in json.load(handle))
     recorder = Recorder(stream_fd, os.getcwd(), tests, values)

@@ -1,6 +1,6 @@
 """Replay calls on a tree that holds no tests and write down what each returned or raised.
 
-Run by the sandboxed interpreter as `python -I -S replay.py FD SITE_PACKAGES PATHS CALLS`:
+Run by the sandboxed interpreter as `python -s -S replay.py FD SITE_PACKAGES PATHS CALLS`:
 CALLS is a JSON list of calls (`module`, `function`, `args`, `kwargs` as `record.py` wrote
 them), made in order in this one process; each result is one JSON line down FD: `{"i": n,
 "returns": value}`, `{"i": n, "raises": [classes]}` or `{"i": n, "missing": why}` (the module
@@ -23,12 +23,15 @@ CALL_S = 10
 def main(argv: list[str]) -> int:
     fd, site_packages, paths, calls_file = argv
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [here, site_packages]
+    # this folder, then the test environment's packages; the interpreter put this folder
+    # first (no -P: Python 3.10 has none): it leaves before the repository's paths come
+    sys.path[:] = [here, site_packages, *(p for p in sys.path if p != here)]
     import record
     import values
 
-    sys.path.remove(here)
+    sys.path[:] = [p for p in sys.path if p != here]
     sys.path[:0] = [p for p in paths.split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = paths  # for the processes the tests start
     with open(calls_file, encoding="utf-8") as handle:
         calls = json.load(handle)
     signal.signal(signal.SIGALRM, _too_long)
