@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import grp
 import json
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -188,7 +190,25 @@ def test_files_root_writes_into_the_sandbox_do_not_follow_planted_links(project,
 
 # --- as a user without root: the privileges are dropped inside the test ----------------------
 
-UNPRIVILEGED_UID = 64900  # outside the sandbox pool (UID_BASE .. UID_BASE + UID_SLOTS)
+
+def unused_uid() -> int:
+    """A uid no account, group or process has, outside the sandbox pool (64000 to 64063)."""
+    taken = {process.uid for process in _processes(include_zombies=True)}
+    for uid in range(64900, 65500):
+        if uid not in taken and not _named(uid):
+            return uid
+    raise RuntimeError("no unused uid in 64900..65499")
+
+
+def _named(uid: int) -> bool:
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        with contextlib.suppress(KeyError):
+            lookup(uid)
+            return True
+    return False
+
+
+UNPRIVILEGED_UID = unused_uid()
 CONFINED_ATTACK = """
     import os, socket
     seen = {}
