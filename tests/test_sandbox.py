@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import grp
 import json
 import os
-import pwd
 import shutil
 import socket
 import subprocess
@@ -23,7 +21,7 @@ import pytest
 
 import data.errors
 import harnesses.sandbox
-from harnesses.sandbox import OPT_OUT, Limits, Sandbox, _processes, isolation
+from harnesses.sandbox import OPT_OUT, Limits, Sandbox, _has_account, _processes, isolation
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own needs root")
@@ -195,17 +193,9 @@ def unused_uid() -> int:
     """A uid no account, group or process has, outside the sandbox pool (64000 to 64063)."""
     taken = {process.uid for process in _processes(include_zombies=True)}
     for uid in range(64900, 65500):
-        if uid not in taken and not _named(uid):
+        if uid not in taken and not _has_account(uid):
             return uid
     raise RuntimeError("no unused uid in 64900..65499")
-
-
-def _named(uid: int) -> bool:
-    for lookup in (pwd.getpwuid, grp.getgrgid):
-        with contextlib.suppress(KeyError):
-            lookup(uid)
-            return True
-    return False
 
 
 UNPRIVILEGED_UID = unused_uid()
