@@ -468,33 +468,22 @@ def _reap_orphans(uid: int | None) -> None:
     namespace below its own (bubblewrap's inits: this process never starts one itself) and,
     for root, children of the sandbox's `uid` (the commands it starts as `uid` have been
     waited for by then)."""
-    me, depth = os.getpid(), _namespace_depth("self")
-    for process in _processes(include_zombies=True):
-        if process.parent != me:
-            continue
-        if process.uid == uid or _namespace_depth(str(process.pid)) > depth:
+    me = os.getpid()
+    processes = _processes(include_zombies=True)
+    depth = next(process.namespaces for process in processes if process.pid == me)
+    for process in processes:
+        if process.parent == me and (process.uid == uid or process.namespaces > depth):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(process.pid, 0)
 
 
-def _namespace_depth(pid: str) -> int:
-    """How many PID namespaces `pid` is seen from (its status's NSpid); 0 if it is gone."""
-    try:
-        status = Path("/proc", pid, "status").read_text()
-    except OSError:
-        return 0
-    for line in status.splitlines():
-        if line.startswith("NSpid:"):
-            return len(line.split()) - 1
-    return 1
-
-
 class _Process(NamedTuple):
     pid: int
     parent: int
     uid: int
+    namespaces: int  # the PID namespaces it is seen from (its NSpid's length)
 
 
 def _processes(include_zombies: bool = False) -> list[_Process]:
@@ -511,7 +500,8 @@ def _processes(include_zombies: bool = False) -> list[_Process]:
         if fields["State"].strip().startswith("Z") and not include_zombies:
             continue
         uid = int(fields["Uid"].split()[0])
-        found.append(_Process(pid=int(entry), parent=int(fields["PPid"]), uid=uid))
+        namespaces = len(fields.get("NSpid", entry).split())
+        found.append(_Process(int(entry), int(fields["PPid"]), uid, namespaces))
     return found
 
 

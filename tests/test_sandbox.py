@@ -49,21 +49,38 @@ def test_a_command_runs_in_its_copy(project):
     assert not sandbox.root.exists()  # the copy is gone
 
 
+@contextlib.contextmanager
+def live_listener() -> Iterator[int]:
+    """A loopback port that accepts every connection until the block ends."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                server.accept()[0].close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+
+
 def test_no_network(project):
     if not isolation().confines:
         pytest.skip("no network namespace can be made on this machine")
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    threading.Thread(target=lambda: server.accept(), daemon=True).start()
-    connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
-    try:
+    with live_listener() as port:
+        connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
         with Sandbox(project) as sandbox:
             done = python(sandbox, connect)
         assert done.network_isolated and done.exit_code != 0
         assert "OSError" in done.stderr or "Error" in done.stderr
         socket.create_connection(("127.0.0.1", port), timeout=5).close()  # reachable outside
-    finally:
-        server.close()
 
 
 def left_behind(uid: int) -> list:
@@ -260,28 +277,6 @@ def _runtime(
             if (wheel / name).is_dir():
                 shutil.copytree(wheel / name, root / name)
     return root
-
-
-@contextlib.contextmanager
-def live_listener() -> Iterator[int]:
-    """A loopback port that accepts every connection until the block ends."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                server.accept()[0].close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join()
-        server.close()
 
 
 def _as_unprivileged_user(tmp_path, with_bubblewrap: bool, **env):
