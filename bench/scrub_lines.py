@@ -43,6 +43,11 @@ def line(unit: str, size: int, prefix: str = "") -> str:
     return (prefix + unit * (size // len(unit) + 1))[:size]
 
 
+def word_line(name: str, size: int) -> str:
+    """`size` characters of the adversarial word `name` (of WORDS), after its prefix if any."""
+    return line(WORDS[name], size, "x@" if name == "x@a." else "")
+
+
 def seconds(scrubber: Scrubber, text: str) -> float:
     started = time.process_time()
     scrubber.scrub(text)
@@ -58,8 +63,8 @@ def main() -> None:
     for size in args.sizes:
         base = seconds(scrubber, line(PROSE, size))
         print(f"{size:>9} {'prose':>12} {base:>8.3f} {1:>8.1f}")
-        for name, unit in WORDS.items():
-            took = seconds(scrubber, line(unit, size, "x@" if name == "x@a." else ""))
+        for name in WORDS:
+            took = seconds(scrubber, word_line(name, size))
             print(f"{size:>9} {name:>12} {took:>8.3f} {took / base:>8.1f}")
 
 
