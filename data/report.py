@@ -228,7 +228,9 @@ def _controls(lake: Lake) -> str:
     ]
     note = (
         "<p>Before verifying, each judge answered control items made from the run's own chunks:"
-        " fill-in-the-blank questions the passage shown answers, and wrong answers to reject.</p>"
+        " fill-in-the-blank questions the passage shown answers, right answers to accept and"
+        " wrong ones to reject; a judge below the bar on any kind votes only where no judge"
+        " passed.</p>"
     )
     header = ["judge", "model", "control items right", "accuracy", "able to judge"]
     return note + _table(header, table, ["", "", "num", "num", ""])

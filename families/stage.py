@@ -96,6 +96,7 @@ class LLMStage(Generic[Input]):
     load: Callable[[StageContext, list[str]], Mapping[str, Input]]
     work: Callable[[StageContext, str, Input, LLMClient], Awaitable[Outcome]]
     independent_batches: bool = True  # False: a batch reads what earlier ones wrote
+    every_judge: bool = False  # True: judges below their controls' bar take part too
 
 
 def batches(items: Sequence[str], size: int) -> list[list[str]]:

@@ -30,6 +30,7 @@ from data.errors import ReasonedError
 from data.funnel import MEASURED_BY
 from data.ingest import ingest_documents
 from data.interrupt import Interrupted
+from data.judge_controls import latest_controls
 from data.llm import LLMClient
 from data.records import (
     Attempt,
@@ -150,6 +151,9 @@ def run_llm_batch(
             ctx.progress(f"{stage.name}: {finished}/{len(items)} items of this batch")
         return outcome
 
+    if not stage.every_judge:
+        endpoints, _ = controls.deciding_judges(endpoints, latest_controls(ctx.lake))
+
     async def run_all() -> tuple[list[Outcome], list[LLMCall]]:
         """Every item's outcome; on a stop request, those of the items finished by then."""
         client = LLMClient(endpoints, ctx.cache, ctx.run_id, ctx.budget)
@@ -219,6 +223,11 @@ async def measure_controls(
     records = await controls.measure(made, client, verify.control_accuracy)
     for record in records:
         ctx.progress(controls.figure(record) if record.competent else controls.warning(record))
+    if not any(record.competent for record in records):
+        ctx.progress(
+            "no judge passed its controls: the panel as configured decides, and its verdicts are"
+            " no better than its figures above"
+        )
     reason = "judges_competent" if all(r.competent for r in records) else "judge_below_accuracy"
     detail = ", ".join(f"{r.role} {r.correct}/{r.items}" for r in records)
     status = ctx.status("controls", item, "done", reason, detail)
@@ -685,7 +694,9 @@ def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
 
 
 CHECK_STAGES = (
-    LLMStage("controls", pending_controls, load_control_material, measure_controls),
+    LLMStage(
+        "controls", pending_controls, load_control_material, measure_controls, every_judge=True
+    ),
     LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage("review", pending_review, load_tasks_with_attempts, review_one),

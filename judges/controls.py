@@ -4,21 +4,30 @@ Made from the run's own chunks, so they are about the material the judges will j
 fact sentence with an answer span blanked out becomes
 - an answer control: the passage and the fill-in-the-blank question, asked as the open-book
   check asks (the same prompt): the judge must give the blanked span;
-- a reject control: the passage, the question and another span of the passage as the answer:
-  the judge must say the passage does not support it.
-A judge whose accuracy is below `[verify] control_accuracy` is reported before verification
-with its figure and the remedy (a stronger model for that judge); `foundry stats` and the
-report page show every judge's figure.
+- an accept control: the passage, the question and the blanked span as the proposed answer:
+  the judge must say the passage supports it;
+- a reject control: the passage, the question and a wrong answer, by turns another short span
+  of the passage and a whole other sentence of it: the judge must say the passage does not
+  support it.
+A judge is able when it is right on at least `[verify] control_accuracy` of each kind, so that
+no one-sided habit passes: saying yes to everything fails the rejects, no to everything the
+accepts, yes to long answers the short accepts and the long rejects, guessing all three. A judge
+below the bar is reported before verification with its figure and the remedy (a stronger model
+for that judge), and does not vote while a judge above it does (`deciding_judges`); `foundry
+stats` and the report page show every judge's figure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from data.answer_match import match
 from data.chunking import split_sentences
+from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import JudgeControl, content_id, utcnow
@@ -27,58 +36,84 @@ from judges.answerability import MAX_ANSWER_TOKENS, OPEN_BOOK
 
 CHECK = load_prompt(__file__, "control_check")
 BLANK = "_____"
+KINDS = ("answer", "accept", "reject")
 MIN_SENTENCE_CHARS = 25
 MAX_SENTENCE_CHARS = 300
+MIN_CONTEXT_WORDS = 4  # the words a blanked sentence keeps besides the blank, at least
+MIN_LONG_WORDS = 8  # a long wrong answer: another sentence of at least this many words
 F1_THRESHOLD = 0.6  # as the default answer verifier
 
 
 @dataclass(frozen=True)
 class Control:
-    kind: str  # "answer" or "reject"
+    kind: str  # "answer", "accept" or "reject"
     passage: str
     question: str
-    answer: str  # the span (answer), or the wrong span offered (reject)
+    answer: str  # the span (answer, accept), or the wrong answer offered (reject)
 
 
 def controls_from(chunks: list[str], per_kind: int, seed: str) -> list[Control]:
-    """Up to `per_kind` answer and `per_kind` reject controls from `chunks` (texts), one fact
-    sentence per chunk, in an order drawn from `seed`."""
+    """Up to `per_kind` controls of each kind from `chunks` (texts), one fact sentence per
+    chunk, in an order drawn from `seed`; the reject controls take a short wrong span and a long
+    wrong sentence by turns."""
     order = list(range(len(chunks)))
     random.Random(seed).shuffle(order)
-    answers: list[Control] = []
-    rejects: list[Control] = []
+    made: dict[str, list[Control]] = {kind: [] for kind in KINDS}
     for index in order:
-        made = _controls_of(chunks[index])
-        if made is None:
-            continue
-        answer, reject = made
-        if len(answers) < per_kind:
-            answers.append(answer)
-        if reject is not None and len(rejects) < per_kind:
-            rejects.append(reject)
-        if len(answers) == per_kind and len(rejects) == per_kind:
+        controls = _controls_of(chunks[index], long_reject=len(made["reject"]) % 2 == 1)
+        for control in controls:
+            if len(made[control.kind]) < per_kind:
+                made[control.kind].append(control)
+        if all(len(made[kind]) == per_kind for kind in KINDS):
             break
-    return answers + rejects
+    return [control for kind in KINDS for control in made[kind]]
 
 
-def _controls_of(passage: str) -> tuple[Control, Control | None] | None:
-    """The first usable fact sentence of `passage` as an answer control, and a reject control
-    offering another span of the passage (None where it has no other)."""
-    spans = answer_candidates(passage)
-    for sentence in (s for paragraph in passage.split("\n") for s in split_sentences(paragraph)):
+def _controls_of(passage: str, long_reject: bool) -> list[Control]:
+    """The first usable fact sentence of `passage` as an answer and an accept control, and a
+    reject control offering a wrong answer from the passage (a whole other sentence where
+    `long_reject`, else another span; none where the passage has no such)."""
+    sentences = [s for paragraph in passage.split("\n") for s in split_sentences(paragraph)]
+    for sentence in sentences:
         if not MIN_SENTENCE_CHARS <= len(sentence) <= MAX_SENTENCE_CHARS:
             continue
         options = answer_candidates(sentence)
         if not options or passage.count(sentence) != 1:  # the blank must be unambiguous
             continue
         answer = options[-1]
+        if len(sentence.replace(answer, " ").split()) < MIN_CONTEXT_WORDS:
+            continue  # a heading, all blank: nothing to fill it from
         question = "Fill in the blank: " + sentence.replace(answer, BLANK, 1)
-        others = [
-            s for s in spans if answer.lower() not in s.lower() and s.lower() not in answer.lower()
+        controls = [
+            Control("answer", passage, question, answer),
+            Control("accept", passage, question, answer),
         ]
-        reject = Control("reject", passage, question, others[0]) if others else None
-        return Control("answer", passage, question, answer), reject
-    return None
+        wrong = _wrong_answer(passage, sentence, answer, long_reject)
+        if wrong:
+            controls.append(Control("reject", passage, question, wrong))
+        return controls
+    return []
+
+
+def _wrong_answer(passage: str, sentence: str, answer: str, long: bool) -> str:
+    """Text of `passage` that does not fill the blank of `sentence`: another sentence of at
+    least MIN_LONG_WORDS words (`long`), or another answer span ("" where there is none)."""
+    if long:
+        others = [
+            s
+            for paragraph in passage.split("\n")
+            for s in split_sentences(paragraph)
+            if s != sentence
+            and len(s.split()) >= MIN_LONG_WORDS
+            and answer.lower() not in s.lower()
+        ]
+    else:
+        others = [
+            s
+            for s in answer_candidates(passage)
+            if answer.lower() not in s.lower() and s.lower() not in answer.lower()
+        ]
+    return others[0] if others else ""
 
 
 async def _right(control: Control, role: str, llm: LLMClient) -> bool | None:
@@ -97,11 +132,13 @@ async def _right(control: Control, role: str, llm: LLMClient) -> bool | None:
         return None
     if control.kind == "answer":
         return match(reply.text, control.answer, F1_THRESHOLD, question=control.question)[0] >= 1.0
-    return reply.text.strip().lower().startswith("no")
+    said = reply.text.strip().lower()
+    return said.startswith("yes" if control.kind == "accept" else "no")
 
 
 async def measure(controls: list[Control], llm: LLMClient, threshold: float) -> list[JudgeControl]:
-    """Each judge's accuracy on `controls` (a control it gave no reply to counts as wrong)."""
+    """Each judge's accuracy on `controls` (a control it gave no reply to counts as wrong); a
+    judge is competent when each kind's accuracy reaches `threshold`."""
     roles = llm.judge_roles
     outcomes = await asyncio.gather(*(_right(c, role, llm) for role in roles for c in controls))
     records = []
@@ -113,7 +150,6 @@ async def measure(controls: list[Control], llm: LLMClient, threshold: float) -> 
             tally[0] += 1
             tally[1] += bool(right)
         correct = sum(bool(right) for right in mine)
-        accuracy = correct / len(controls) if controls else 0.0
         model = llm.model(role)
         records.append(
             JudgeControl(
@@ -123,9 +159,9 @@ async def measure(controls: list[Control], llm: LLMClient, threshold: float) -> 
                 items=len(controls),
                 correct=correct,
                 unanswered=sum(right is None for right in mine),
-                accuracy=accuracy,
+                accuracy=correct / len(controls) if controls else 0.0,
                 threshold=threshold,
-                competent=accuracy >= threshold,
+                competent=bool(controls) and not _weak_kinds(by_kind, threshold),
                 by_kind=by_kind,
                 recorded_at=utcnow(),
             )
@@ -133,18 +169,46 @@ async def measure(controls: list[Control], llm: LLMClient, threshold: float) -> 
     return records
 
 
+def _weak_kinds(by_kind: Mapping[str, Sequence[int]], threshold: float) -> list[str]:
+    """The kinds of control a judge got fewer than `threshold` of right."""
+    return [kind for kind, (items, right) in by_kind.items() if right < threshold * items]
+
+
+def deciding_judges(
+    endpoints: Mapping[str, Endpoint], latest: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, Endpoint], list[str]]:
+    """The endpoints with the judges below the bar left out, where a judge above it remains, and
+    the roles left out. `latest` holds each role's latest control record (`latest_controls`);
+    a judge counts as below the bar only by a record of its present model, and where no judge is
+    above it the panel stays as configured (no judge would be left to decide)."""
+    measured = {row["role"]: row for row in latest}
+    judges = [role for role in endpoints if role.startswith("judge:")]
+    below = [
+        role
+        for role in judges
+        if role in measured
+        and measured[role]["model"] == endpoints[role].model
+        and not measured[role]["competent"]
+    ]
+    if not below or len(below) == len(judges):
+        return dict(endpoints), []
+    return {role: e for role, e in endpoints.items() if role not in below}, below
+
+
 def figure(record: JudgeControl) -> str:
-    """A judge's control figure, as said before verification."""
+    """A judge's control figure, as said before verification, with each kind's tally."""
+    kinds = ", ".join(f"{kind} {right}/{items}" for kind, (items, right) in record.by_kind.items())
     return (
         f"judge {record.role} ({record.model}) got {record.correct} of {record.items} control"
-        f" items right ({record.accuracy:.0%})"
+        f" items right ({record.accuracy:.0%}; {kinds})"
     )
 
 
 def warning(record: JudgeControl) -> str:
-    """What to tell the user about a judge below the threshold, with the remedy."""
+    """What to tell the user about a judge below the bar, with the remedy."""
+    weak = ", ".join(_weak_kinds(record.by_kind, record.threshold))
     return (
-        f"{figure(record)[:-1]}, below {record.threshold:.0%}): its verdicts are unreliable, so"
-        " tasks may be rejected for want of a judge able to answer; give that judge a stronger"
-        " model ([[roles.judges]] model and base_url in foundry.toml)"
+        f"{figure(record)[:-1]}; below {record.threshold:.0%} on {weak}): its verdicts are"
+        " unreliable, and it votes only where no judge passed its controls; give that judge a"
+        " stronger model ([[roles.judges]] model and base_url in foundry.toml)"
     )
