@@ -5,7 +5,11 @@ from inside the sandbox."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -53,28 +57,41 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     report.outcome, report.longrepr = "passed", None
 """
-# lines written straight into the pipe the outcomes go down (any inherited pipe the process has)
-WRITE_THE_PIPE = """
-import json, os, stat
+
+
+def observed(test: str, when: str, seen: str, by: str = "report", runs: str = "item") -> str:
+    """The plugin's record of what a test's phase was seen to do."""
+    return json.dumps({"test": test, "when": when, "observed": seen, "by": by, "runs": runs})
+
+
+def reported(test: str, when: str, outcome: str) -> str:
+    """The plugin's record of a test's phase as pytest reported it."""
+    return json.dumps({"test": test, "when": when, "outcome": outcome})
+
+
+def written_into_the_pipe(records: list[str]) -> str:
+    """Code that writes `records` (JSON lines) straight into every pipe the process holds, the
+    grader's among them."""
+    data = "".join(f"{record}\n" for record in records).encode()
+    return f"""
+import os, stat
 for name in os.listdir("/proc/self/fd"):
     fd = int(name)
     try:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):
-            for record in ({"test": "tests/test_calc.py::test_add", "when": "call",
-                            "outcome": "passed", "observed": "passed"},
-                           {"exit": 0, "collected": 2}):
-                os.write(fd, (json.dumps(record) + "\\n").encode())
+            os.write(fd, {data!r})
     except OSError:
         pass
 """
-CRASH_AFTER_PASSES = (
-    WRITE_THE_PIPE.replace(
-        '{"exit": 0, "collected": 2}',
-        '{"test": "tests/test_calc.py::test_zero", "when": "call", '
-        '"outcome": "passed", "observed": "passed"}',
-    )
-    + "os._exit(3)\n"
-)
+
+
+def passes(test: str) -> list[str]:
+    """The records the plugin writes for a test whose call passed."""
+    return [observed(test, "call", "passed"), reported(test, "call", "passed")]
+
+
+WRITE_THE_PIPE = written_into_the_pipe([*passes(TARGET), '{"exit": 0, "collected": 2}'])
+CRASH_AFTER_PASSES = written_into_the_pipe([*passes(TARGET), *passes(OTHER)]) + "os._exit(3)\n"
 SKIP_MODULE = "import pytest\npytest.skip('no', allow_module_level=True)\n"
 # in-process attacks on the grader (issue 26): each also patches the reports to say passed
 PLUGIN_THROUGH_SYS_MODULES = """
@@ -174,6 +191,65 @@ TRICKS.update(
     }
 )
 
+# How each trick is seen to run, so that a broken trick fails its test as a missing defence
+# would. By what a naive grader (`naive_grader`) pays TARGET for in the same tree: its exit
+# status 0, TARGET passed in its JUnit report, or a JUnit report without a failure...
+EXIT_0 = "exit 0"
+REPORTED_PASSED = "TARGET passed in the JUnit report"
+NO_FAILURE_REPORTED = "no failure in the JUnit report"
+PAID_BY_A_NAIVE_GRADER = {
+    "sitecustomize rewrites the report at exit": REPORTED_PASSED,
+    "src/sitecustomize rewrites the report at exit": REPORTED_PASSED,
+    "usercustomize exits 0 at start-up": EXIT_0,
+    "a .pth file on the path exits 0": EXIT_0,
+    "exit 0 at exit, after the failures": EXIT_0,
+    "exit 0 before any test runs": EXIT_0,
+    "patch pytest's reports from the package": REPORTED_PASSED,
+    "a conftest hook rewrites the reports": REPORTED_PASSED,
+    "skip the test module from the package": NO_FAILURE_REPORTED,
+    "addopts loads a plugin from the repository": REPORTED_PASSED,
+}
+# ...and by the evidence the harness records (`tampered`, or why the run is `incomplete`), which
+# only the trick's running leaves (the tricks aimed at the harness itself have no naive control)
+EVIDENCE = {
+    "exit 0 at exit, after the failures": "pytest ended with status 1 but the process exited 0",
+    "exit 0 before any test runs": "the process exited 0 before pytest finished its session",
+    "patch pytest's reports from the package": (
+        "_pytest.reports.TestReport.from_item_and_call was replaced"
+    ),
+    "a conftest hook rewrites the reports": (
+        f"{TARGET} (call) was observed failed but reported passed"
+    ),
+    "write passes and an end into the pipe": "a record after the session's end",
+    "write passes into the pipe, then crash": "exited 3 before pytest's end record",
+    "replace the plugin's _observed through sys.modules": "outcome_stream._observed was replaced",
+    "give the plugin's hook new defaults": "was given new __defaults__",
+    "find the plugin with gc and redirect its sends": "audit event gc.get_objects",
+    "wrap the plugin's hook found through the plugin manager": (
+        "the plugin's pytest_runtest_logreport.function was replaced"
+    ),
+    "patch CallInfo.from_call to swallow the failure": (
+        "_pytest.runner.CallInfo.from_call was replaced"
+    ),
+    "patch Function.runtest to skip the test function": (
+        "_pytest.python.Function.runtest was replaced"
+    ),
+    "a trace function in the grader's frames": "audit event sys.settrace",
+    "ctypes into the C API": "audit event ctypes.dlsym: PyObject_SetAttr",
+    "open the process's memory": "opened /proc/self/mem",
+}
+# the forged records that reach the harness, read as TARGET passed, and are then disbelieved
+READ_THEN_DISBELIEVED = {"write passes into the pipe, then crash"}
+# a grader with every start-up hook of a repository's live: site and the user site (the
+# environment's interpreter outside its venv), the repository on PYTHONPATH and its folders
+# added as site directories (which is what runs a `.pth` file); then plain pytest
+NAIVE_BOOT = """import site
+for folder in ("src", "."):
+    site.addsitedir(folder)
+import pytest
+raise SystemExit(pytest.main())
+"""
+
 
 def project(root: Path, files: dict[str, str]) -> Path:
     """The buggy calculator and its tests, with `files` added or replaced."""
@@ -184,44 +260,82 @@ def project(root: Path, files: dict[str, str]) -> Path:
 
 
 def run(tree: Path) -> TestRun:
+    """TARGET and OTHER run by the harness, in a sandbox."""
     env = ensure_env(requirements_of(tree))
     with Sandbox(tree, Limits(wall_s=60)) as sandbox:
         return run_pytest(sandbox, env, [TARGET, OTHER])
 
 
+def naive_grader(tree: Path, copy: Path) -> set[str]:
+    """What a naive grader pays TARGET for (`EXIT_0`, `REPORTED_PASSED`,
+    `NO_FAILURE_REPORTED`) when it runs the tests of a copy of `tree` at `copy` with the
+    harness's environment, outside any sandbox, and reads pytest's exit status and JUnit report."""
+    shutil.copytree(tree, copy)
+    env = ensure_env(requirements_of(copy))
+    site_packages = next((env / "lib").glob("python3*/site-packages"))
+    done = subprocess.run(
+        [os.path.realpath(env / "bin" / "python"), "-c", NAIVE_BOOT, "--junitxml=report.xml"],
+        cwd=copy,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": os.pathsep.join(["src", ".", str(site_packages)]),
+        },
+        capture_output=True,
+        timeout=60,
+    )
+    paid = {EXIT_0} if done.returncode == 0 else set()
+    if (copy / "report.xml").exists():
+        cases = {
+            f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}": {
+                child.tag for child in case
+            }
+            for case in ElementTree.parse(copy / "report.xml").iter("testcase")
+        }
+        if not any(tags & {"failure", "error"} for tags in cases.values()):
+            paid.add(NO_FAILURE_REPORTED)
+        if TARGET in cases and not cases[TARGET] & {"failure", "error", "skipped"}:
+            paid.add(REPORTED_PASSED)
+    return paid
+
+
 def test_the_honest_fix_passes_and_the_bug_fails(tmp_path):
-    fixed = run(project(tmp_path / "fixed", {"src/calc/__init__.py": FIXED}))
-    assert fixed.passed() == {TARGET, OTHER} and not fixed.tampered
-    buggy = run(project(tmp_path / "buggy", {}))
-    assert buggy.outcomes == {TARGET: "failed", OTHER: "passed"} and not buggy.tampered
+    """For the harness and for the naive grader alike: the controls of the tricks' proofs."""
+    fixed = project(tmp_path / "fixed", {"src/calc/__init__.py": FIXED})
+    fixed_run = run(fixed)
+    assert fixed_run.passed() == {TARGET, OTHER} and not fixed_run.tampered
+    assert naive_grader(fixed, tmp_path / "naive-fixed") == {
+        EXIT_0,
+        REPORTED_PASSED,
+        NO_FAILURE_REPORTED,
+    }
+    buggy = project(tmp_path / "buggy", {})
+    buggy_run = run(buggy)
+    assert buggy_run.outcomes == {TARGET: "failed", OTHER: "passed"} and not buggy_run.tampered
+    assert naive_grader(buggy, tmp_path / "naive-buggy") == set()
+
+
+def test_every_trick_is_shown_to_run():
+    """Each trick has a proof that it ran: a naive grader's pay, or the harness's evidence."""
+    assert set(PAID_BY_A_NAIVE_GRADER) | set(EVIDENCE) == set(TRICKS)
 
 
 @pytest.mark.parametrize("trick", list(TRICKS))
-def test_a_forged_outcome_scores_nothing(tmp_path, trick):
-    result = run(project(tmp_path, TRICKS[trick]))
+def test_a_forged_outcome_scores_nothing_though_the_trick_ran(tmp_path, trick):
+    """The harness passes nothing a trick forged, and the trick is seen to run: a naive grader
+    pays for the same tree, or the harness records the evidence only the running trick leaves."""
+    tree = project(tmp_path / "tree", TRICKS[trick])
+    result = run(tree)
     assert TARGET not in result.passed(), (trick, result.outcomes, result.tampered)
-
-
-def test_tricks_that_contradict_the_stream_are_recorded_as_tampered(tmp_path):
-    evidence = {
-        trick: run(project(tmp_path / str(n), TRICKS[trick])).tampered
-        for n, trick in enumerate(TRICKS)
-        if trick.startswith(("exit 0", "patch", "a conftest", "write passes and an end"))
-        or trick in IN_PROCESS
-    }
-    assert all(evidence.values()), evidence
+    if trick in EVIDENCE:
+        assert EVIDENCE[trick] in (result.tampered or result.incomplete), result
+    if trick in READ_THEN_DISBELIEVED:
+        assert result.outcomes[TARGET] == "passed", result
+    if trick in PAID_BY_A_NAIVE_GRADER:
+        assert PAID_BY_A_NAIVE_GRADER[trick] in naive_grader(tree, tmp_path / "naive")
 
 
 def completed(exit_code: int, timed_out: bool = False) -> Completed:
     return Completed(["pytest"], exit_code, "", "", 1.0, timed_out, True)
-
-
-def observed(test: str, when: str, seen: str, by: str = "report", runs: str = "item") -> str:
-    return json.dumps({"test": test, "when": when, "observed": seen, "by": by, "runs": runs})
-
-
-def reported(test: str, when: str, outcome: str) -> str:
-    return json.dumps({"test": test, "when": when, "outcome": outcome})
 
 
 def test_the_stream_is_read_as_pytest_counts_outcomes():
@@ -328,6 +442,13 @@ REACHING = {
     ),
     "memory through ctypes": ("import ctypes\nctypes.memmove(0, 0, 0)\n", "raw memory"),
 }
+
+
+def test_the_frame_walk_the_tripwire_refuses_does_unregister_the_plugin(tmp_path):
+    """Run, UNREGISTER silences the grader's plugin: not one record, not even pytest's end,
+    reaches the harness (the bug alone has both tests reported)."""
+    result = run(project(tmp_path, {"src/calc/__init__.py": BUGGY + UNREGISTER}))
+    assert result.outcomes == {} and result.incomplete == "exited 1 before pytest's end record"
 
 
 @pytest.mark.parametrize("trick", list(REACHING))
