@@ -69,7 +69,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: ask Linux to SIGTERM us when the parent dies."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -181,7 +181,8 @@ class _Supervised:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            start_new_session=True,  # a Ctrl-C to the command's group is the command's to handle
+            preexec_fn=die_with_parent,
         )
 
     def _watch(self) -> None:

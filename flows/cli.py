@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
 def _is_stop(exc: BaseException) -> bool:
     """Ctrl-C or SIGTERM: our handler's KeyboardInterrupt, or the TerminationSignal Prefect's
     own SIGTERM handler raises inside a flow run."""
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt | interrupt.Interrupted):
         return True
     prefect_exceptions = sys.modules.get("prefect.exceptions")
     return prefect_exceptions is not None and isinstance(exc, prefect_exceptions.TerminationSignal)
@@ -425,10 +425,18 @@ def _dispatch(args: argparse.Namespace) -> int:
     check_kinds((args.kind if args.command == "run" else None) or config.scope.kinds)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
-    from flows import pipeline  # Prefect is imported only for commands that run flows
+    # Prefect is imported only for commands that run flows
+    from flows.prefect_server import prefect_api
     from flows.quiet_errors import drop_reported_errors
 
     drop_reported_errors()
+    with prefect_api():
+        return _run_flows(args, band)
+
+
+def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> int:
+    """Run the flow command `args` names, reporting to the Prefect API; its exit status."""
+    from flows import pipeline
 
     common = {"home": args.home, "config": args.config}
     if args.command == "run":

@@ -136,6 +136,8 @@ def run_llm_batch(
             if item not in inputs:
                 return Outcome(ctx.status(stage.name, item, "rejected", "input_missing"))
             return await stage.work(ctx, item, inputs[item], client)
+        except Interrupted:
+            raise  # not finished: pending for the next run
         except ReasonedError as exc:  # an LLM's failure, no sandbox for code, ...
             return Outcome(ctx.status(stage.name, item, "failed", exc.reason, exc.detail))
         except Exception as exc:  # noqa: BLE001 - recorded, visible in `foundry stats`
@@ -162,7 +164,9 @@ def run_llm_batch(
             await _until_done_or_stopped(tasks)
         finally:
             await client.aclose()
-        finished = [t.result() for t in tasks if t.done() and not t.cancelled()]
+        finished = [
+            t.result() for t in tasks if t.done() and not t.cancelled() and t.exception() is None
+        ]
         return finished, client.drain_calls()
 
     outcomes, calls = asyncio.run(run_all())
@@ -637,7 +641,7 @@ def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
     stage from the name alone.)"""
     _, round_text, policy = name.split(":", 2)
     round_ = int(round_text.removeprefix("r"))
-    measured_by = f"calibrate:{policy}"
+    measured_by = "calibrate:start"
 
     def pending(ctx: StageContext) -> list[str]:
         return unfinished(ctx, name, task_ids)

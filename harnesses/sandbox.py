@@ -50,6 +50,8 @@ from types import TracebackType
 from typing import NamedTuple
 
 from data.errors import ReasonedError
+from data.interrupt import Interrupted
+from data.interrupt import requested as stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ TOOLS = {
 # what every command sees read-only inside its namespaces: programs, libraries, configuration
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 OPT_OUT = "FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX"
+STOP_POLL_S = 0.2  # how often a command's wait looks for a stop request (Ctrl-C, SIGTERM)
 PROBE_UID = 65534  # the uid root probes namespaces as: what a sandbox uid may do, not root
 
 
@@ -318,15 +321,22 @@ class Sandbox:
                 start_new_session=True,
                 pass_fds=pass_fds,
             )
-            try:
-                process.wait(timeout=timeout_s or self.limits.wall_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_session(process.pid)
-                process.wait()
+            stopped = False
+            deadline = started + (timeout_s or self.limits.wall_s)
+            while process.poll() is None:
+                stopped = stop_requested()
+                timed_out = time.monotonic() >= deadline
+                if stopped or timed_out:
+                    _kill_session(process.pid)
+                    process.wait()
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=min(STOP_POLL_S, max(deadline - time.monotonic(), 0)))
         if self.uid is not None:
             _kill_uid(self.uid)  # what the command left behind, escaped sessions included
         _reap_orphans(self.uid)
+        if stopped:
+            raise Interrupted(f"stopped while running {argv[0]} in the sandbox")
         return Completed(
             argv=list(argv),
             exit_code=process.returncode,

@@ -1,6 +1,7 @@
 """Ctrl-C (SIGINT) or a scheduler's SIGTERM in the middle of a stage stops `foundry run` within
 seconds with 130 / 143, the run recorded as interrupted; the next run completes the work without
-repeating what was done."""
+repeating what was done. The signal goes to the run's whole process group, as a terminal's
+Ctrl-C and `timeout` send it: the servers the run started must not die under it."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ MID_RUN = 20  # requests answered before the signal: the run is in its LLM stage
 def foundry_run(home: Path, server: FakeOpenAIServer) -> subprocess.Popen:
     (home.parent / "foundry.toml").write_text(SMALL_RUN_CONFIG)
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url}
+    env.pop("PREFECT_API_URL", None)  # the run starts its own Prefect server, as a user's does
     command = [sys.executable, "-m", "flows.cli", "run", "--home", str(home), "--kind", "doc_qa"]
     command += ["--config", str(home.parent / "foundry.toml"), *DOCS]
     return subprocess.Popen(
@@ -57,7 +59,7 @@ def test_a_signal_mid_stage_stops_the_run_and_the_next_run_finishes_it(tmp_path,
             assert time.monotonic() < deadline, "the run never reached its LLM stages"
             time.sleep(0.05)
         assert run.poll() is None, "the run ended before it could be interrupted"
-        os.kill(run.pid, signum)
+        os.killpg(run.pid, signum)  # the run's process group, as a terminal signals it
         try:
             _, stderr = run.communicate(timeout=30)
         except subprocess.TimeoutExpired:
@@ -84,3 +86,58 @@ def test_a_signal_mid_stage_stops_the_run_and_the_next_run_finishes_it(tmp_path,
     twice = [k for k, n in Counter((r["stage"], r["item_id"]) for r in terminal).items() if n > 1]
     assert twice == []  # no item was finished twice
     assert [r["state"] for r in Lake(home).runs()] == ["interrupted", "completed"]
+
+
+# a stage's worker thread running a command in the sandbox, the main thread waiting on it
+SANDBOXED_STAGE = """
+import sys, threading, time
+from pathlib import Path
+from data import interrupt
+from harnesses.sandbox import Limits, Sandbox
+
+ended = []
+
+def stage():
+    tree = Path(sys.argv[1])
+    try:
+        with Sandbox(tree, Limits(wall_s=300)) as sandbox:
+            print("started", flush=True)
+            sandbox.run(["sleep", "300"])
+        ended.append("finished")
+    except interrupt.Interrupted as stop:
+        ended.append(f"interrupted: {stop}")
+
+with interrupt.stop_on_signals():
+    worker = threading.Thread(target=stage)
+    worker.start()
+    while not ended:  # (a join the signal interrupts can leave the thread looking ended)
+        try:
+            time.sleep(0.1)
+        except KeyboardInterrupt:
+            pass
+print(ended[0], flush=True)
+"""
+
+
+def test_a_signal_stops_a_command_in_the_sandbox_and_leaves_nothing_running(tmp_path):
+    """The sandbox's command is in a session of its own, out of the signal's reach: the stage
+    waiting on it sees the stop request, kills the command and says it was interrupted."""
+    (tmp_path / "tree").mkdir()
+    stage = subprocess.Popen(
+        [sys.executable, "-c", SANDBOXED_STAGE, str(tmp_path / "tree")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert stage.stdout.readline().strip() == "started"
+    time.sleep(0.5)  # the command is running
+    os.killpg(stage.pid, signal.SIGINT)
+    try:
+        out, _ = stage.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(stage.pid, signal.SIGKILL)
+        pytest.fail("the sandboxed command ran on after the signal")
+    assert out.strip() == "interrupted: stopped while running sleep in the sandbox"
+    sleeping = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)
+    assert sleeping.stdout == ""
