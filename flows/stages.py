@@ -641,7 +641,7 @@ def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
     stage from the name alone.)"""
     _, round_text, policy = name.split(":", 2)
     round_ = int(round_text.removeprefix("r"))
-    measured_by = "calibrate:start"
+    measured_by = f"calibrate:{policy}"
 
     def pending(ctx: StageContext) -> list[str]:
         return unfinished(ctx, name, task_ids)
