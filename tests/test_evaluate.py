@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from data.answer_match import token_f1
 from data.lake import Lake
 from data.projections import last_user_message
 from data.served_policy import EMBEDDED, parse_policy, served_folder, weights_hash
 from flows.cli import main
-from flows.evaluate import ARTIFACT_KEY
+from flows.evaluate import ARTIFACT_KEY, evaluate_flow
+from generators.doc_qa_variants import HINT_MARK
 from judges.evaluation import paired_difference
 from tests.conftest import latest_artifacts
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.known_rate_policies import QUARTERS, KnownRatePolicies, lookalike
+from tests.fakes.openai_server import FakeOpenAIServer, Responder
 from tests.fakes.oracle import Oracle
 
 WEAK = "weak-model"
@@ -38,10 +44,9 @@ class _WeakSolver:
         return self.oracle(body)
 
 
-@pytest.fixture
-def evaluated_home(docqa_taskset, tmp_path, monkeypatch):
-    """A copy of the doc-QA taskset's home and version, the split with most tasks, and a fake
-    server whose `fake-model` is the oracle and `weak-model` never right."""
+def _copied_taskset(docqa_taskset, tmp_path) -> tuple[Path, Path, str, list[dict]]:
+    """A copy of the doc-QA taskset's home and version, the split with most tasks, and the
+    version's rows."""
     ctx, version, _ = docqa_taskset
     home = tmp_path / "home"
     shutil.copytree(ctx.config.home, home, symlinks=True)
@@ -49,11 +54,27 @@ def evaluated_home(docqa_taskset, tmp_path, monkeypatch):
     shutil.copytree(version, copy)
     manifest = json.loads((copy / "manifest.json").read_text())
     split = max(manifest["split"]["tasks"], key=manifest["split"]["tasks"].get)
-    responder = _WeakSolver(pq.read_table(copy / "part-00000.parquet").to_pylist())
+    rows = [r for part in manifest["files"] for r in pq.read_table(copy / part).to_pylist()]
+    return home, copy, split, rows
+
+
+@contextmanager
+def _served(responder: Responder, monkeypatch) -> Iterator[FakeOpenAIServer]:
+    """`responder` behind a fake server, which is the configured endpoint as `fake-model`."""
     with FakeOpenAIServer(responder) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("FOUNDRY_MODEL", "fake-model")
+        yield server
+
+
+@pytest.fixture
+def evaluated_home(docqa_taskset, tmp_path, monkeypatch):
+    """A copy of the doc-QA taskset's home and version, the split with most tasks, and a fake
+    server whose `fake-model` is the oracle and `weak-model` never right."""
+    home, copy, split, rows = _copied_taskset(docqa_taskset, tmp_path)
+    responder = _WeakSolver(rows)
+    with _served(responder, monkeypatch) as server:
         yield home, copy, split, server, responder
 
 
@@ -118,6 +139,69 @@ def test_an_unknown_split_or_unsplit_taskset_is_refused_clearly(docqa_taskset, t
 
     assert main(["evaluate", str(old), "--home", home, "--policy", "embedded"]) != 0
     assert "export it again" in capsys.readouterr().err
+
+
+@pytest.fixture
+def known_rates_home(docqa_taskset, tmp_path, monkeypatch):
+    """A copy of the doc-QA taskset, the split with most tasks, the true pass rates of four
+    policies on its questions, and a fake server where they answer at those rates (the oracle
+    stands for every other model): `before` at rates 0, 1/4, ..., 1 in turn; `shuffled` with
+    the same rates moved one question on (the same mean, other tasks); `worse` a quarter lower
+    where it can be; `lookalike` never right, its answers shaped like the gold."""
+    home, version, split, rows = _copied_taskset(docqa_taskset, tmp_path)
+    questions = sorted(last_user_message(r["prompt"]) for r in rows if r["split"] == split)
+    before = {q: QUARTERS[i % len(QUARTERS)] for i, q in enumerate(questions)}
+    rates = {
+        "before": before,
+        "shuffled": {q: before[questions[i - 1]] for i, q in enumerate(questions)},
+        "worse": {q: max(0.0, rate - 0.25) for q, rate in before.items()},
+        "lookalike": dict.fromkeys(questions, 0.0),
+    }
+    answers = {last_user_message(r["prompt"]).split(HINT_MARK)[0]: r["answer"] for r in rows}
+    policies = KnownRatePolicies(
+        {p: table.__getitem__ for p, table in rates.items()}, answers, Oracle()
+    )
+    with _served(policies, monkeypatch) as server:
+        yield home, version, split, rates, server.base_url
+
+
+def test_evaluate_measures_true_pass_rates_and_no_gain_that_is_not_there(known_rates_home):
+    """Pass rates and differences as the policies' true rates make them: no improvement where
+    the mean is unchanged, the regression where it fell, and no pass for an answer that only
+    looks like the gold."""
+    home, version, split, rates, url = known_rates_home
+    questions = sorted(rates["before"])
+    assert len(questions) >= len(QUARTERS)  # every rate occurs
+    golds = [r["answer"] for r in pq.read_table(version / "part-00000.parquet").to_pylist()]
+    assert all(token_f1(lookalike(gold), gold) >= 0.6 for gold in golds)  # F1 alone pays them
+
+    result = evaluate_flow(
+        taskset=str(version),
+        policies=[f"{policy}@{url}" for policy in rates],
+        split=split,
+        attempts=4,
+        home=str(home),
+    )
+
+    measured = {e["policy"]: e for e in result["evaluations"]}
+    for policy, true_rates in rates.items():
+        evaluation = measured[policy]
+        assert evaluation["tasks"] == len(questions)
+        assert evaluation["attempts"] == 4 * len(questions)
+        assert evaluation["passes"] == 4 * sum(true_rates.values())  # 4 attempts: exact
+        assert evaluation["ci_low"] <= evaluation["pass_rate"] <= evaluation["ci_high"]
+    assert measured["lookalike"]["passes"] == 0
+
+    shuffled, worse, lookalikes = result["differences"]
+    ups = sum(rates["shuffled"][q] > rates["before"][q] for q in questions)
+    downs = sum(rates["shuffled"][q] < rates["before"][q] for q in questions)
+    assert shuffled["mean"] == pytest.approx(0.0) and shuffled["low"] < 0 < shuffled["high"]
+    assert (shuffled["improved"], shuffled["worsened"]) == (ups, downs)
+    true_drop = sum(rates["worse"].values()) / len(questions) - measured["before"]["pass_rate"]
+    assert true_drop < 0 and worse["mean"] == pytest.approx(true_drop)
+    assert worse["high"] <= 0 and worse["improved"] == 0
+    assert lookalikes["mean"] == pytest.approx(-measured["before"]["pass_rate"])
+    assert lookalikes["improved"] == 0
 
 
 def test_paired_difference_resamples_tasks():

@@ -5,6 +5,9 @@ from the new policy's failures on train tasks."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -12,12 +15,15 @@ import pytest
 from data.lake import Lake
 from data.projections import last_user_message
 from flows.cli import main
+from flows.loop import loop_flow
 from flows.steering import failure_kind, steer
 from generators.doc_qa import LADDER
 from tests.conftest import SAMPLE_DOCS
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.known_rate_policies import KnownRatePolicies, hashed_quarter
+from tests.fakes.openai_server import FakeOpenAIServer, Responder
 from tests.fakes.oracle import Oracle
 
+TRUE_BANDS = {0.0: "too_hard", 0.25: "in_band", 0.5: "in_band", 0.75: "in_band", 1.0: "too_easy"}
 CONFIG = """
 [generate]
 max_chunks = 6
@@ -48,19 +54,50 @@ class _Solvers:
         return self.oracle(body)
 
 
-@pytest.fixture
-def loop_home(tmp_path, monkeypatch):
+@contextmanager
+def _ingested_home(tmp_path, monkeypatch, responder: Responder) -> Iterator[tuple[Path, Path, str]]:
+    """Four sample documents ingested into a home configured by `CONFIG`, and `responder`
+    behind a fake server that is the configured endpoint as `fake-model`: (home, config, URL)."""
     home = tmp_path / "home"
     config = tmp_path / "foundry.toml"
     config.write_text(CONFIG)
-    solvers = _Solvers()
-    with FakeOpenAIServer(solvers) as server:
+    with FakeOpenAIServer(responder) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("FOUNDRY_MODEL", "fake-model")
         docs = [str(d) for d in sorted(SAMPLE_DOCS.glob("*.md"))[:4]]
         assert main(["ingest", "docs", *docs, "--home", str(home), "--config", str(config)]) == 0
-        yield home, config, server.base_url, solvers
+        yield home, config, server.base_url
+
+
+@pytest.fixture
+def loop_home(tmp_path, monkeypatch):
+    solvers = _Solvers()
+    with _ingested_home(tmp_path, monkeypatch, solvers) as (home, config, url):
+        yield home, config, url, solvers
+
+
+def _always(question: str) -> float:
+    """The start policy's true pass rate: right every time."""
+    return 1.0
+
+
+def _trained(question: str) -> float:
+    """The trained policy's true pass rate: 0, 1/4, 1/2 or 3/4 by the question's hash, below
+    the start's on every task."""
+    return min(hashed_quarter(question), 0.75)
+
+
+@pytest.fixture
+def regressing_home(tmp_path, monkeypatch):
+    """As `loop_home`, with two more models on the server: `start`, always right, and
+    `trained`, right at a rate below 1 given by the question's hash; their wrong answers look
+    like the gold."""
+    solvers = _Solvers()
+    rates = {"start": _always, "trained": _trained}
+    policies = KnownRatePolicies(rates, solvers.oracle.answers, solvers)
+    with _ingested_home(tmp_path, monkeypatch, policies) as (home, config, url):
+        yield home, config, url
 
 
 def _rows(version) -> list[dict]:
@@ -145,6 +182,55 @@ def test_two_rounds_steer_by_failures_and_measure_against_the_last_policy(loop_h
     page = home / "report.html"
     assert main(["report", "--home", str(home), "--taskset", str(two), "--out", str(page)]) == 0
     assert 'id="loop"' in page.read_text()
+
+
+def test_a_trained_policy_that_is_worse_is_reported_as_a_regression_and_steers_by_its_failures(
+    regressing_home,
+):
+    """One round whose trained policy is worse than its start on every task: the round reports
+    the true drop, not a gain, and each train task is measured again and steered by what the
+    trained policy did with it (the start found every task too easy; the trained policy none)."""
+    home, config, url = regressing_home
+
+    result = loop_flow(
+        rounds=1,
+        policy=f"start@{url}",
+        trainer="given",
+        given=[f"trained@{url}"],
+        home=str(home),
+        config=str(config),
+    )
+
+    [record] = result["rounds"]
+    rows = _rows(home / "tasksets" / "docqa-loop" / "v0001")
+    questions = {r["task_id"]: last_user_message(r["prompt"]) for r in rows}
+    evals = [questions[r["task_id"]] for r in rows if r["split"] == "eval"]
+    assert evals and record["eval_tasks"] == len(evals)
+    after = sum(map(_trained, evals)) / len(evals)
+    assert record["before"] == 1.0 and record["after"] == pytest.approx(after)
+    assert record["difference"] == pytest.approx(after - 1.0)
+    assert record["difference_ci"][1] < 0  # no interval that reaches a gain
+
+    lake = Lake(home)
+    trained_bands = {
+        r["item_id"]: r["reason"]
+        for r in lake.rows("SELECT item_id, reason FROM status WHERE stage = 'calibrate:trained'")
+    }
+    steered = {
+        r["item_id"]: r["reason"]
+        for r in lake.rows("SELECT item_id, reason FROM status WHERE stage = 'steer:r1:trained'")
+    }
+    train = [r["task_id"] for r in rows if r["split"] == "train"]
+    assert train and set(steered) == set(train)
+    for task_id in train:
+        band = TRUE_BANDS[_trained(questions[task_id])]
+        assert trained_bands[task_id] == band
+        assert steered[task_id] != "repaired"  # too easy for the start, not for the trained
+        if band == "in_band":  # failed at times: a task aimed at its failure
+            assert steered[task_id] in ("targeted", "no_sibling")
+    # the failures targeted are the trained policy's: its answers shaped like the gold
+    targeted = sum(r == "targeted" for r in steered.values())
+    assert targeted and record["targets"] == {"several candidate answers": targeted}
 
 
 def test_a_loop_that_would_train_a_served_policy_is_refused(tmp_path, capsys):

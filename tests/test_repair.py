@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from collections import Counter
 
 import pytest
 
@@ -35,6 +37,7 @@ from generators.doc_qa_variants import (
     make_variant,
 )
 from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.fakes.hint_deaf_oracle import HintDeafOracle
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM, fake_endpoints
@@ -407,3 +410,62 @@ def test_hackable_tasks_are_not_repaired_and_variants_keep_their_remedy(tmp_path
         parent = tasks[variant.lineage.repair.parent].verifier
         assert variant.verifier.model_copy(update={"context": parent.context}) == parent
     assert funnel(ctx.lake)["repair"]["variants"] == len(variants)
+
+
+def test_repair_reports_only_the_rescues_a_hint_deaf_solver_allows(tmp_path):
+    """A solver that a hint helps on some questions only, chosen by a hash the pipeline cannot
+    see, and a generator whose harder variants of some facts leak the answer or name their
+    link: every task, variants included, is measured at its true band; a too-hard task is
+    rescued exactly when a hint helps it, the others stop at the step limit out of the band;
+    leaking variants are refused with their reasons; the summary counts what happened."""
+    oracle = HintDeafOracle()
+    ctx = make_context(
+        tmp_path / "home", calibrate={"harness": "closed_book", "method": "fixed", "k": 4}
+    )
+    ingest_docs([str(small_corpus(tmp_path))], ctx)
+    with FakeOpenAIServer(oracle) as server:
+        run_llm_stages(ctx, endpoints_for(server))
+
+    tasks = {t.task_id: t for t in ctx.lake.records("tasks")}
+    statuses = {
+        (r["stage"], r["item_id"]): r
+        for r in ctx.lake.rows("SELECT stage, item_id, reason, detail FROM status")
+    }
+    bands = {t: r["reason"] for (stage, t), r in statuses.items() if stage == "calibrate"}
+    assert bands == {t: oracle.band(task.question) for t, task in tasks.items()}  # re-measured
+
+    variants = [t for t in tasks.values() if t.lineage.repair]
+    family: dict[str, list[Task]] = {}
+    for variant in variants:
+        family.setdefault(variant.lineage.repair.root, []).append(variant)
+    rescued = {
+        root
+        for root, members in family.items()
+        if any(bands[v.task_id] == "in_band" for v in members)
+    }
+    too_hard = {
+        t for t, task in tasks.items() if not task.lineage.repair and bands[t] == "too_hard"
+    }
+    helped = {t for t in too_hard if oracle.hint_helps(tasks[t].question)}
+    assert helped and too_hard - helped
+    assert rescued & too_hard == helped
+    for root in too_hard - helped:  # walked down the ladder in vain, and says so
+        last = max(family[root], key=lambda v: v.lineage.repair.step)
+        assert {bands[v.task_id] for v in family[root]} == {"too_hard"}
+        assert statuses["repair", last.task_id]["reason"] == "step_limit"
+
+    too_easy = [
+        t for t in tasks.values() if not t.lineage.repair and bands[t.task_id] == "too_easy"
+    ]
+    leaky = [t for t in too_easy if oracle.leaks(t.evidence[0].quote)]
+    assert leaky
+    for task in leaky:
+        detail = statuses["repair", task.task_id]["detail"]
+        assert "paraphrased: question_contains_answer" in detail
+        assert re.search(r"two_hop: (question_names_bridge|no_bridge_in_neighbours)", detail)
+        assert task.task_id not in family
+    assert not [v for v in variants if v.answer.lower() in v.question.lower()]
+
+    summary = funnel(ctx.lake)["repair"]
+    assert summary["variants"] == len(variants) == summary["outcomes"]["repaired"]
+    assert summary["bands"] == Counter(bands[v.task_id] for v in variants)
