@@ -356,8 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             if _is_model_server_error(exc):
                 print(f"foundry: {exc}", file=sys.stderr)
                 return EXIT_MODEL_SERVER
-            if not _is_stop(exc):
-                raise
+            if not _is_stop(exc) and not interrupt.requested():
+                raise  # (after a stop request, what failed was cut short by it)
             interrupt.request(getattr(exc, "signal", signal.SIGINT))  # (set unless Prefect's)
             print(
                 "foundry: stopped; what finished is kept in the lake, and the next run resumes"

@@ -89,8 +89,9 @@ def stage_context(
     try:
         yield ctx
         state = "completed"
-    except (KeyboardInterrupt, TerminationSignal):
-        state = "interrupted"
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt | TerminationSignal) or interrupt.requested():
+            state = "interrupted"  # (after a stop request, what failed was cut short by it)
         raise
     finally:
         lake.finish_run(run_id, state, run_usage(lake, run_id))

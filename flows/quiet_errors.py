@@ -11,6 +11,7 @@ import logging
 
 from prefect.exceptions import TerminationSignal
 
+from data import interrupt
 from data.config import ConfigError
 from data.embedded import EmbeddedModelError
 from data.interrupt import Interrupted
@@ -29,6 +30,8 @@ RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 class _DropReported(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
+        if interrupt.requested() and record.levelno >= logging.ERROR:
+            return False  # the work the stop cut short (a query, a command): the stop says it
         error = record.exc_info[1] if record.exc_info else None
         return not isinstance(error, REPORTED) and not _about_reported(record)
 

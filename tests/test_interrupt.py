@@ -6,9 +6,11 @@ Ctrl-C and `timeout` send it: the servers the run started must not die under it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from data.lake import Lake
 from data.llm_cache import request_key
 from data.model_servers import PROBE_MESSAGES
+from data.sample_repo import build_sample_repo
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -141,3 +144,68 @@ def test_a_signal_stops_a_command_in_the_sandbox_and_leaves_nothing_running(tmp_
     assert out.strip() == "interrupted: stopped while running sleep in the sandbox"
     sleeping = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)
     assert sleeping.stdout == ""
+
+
+CODE_RUN_CONFIG = """
+[code]
+max_functions = 2
+max_bugs = 1
+max_replays = 2
+[calibrate]
+method = "fixed"
+k = 2
+"""
+
+
+def started_run(tmp_path: Path, server: FakeOpenAIServer, inputs: list[str], config: str):
+    """A `foundry run` over `inputs` as a user starts it (its own Prefect server), with a list
+    that its stderr lines are appended to as they come."""
+    (tmp_path / "foundry.toml").write_text(config)
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"}
+    env.pop("PREFECT_API_URL", None)
+    command = [sys.executable, "-m", "flows.cli", "run", "--home", str(tmp_path / "home")]
+    command += ["--config", str(tmp_path / "foundry.toml"), *inputs]
+    run = subprocess.Popen(
+        command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(run.stderr), daemon=True)
+    reader.start()
+    return run, lines, reader
+
+
+@pytest.mark.full
+@pytest.mark.parametrize(
+    ("inputs", "config", "when"),
+    [
+        pytest.param("repo", CODE_RUN_CONFIG, r"^replay: ", id="replaying commits in the sandbox"),
+        pytest.param("repo", CODE_RUN_CONFIG, r"^calibrate: ", id="calibrating code tasks"),
+        pytest.param("docs", SMALL_RUN_CONFIG, r"^repair: ", id="repairing document tasks"),
+    ],
+)
+def test_a_signal_late_in_a_run_stops_it_in_seconds(tmp_path, inputs, config, when):
+    """Ctrl-C to the run's process group, in a sandbox stage or the repair loop: the run stops
+    within seconds with the one line, no traceback, no server restarted under it; the next
+    run finishes."""
+    args = ["--repo", str(build_sample_repo(tmp_path / "ledgerline"))] if inputs == "repo" else DOCS
+    with FakeOpenAIServer(Oracle(), latency_s=0.05) as server:
+        run, lines, reader = started_run(tmp_path, server, args, config)
+        deadline = time.monotonic() + 400
+        while not any(re.match(when, line) for line in lines):
+            assert run.poll() is None, f"the run ended before {when!r}: {lines[-20:]}"
+            assert time.monotonic() < deadline, f"the run never reached {when!r}"
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGINT)
+        try:
+            run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            pytest.fail(f"the run did not stop within 30 s of the signal: {lines[-20:]}")
+        reader.join()
+        stderr = "".join(lines)
+        assert run.returncode == 130, stderr[-2000:]
+        assert "Traceback" not in stderr and "restarting" not in stderr, stderr[-2000:]
+        assert lines[-1].startswith("foundry: stopped")
+        again, lines, reader = started_run(tmp_path, server, args, config)
+        assert again.wait(timeout=400) == 0, "".join(lines)[-2000:]
+    assert [r["state"] for r in Lake(tmp_path / "home").runs()] == ["interrupted", "completed"]

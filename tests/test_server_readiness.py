@@ -4,6 +4,9 @@ start, once, with the cause in words."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,3 +49,34 @@ def test_a_server_that_dies_at_start_says_its_exit_code(tmp_path, monkeypatch):
 
     with pytest.raises(EmbeddedModelError, match="exited with code 3"):
         start(dying_server(port, "--on", "start", "--exit-code", "3"), port, tmp_path / "log")
+
+
+# a run whose stop takes a while (a stage finishing its batch) with the embedded server up
+STOPPING_SLOWLY = """
+import signal, sys, time
+from data.embedded import supervised_server
+port = int(sys.argv[1])
+command = [sys.executable, "-m", "tests.fakes.dying_server", "--port", str(port), "--on", "never"]
+with supervised_server(command, port, None):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("ready", flush=True)
+    time.sleep(4)
+"""
+
+
+def test_a_ctrl_c_to_the_command_does_not_kill_its_model_server(tmp_path):
+    """The terminal sends Ctrl-C to the command's whole process group; the model server is in a
+    session of its own, so it is not killed (and restarted) while the command stops."""
+    command = [sys.executable, "-c", STOPPING_SLOWLY, str(free_port())]
+    run = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert run.stdout.readline().strip() == "ready"
+    os.killpg(run.pid, signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0 and "restarting" not in stderr and "killed" not in stderr, stderr

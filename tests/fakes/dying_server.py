@@ -2,11 +2,13 @@
 
     python -m tests.fakes.dying_server --port PORT --on completion --signal SIGILL
     python -m tests.fakes.dying_server --port PORT --on start --exit-code 1
+    python -m tests.fakes.dying_server --port PORT --on never
 
 `--on start`: it dies before it listens (a server that cannot load). `--on completion`: it
 answers `GET /v1/models` like llama.cpp's server and dies on the first chat completion, by the
 signal given (SIGILL: instructions the CPU cannot run) or with the exit code. It prints a line
-first, as a server's log would.
+first, as a server's log would. `--on never`: it answers every completion with one token, a
+server that dies only of what is done to it from outside.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def die(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--on", choices=["start", "completion"], required=True)
+    parser.add_argument("--on", choices=["start", "completion", "never"], required=True)
     parser.add_argument("--signal", help="e.g. SIGILL")
     parser.add_argument("--exit-code", type=int, default=1)
     args = parser.parse_args()
@@ -50,7 +52,16 @@ def main() -> None:
             self.wfile.write(body.encode())
 
         def do_POST(self) -> None:
-            die(args)
+            if args.on == "completion":
+                die(args)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            message = {"role": "assistant", "content": "Hi"}
+            body = json.dumps({"choices": [{"index": 0, "message": message}]})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
 
     print("listening", flush=True)
     HTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
