@@ -27,6 +27,7 @@ from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_se
 from data.embedded import die_with_parent, free_port
 
 STARTUP_TIMEOUT_S = 60.0
+PORT_ATTEMPTS = 3
 _started: list[tuple[subprocess.Popen, str]] = []  # this process's server, once started
 
 
@@ -52,11 +53,31 @@ def prefect_api() -> Iterator[str]:
 
 
 def _own_server() -> str:
-    """The URL of this process's temporary server, started now if it is not running."""
+    """The URL of this process's temporary server, started now if it is not running; on a
+    port another process took between its choice and the server's bind, on another port."""
     if _started and _started[0][0].poll() is None:
         return _started[0][1]
     _started.clear()
-    port = free_port()
+    attempts = 0
+    while True:
+        attempts += 1
+        port = free_port()
+        process = _launch(port)
+        url = f"http://127.0.0.1:{port}/api"
+        try:
+            _wait_until_healthy(process, url)
+        except _ExitedEarly:
+            if attempts == PORT_ATTEMPTS:
+                raise
+            continue
+        except BaseException:
+            _stop(process)
+            raise
+        _started.append((process, url))
+        return url
+
+
+def _launch(port: int) -> subprocess.Popen:
     environment = {
         **os.environ,
         **get_current_settings().to_environment_variables(exclude_unset=True),
@@ -89,22 +110,19 @@ def _own_server() -> str:
         start_new_session=True,  # no signal sent to the command's group reaches it
         preexec_fn=die_with_parent,
     )
-    url = f"http://127.0.0.1:{port}/api"
     atexit.register(_stop, process)
-    try:
-        _wait_until_healthy(process, url)
-    except BaseException:
-        _stop(process)
-        raise
-    _started.append((process, url))
-    return url
+    return process
+
+
+class _ExitedEarly(RuntimeError):
+    """The server process ended before it answered (its port taken, most often)."""
 
 
 def _wait_until_healthy(process: subprocess.Popen, url: str) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the temporary Prefect server exited {process.returncode}")
+            raise _ExitedEarly(f"the temporary Prefect server exited {process.returncode}")
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
                 if response.status == 200:

@@ -146,11 +146,14 @@ def agentic_taskset(tmp_path_factory):
 
 
 def latest_artifacts(keys: list[str]) -> dict:
-    """The latest Prefect artifact of each of `keys`, read back through the Prefect API."""
+    """The latest Prefect artifact of each of `keys`, read back through the Prefect API the
+    `foundry` commands of this process reported to."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    with get_client(sync_client=True) as client:
+    from flows.prefect_server import prefect_api
+
+    with prefect_api(), get_client(sync_client=True) as client:
         found = client.read_artifacts(
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys))
         )
