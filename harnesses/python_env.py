@@ -3,8 +3,9 @@ once, then shared read-only by every sandbox that runs that repository's tests.
 
 Only wheels are installed (`--only-binary=:all:`), so installing runs none of the packages'
 code; the repository itself is never installed, its tree goes on PYTHONPATH. Environments live
-under a folder every sandbox uid can read (`env_cache()`), keyed by the interpreter and the
-requirements; one being built is locked, and one whose build died is rebuilt.
+under a folder every sandbox uid can read (`env_cache()`: `foundry-envs-<uid>` in the temporary
+folder, or `FOUNDRY_ENV_CACHE`), keyed by the interpreter and the requirements; one being built
+is locked, and one whose build died is rebuilt.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from harnesses.sandbox import SYSTEM_DIRS, private_dir
 
+ENV_CACHE_VARIABLE = "FOUNDRY_ENV_CACHE"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 REQUIREMENT_FILES = (
     "requirements.txt",
@@ -63,7 +65,10 @@ def readable_paths(env: Path) -> tuple[Path, ...]:
 
 
 def env_cache() -> Path:
-    return private_dir(Path(tempfile.gettempdir()) / f"foundry-envs-{os.geteuid()}", 0o755)
+    """The folder environments (and JavaScript dependencies) are built in."""
+    chosen = os.environ.get(ENV_CACHE_VARIABLE)
+    default = Path(tempfile.gettempdir()) / f"foundry-envs-{os.geteuid()}"
+    return private_dir(Path(chosen) if chosen else default, 0o755)
 
 
 def requirements_of(tree: Path) -> list[str]:

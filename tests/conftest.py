@@ -25,10 +25,12 @@ from flows.stages import (
     run_stages,
     solver_through_proxy,
 )
+from harnesses.python_env import ENV_CACHE_VARIABLE
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints
 
+SESSION_ENV_CACHE = pytest.StashKey[str]()
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
 # a small `foundry run` for the tests that run it whole: four chunks, one repair step, two
 # fixed attempts per task
@@ -51,6 +53,23 @@ def run_outcome(home: Path) -> tuple[list[str], list[str]]:
     latest = home / "tasksets" / "docqa" / "latest"
     exported = pq.read_table(latest / "part-00000.parquet").column("task_id").to_pylist()
     return tasks, sorted(exported)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The repositories' environments of this test session are built in a folder of its own
+    (every sandbox uid can read it), which its workers share and which goes with it: no test
+    reads what an earlier session built."""
+    if ENV_CACHE_VARIABLE not in os.environ and "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="foundry-test-envs-")
+        os.chmod(folder, 0o755)
+        os.environ[ENV_CACHE_VARIABLE] = folder
+        config.stash[SESSION_ENV_CACHE] = folder
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(SESSION_ENV_CACHE, None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
