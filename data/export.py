@@ -28,6 +28,7 @@ from data.corpus_index import HARNESS as SEARCH_HARNESS
 from data.funnel import MEASURED_BY, funnel
 from data.git import checkout
 from data.lake import Lake
+from data.names import slug
 from data.records import SCHEMA_VERSION, SplitAssignment, WorldSetup, utcnow
 from data.splits import DEFAULT_EVAL_SHARE, GROUPING, WITHHELD, SplitPlan, group_keys, plan_splits
 from data.workspace_bundle import FOLDER as BUNDLES
@@ -403,12 +404,6 @@ def _tools(world: str | None) -> str | None:
     """A tool-use task's tools in the OpenAI tools format (JSON), from its world."""
     setup = json.loads(world) if world else None
     return json.dumps(WorldSetup.model_validate(setup).tools, sort_keys=True) if setup else None
-
-
-def slug(text: str) -> str:
-    """`text` with every run of characters other than letters, digits, `.`, `_` and `-` made
-    one `-` (a name safe in paths and ids)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
 
 
 def _latest_version(root: Path) -> Path | None:

@@ -18,12 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from data.records import Pool
+from data.records import POOL_CEILINGS
 from data.splits import EVAL, HELD_OUT
 from data.verifiers_package import packaged, taskset_id, tools_of
 
-# prime-rl's difficulty pools: each pool's inclusive ceiling on the mean reward, in order
-POOL_CEILINGS: dict[Pool, float] = {"hard": 0.25, "normal": 0.75, "easy": 1.0}
 POOL_WEIGHTS = {"hard": 0.2, "normal": 1.0, "easy": 0.2}  # prime-rl's defaults
 GROUP_SIZE = 8
 

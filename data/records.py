@@ -22,6 +22,8 @@ SCHEMA_VERSION = "1"
 
 Band = Literal["too_easy", "in_band", "too_hard"]
 Pool = Literal["easy", "normal", "hard"]
+# the difficulty pools (prime-rl's): each pool's inclusive ceiling on the mean reward, in order
+POOL_CEILINGS: dict[Pool, float] = {"hard": 0.25, "normal": 0.75, "easy": 1.0}
 ItemStatus = Literal["done", "rejected", "failed"]
 Direction = Literal["harder", "easier"]  # where the repair loop moves an out-of-band task
 # what reviewing a task did to its verifier (see `Review`): none_held, a remedy was tried and

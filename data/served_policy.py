@@ -25,7 +25,7 @@ from pathlib import Path
 
 from data.config import FoundryConfig, with_solver
 from data.embedded import free_port, supervised_server
-from data.export import slug
+from data.names import slug
 
 EMBEDDED = "embedded"
 WEIGHTS = ("*.safetensors", "*.bin", "*.gguf")

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from data.rewarded import Rewarded
 from data.splits import EVAL, HELD_OUT, TRAIN
 from harnesses.train_environments import SINGLE_TURN, Environments, environments_for
 from harnesses.train_episodes import EpisodeRecorder
@@ -35,16 +36,6 @@ from harnesses.warm_start import WarmStart, warm_start, warm_start_rows
 RewardFunction = Callable[..., list[float | None]]
 # the columns of a trainer row that grading a completion again needs
 ROW_COLUMNS = ("verifier", "solution", "answer", "kind", "task_id", "workspace", "world")
-
-
-@dataclass(frozen=True)
-class Rewarded:
-    """A completion a reward function rewarded fully (reward >= 1), with its row's columns."""
-
-    reward_function: str
-    prompt: Any
-    completion: Any  # text, or a conversation (a list of messages)
-    columns: dict[str, Any]
 
 
 class RewardSampler:

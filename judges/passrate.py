@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from data.prime_rl import POOL_CEILINGS
-from data.records import Band, Pool
+from data.records import POOL_CEILINGS, Band, Pool
 
 
 def wilson_interval(passes: int, n: int, confidence: float) -> tuple[float, float]:

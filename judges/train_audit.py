@@ -15,7 +15,7 @@ from typing import Any
 
 from data.llm import LLMClient, LLMError
 from data.records import VERIFIER_SPEC, Attempt, Task, Usage, content_id
-from harnesses.trainer import Rewarded
+from data.rewarded import Rewarded
 from judges import hacks, world_state
 from judges.rewards import completion_text, trainer_task
 

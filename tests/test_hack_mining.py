@@ -19,9 +19,10 @@ from data.records import (
     Usage,
     Workspace,
 )
+from data.rewarded import Rewarded
 from families import family_of
 from flows.train import hack_audit
-from harnesses.trainer import Rewarded, RewardSampler
+from harnesses.trainer import RewardSampler
 from judges import hacks, world_state
 from judges.equivalence import grade
 from judges.review import review
