@@ -29,6 +29,7 @@ from data.sample_repo import build_sample_repo
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG, run_outcome
 from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer
 from tests.fakes.oracle import Oracle
+from tests.test_sandbox import live_listener
 
 pytestmark = pytest.mark.full  # two whole runs and a re-run: `make test-full`
 
@@ -78,8 +79,10 @@ def git_repo(path: Path, files: dict[str, str]) -> Path:
     return path
 
 
-def hostile_repos(root: Path) -> dict[str, Path]:
-    """Repositories whose tests cannot be used, by the reason each must be refused with."""
+def hostile_repos(root: Path, listening: int) -> dict[str, Path]:
+    """Repositories whose tests cannot be used, by the reason each must be refused with; one
+    whose test needs the network connects to the loopback port `listening`, live outside the
+    sandbox."""
     code = {"calc.py": "def add(a, b):\n    return a + b\n"}
     tests = {
         "failing": "from calc import add\n\ndef test_add():\n    assert add(1, 1) == 3\n",
@@ -87,7 +90,7 @@ def hostile_repos(root: Path) -> dict[str, Path]:
         "fork_bomb": "import os\n\ndef test_fork():\n    while True:\n        os.fork()\n",
         "network": (
             "import socket\n\ndef test_fetch():\n"
-            "    socket.create_connection(('pypi.org', 443), timeout=5).close()\n"
+            f"    socket.create_connection(('127.0.0.1', {listening}), timeout=5).close()\n"
         ),
     }
     repos = {"no_tests": git_repo(root / "no_tests", code)}
@@ -237,16 +240,6 @@ def runs(tmp_path_factory):
 
     hostile = root / "hostile"
     hostile.mkdir()
-    expected = {
-        "documents": hostile_documents(hostile / "docs"),
-        "traces": hostile_traces(hostile / "traces"),
-        "worlds": hostile_worlds(hostile / "worlds"),
-        "repos": hostile_repos(hostile / "repos"),
-    }
-    sources = [str(hostile / "docs"), *benign, "--traces", str(hostile / "traces")]
-    sources += ["--worlds", str(hostile / "worlds")]
-    for repo in expected["repos"].values():
-        sources += ["--repo", str(repo)]
     faulty = FakeOpenAIServer(
         Oracle(),
         fault_rate=FAULT_RATE,
@@ -256,7 +249,17 @@ def runs(tmp_path_factory):
         retry_after_s=0.01,
         hang_s=1.5,
     )
-    with faulty:
+    with live_listener() as listening, faulty:
+        expected = {
+            "documents": hostile_documents(hostile / "docs"),
+            "traces": hostile_traces(hostile / "traces"),
+            "worlds": hostile_worlds(hostile / "worlds"),
+            "repos": hostile_repos(hostile / "repos", listening),
+        }
+        sources = [str(hostile / "docs"), *benign, "--traces", str(hostile / "traces")]
+        sources += ["--worlds", str(hostile / "worlds")]
+        for repo in expected["repos"].values():
+            sources += ["--repo", str(repo)]
         home = hostile / "home"
         peak = foundry_run(home, faulty, sources)
         yield Runs(
