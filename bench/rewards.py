@@ -1,8 +1,8 @@
 """Reward throughput: what the TRL reward function adds over the bare answer matcher.
 
-A trainer calls `judges.rewards.verifier_reward` on every batch of completions, with the
-taskset's columns (the verifier spec as JSON, the gold answer). This measures, over the same
-rows, completions scored per second by:
+A trainer calls `judges.verifier_types.trainer_rewards.verifier_reward` on every batch of
+completions, with the taskset's columns (the verifier spec as JSON, the gold answer). This
+measures, over the same rows, completions scored per second by:
 
 - **match**: `data.answer_match.match` on each (completion, gold) pair, the spec already
   parsed (the baseline: the matching itself);
@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 from data.answer_match import match  # noqa: E402
 from harnesses.world import World, WorldSpec, load_world_spec  # noqa: E402
 from harnesses.world_replay import replay  # noqa: E402
-from judges.rewards import verifier_reward  # noqa: E402
+from judges.verifier_types.trainer_rewards import verifier_reward  # noqa: E402
 
 WORDS = [
     "river",

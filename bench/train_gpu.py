@@ -2,8 +2,8 @@
 
 It trains the policy (default: the embedded SmolLM2-135M-Instruct, dequantised from its GGUF by
 `data.policy.policy_path`; or any model folder with `--policy`) on a taskset's `trl` projection
-with `judges.rewards.verifier_reward` as the reward (verifier types `exact_or_f1` and
-`tool_calls`), as `flows/train.py` wires it but without Prefect, under
+with `judges.verifier_types.trainer_rewards.verifier_reward` as the reward (verifier types
+`exact_or_f1` and `tool_calls`), as `flows/train.py` wires it but without Prefect, under
 `harnesses.trainer.gpu_settings(steps)`: bf16, 8 completions per step in groups of 8, up to 256
 tokens each, generation by transformers unless vLLM is installed.
 
@@ -49,7 +49,7 @@ from harnesses.trainer import (  # noqa: E402
     smoke_settings,
     train_grpo,
 )
-from judges.rewards import verifier_reward  # noqa: E402
+from judges.verifier_types.trainer_rewards import verifier_reward  # noqa: E402
 
 SCORED_TYPES = ["exact_or_f1", "tool_calls"]
 SHOWN_STEPS = 3  # rewards printed from each end of the run

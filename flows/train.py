@@ -36,11 +36,11 @@ from harnesses.trainer import (
     smoke_settings,
     train_grpo,
 )
-from judges.equivalence import judge_reward
+from judges import verifier_types
 from judges.hacks import Audit
-from judges.rewards import verifier_reward
 from judges.train_audit import audit_rewarded, summary, to_audit
 from judges.unit_tests import unit_test_reward
+from judges.verifier_types.trainer_rewards import judge_reward, verifier_reward
 
 DEFAULT_STEPS = 200
 AUDIT_SAMPLE = 8  # rewarded completions the judge panel audits for reward hacks per run
@@ -184,7 +184,7 @@ def train_flow(
     lake = Lake(cfg.home)
     project(version, "trl", lake)
     rewards: dict[str, RewardFunction] = {"verifier_reward": verifier_reward}
-    scored = ["exact_or_f1", "tool_calls", "world_state"]
+    scored = [t.name for t in verifier_types.REGISTERED if t.reward]
     unit_tests = StageContext(lake=lake, config=cfg, run_id="train").unit_tests
     if unit_tests.mirrors:
         rewards["unit_test_reward"] = unit_test_reward(unit_tests)
@@ -204,6 +204,6 @@ def train_flow(
         return grpo_task(*args, hacks, audit)
     with resolve_endpoints(cfg, cfg.home / "logs") as endpoints:
         rewards["judge_reward"] = judge_reward(endpoints)
-        scored += ["llm_equivalence", "rubric"]
+        scored += [t.name for t in verifier_types.REGISTERED if t.judged]
         hacks = hack_audit(cfg, endpoints) if audit else None
         return grpo_task(*args, hacks, audit)

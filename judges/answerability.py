@@ -20,8 +20,8 @@ from data.llm import LLMClient, LLMError
 from data.prompts import Prompt, load_prompt
 from data.records import Consensus, Task, Usage, Verdict, content_id
 from judges.consensus import Predicate, majority, rule_from
-from judges.equivalence import grade
 from judges.panel import consensus_record
+from judges.verifier_types import grade
 
 OPEN_BOOK = load_prompt(__file__, "open_book")
 CLOSED_BOOK = load_prompt(__file__, "closed_book")

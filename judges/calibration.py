@@ -16,9 +16,9 @@ from data.llm import LLMClient, settle
 from data.records import Attempt, Difficulty, Task, content_id, seed_for
 from harnesses.base import Harness
 from judges.adaptive import LABELS, SAMPLE, BandRule, Policy, Prior, matching_policy
-from judges.equivalence import grade
 from judges.passrate import learnability, pass_at_k, pool, wilson_interval
 from judges.score import Score
+from judges.verifier_types import grade
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ async def calibrate(
     stage: str = "calibrate",
 ) -> tuple[list[Attempt], Difficulty]:
     """Attempt `task` through `harness` (never with its source in the prompt), round by round,
-    until the plan settles its band; `grader` scores each reply (default: `equivalence.grade`,
+    until the plan settles its band; `grader` scores each reply (default: `verifier_types.grade`,
     the task's answer verifier). The difficulty row names `stage` as what measured it."""
     score = grader or (lambda task, completion: grade(task, completion, llm))
     # calibrations share their seeds, evaluations theirs: an evaluation samples afresh

@@ -55,10 +55,10 @@ from harnesses.edits import EditError, Edits, parse_edits
 from harnesses.world_replay import as_calls
 from judges import rubrics
 from judges.consensus import decide, majority
-from judges.equivalence import grade
 from judges.rewards import answer_key, distinct_attempts, score
 from judges.rubric_grade import transcript
 from judges.tool_calls import parse_calls
+from judges.verifier_types import grade
 
 MAX_ATTEMPTS = 3
 MAX_BLOCK_CHARS = 6000  # of a code task's statement, reference change or attempt shown to a judge

@@ -1,8 +1,6 @@
-"""Reward functions: score an attempt against the gold answer as the task's verifier spec says.
-
-Used by the judges (answerability), by calibration (pass rates) and by trainers: `verifier_reward`
-has the signature of a TRL `GRPOTrainer` reward function and reads the taskset's own columns.
-"""
+"""Scoring an answer against the gold, and what a trainer's reward function reads from its
+batch: the specs, gold answers, completions and prompts of the taskset's own columns (the reward
+functions themselves are the verifier registry's, `judges.verifier_types.trainer_rewards`)."""
 
 from __future__ import annotations
 
@@ -16,20 +14,16 @@ from data.records import (
     VERIFIER_SPEC,
     AnswerSpec,
     Attempt,
-    ExactOrF1Spec,
     Lineage,
     Message,
     Task,
     ToolCall,
-    ToolCallsSpec,
     VerifierSpec,
     Workspace,
     WorldSetup,
-    WorldStateSpec,
 )
 from data.world_runtime import conversation_attempt
 from harnesses.tool_replay import attempt_text
-from judges import tool_calls, world_state
 from judges.score import Score
 
 
@@ -98,40 +92,6 @@ def columns_of(
     if len(specs) != len(golds):
         raise ValueError(f"{len(specs)} verifier specs for {len(golds)} gold answers")
     return specs, golds
-
-
-def verifier_reward(
-    prompts: list[Any],
-    completions: list[Completion],
-    verifier: list[str | dict[str, Any]],
-    solution: list[str] | None = None,
-    answer: list[str] | None = None,
-    **columns: Any,
-) -> list[float | None]:
-    """A TRL reward function (`reward_funcs=[verifier_reward]`) for the verifiers that need no
-    model and no sandbox: `exact_or_f1` (normalised exact match, else token F1 against the
-    threshold), `tool_calls` (the share of expected calls made in order) and `world_state` (the
-    completion's tool calls replayed on the task's `world` column leave the gold state; the
-    completion is the harness's attempt JSON or a conversation with tool calls). Every other
-    verifier type gets None, which TRL leaves to the other reward functions. The gold answer
-    is the `solution` column (trainer projections) or `answer` (the canonical taskset); the
-    spec is the `verifier` column, as JSON or as a dict."""
-    rewards: list[float | None] = []
-    specs, golds = columns_of(verifier, solution, answer)
-    worlds = columns.get("world") or [None] * len(specs)
-    rows = zip(prompts, completions, specs, golds, worlds, strict=True)
-    for prompt, completion, spec, gold, world in rows:
-        text = completion_text(completion)
-        if isinstance(spec, ExactOrF1Spec):
-            rewards.append(score(spec, text, gold, question_of(prompt)).reward)
-        elif isinstance(spec, ToolCallsSpec):
-            rewards.append(tool_calls.grade(spec, replay_attempt(completion)).reward)
-        elif isinstance(spec, WorldStateSpec) and world:
-            task = trainer_task(prompt, gold, spec, "world_tool_use", world=world)
-            rewards.append(world_state.grade(task, completion).reward)
-        else:
-            rewards.append(None)
-    return rewards
 
 
 def replay_attempt(completion: Completion) -> str:

@@ -13,7 +13,7 @@ from data.llm import LLMClient
 from data.records import Task
 from data.spans import answer_candidates
 from judges import tool_calls
-from judges.equivalence import grade
+from judges.verifier_types import grade
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 

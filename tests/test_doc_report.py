@@ -31,8 +31,9 @@ from generators import doc_report
 from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure
 from judges import hacks
-from judges.equivalence import grade, judge_reward
 from judges.review import review
+from judges.verifier_types import grade
+from judges.verifier_types.trainer_rewards import judge_reward
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM

@@ -7,7 +7,8 @@ import pytest
 from data.llm import LLMError
 from data.prompts import escape
 from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec
-from judges.equivalence import grade, messages_for
+from judges.equivalence import messages_for
+from judges.verifier_types import grade
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_generator_and_judges import first_task
@@ -94,7 +95,7 @@ def test_exact_or_f1_tasks_never_ask_the_panel():
 
 
 def test_judge_reward_asks_the_panel_for_judged_types_only(oracle_server):
-    from judges.equivalence import judge_reward
+    from judges.verifier_types.trainer_rewards import judge_reward
     from tests.conftest import endpoints_for
 
     reward = judge_reward(endpoints_for(oracle_server))

@@ -16,9 +16,8 @@ from families import REGISTERED, export_kinds
 from families.code_stages import inject_bugs, rebuild_functions, replay_commits
 from families.world_stages import ingest_world_files
 from flows.stages import ingest_docs
-from judges.equivalence import judge_reward
-from judges.rewards import verifier_reward
 from judges.unit_tests import unit_test_reward
+from judges.verifier_types.trainer_rewards import judge_reward, verifier_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

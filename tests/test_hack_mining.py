@@ -24,10 +24,11 @@ from families import family_of
 from flows.train import hack_audit
 from harnesses.trainer import RewardSampler
 from judges import hacks, world_state
-from judges.equivalence import grade
 from judges.review import review
-from judges.rewards import score, verifier_reward
+from judges.rewards import score
 from judges.train_audit import audit_rewarded, response_of, to_audit
+from judges.verifier_types import grade
+from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_generator_and_judges import first_task

@@ -33,7 +33,8 @@ from generators.trace_tasks import replay_task
 from harnesses.doc_search import DocSearch
 from harnesses.tool_replay import attempt_text, replay
 from judges import tool_calls
-from judges.rewards import trainer_task, verifier_reward
+from judges.rewards import trainer_task
+from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_doc_search import CHUNKS

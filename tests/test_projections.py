@@ -18,7 +18,7 @@ from data.hub import push_version
 from data.projections import SFT_SCHEMA, canonical_rows, episode_message, project
 from data.verifiers_package import module_name, packaged, taskset_id
 from flows.cli import main
-from judges.rewards import verifier_reward
+from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.test_world_package import VERIFIERS_PYTHON, installed, verifiers_figures
 
 

@@ -30,10 +30,11 @@ from harnesses.tool_replay import attempt_text
 from harnesses.world import World, load_world_spec
 from harnesses.world_replay import as_calls, replay
 from judges import equivalence, instruction, rubric_grade, tool_calls, trace_outcome, world_state
-from judges.equivalence import grade
 from judges.instruction import check
-from judges.rewards import score, trainer_task, verifier_reward
+from judges.rewards import score, trainer_task
 from judges.trace_outcome import rate
+from judges.verifier_types import grade
+from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.fakes.scripted_llm import ScriptedLLM
 
 SHOP = Path(__file__).resolve().parent.parent / "data" / "samples" / "worlds" / "outdoor_shop.toml"

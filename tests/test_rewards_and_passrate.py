@@ -63,7 +63,7 @@ def test_bands_and_pools():
 
 
 def test_verifier_reward_has_the_trl_signature_and_skips_what_needs_a_model():
-    from judges.rewards import verifier_reward
+    from judges.verifier_types.trainer_rewards import verifier_reward
 
     specs = [
         ExactOrF1Spec().model_dump_json(),

@@ -262,7 +262,7 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
 def test_verifier_reward_reads_the_exported_taskset_as_trl_would(tmp_path, oracle_server):
     from datasets import load_dataset
 
-    from judges.rewards import verifier_reward
+    from judges.verifier_types.trainer_rewards import verifier_reward
 
     home = tmp_path / "home"
     ctx = make_context(home, calibrate={"k": 2}, scope={"kinds": list(TRACE_KINDS)})

@@ -31,7 +31,7 @@ from harnesses.train_environments import (
 )
 from harnesses.train_episodes import EpisodeRecorder, openai_messages
 from harnesses.warm_start import gold_episode, warm_start_rows
-from judges.rewards import verifier_reward
+from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.test_doc_search import CHUNKS
 from tests.test_trace_tasks import REFUND, refund_environment
 

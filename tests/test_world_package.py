@@ -1,6 +1,7 @@
 """World tasks in the verifiers v1 taskset package: the package ships taskfoundry's own world
 runtime, `vf-validate` passes on it, and its reward grades the same completions as
-`judges.rewards.verifier_reward`, in the verifiers library's own virtualenv."""
+`judges.verifier_types.trainer_rewards.verifier_reward`, in the verifiers library's own
+virtualenv."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from data.records import content_id
 from data.verifiers_package import module_name, packaged, taskset_id, write_package
 from generators.world_tasks import Candidate
 from harnesses.world_check import wrong_variants
-from judges.rewards import verifier_reward
+from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.test_world_tasks import SHOP, TRAVEL, generated
 
 ROOT = Path(__file__).resolve().parent.parent

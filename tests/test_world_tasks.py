@@ -27,7 +27,7 @@ from harnesses.world import World, load_world_spec, world_spec
 from harnesses.world_check import self_check
 from harnesses.world_replay import gold_calls
 from judges import world_state
-from judges.rewards import verifier_reward
+from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM

@@ -18,7 +18,7 @@ from typing import TypeVar
 from data.llm import LLMError
 from data.records import Task
 from harnesses.trial import Step, Trial
-from judges import equivalence
+from judges import verifier_types
 from judges.code_grading import Point, TrySteps, grade
 from judges.outside_check import Oracle
 from judges.redteam.answer_attacks import AnswerAttack, JudgeAsked, NoJudge
@@ -96,7 +96,7 @@ def attack_answers(tasks: Sequence[Task], attacks: Sequence[AnswerAttack]) -> li
 async def _answer_graded(task: Task, reply: str) -> tuple[float, str]:
     judge = NoJudge()
     try:
-        score = await equivalence.grade(task, reply, judge)
+        score = await verifier_types.grade(task, reply, judge)
     except (JudgeAsked, LLMError) as error:
         return 1.0, f"reached a judge ({error}): a judge that says yes would pay it"
     return score.reward, score.why

@@ -1,0 +1,22 @@
+"""`tool_calls`: the attempt must make the expected calls in order (`judges.tool_calls`)."""
+
+from __future__ import annotations
+
+from data.llm import LLMClient
+from data.records import Task, ToolCallsSpec
+from judges import tool_calls
+from judges.rewards import replay_attempt
+from judges.score import Score
+from judges.verifier_types.base import RewardRow, VerifierType
+
+
+async def _grade(task: Task, completion: str, llm: LLMClient) -> Score:
+    return tool_calls.grade(task.verifier, completion)
+
+
+def _reward(row: RewardRow) -> float:
+    """The share of expected calls made in order, from an episode's calls or the attempt JSON."""
+    return tool_calls.grade(row.spec, replay_attempt(row.completion)).reward
+
+
+TYPE = VerifierType("tool_calls", ToolCallsSpec, _grade, reward=_reward)

@@ -1,0 +1,21 @@
+"""`world_state`: the attempt's calls replayed on the task's world must leave the gold state
+(`judges.world_state`); the world family grades it."""
+
+from __future__ import annotations
+
+from data.records import WorldStateSpec
+from judges import world_state
+from judges.rewards import trainer_task
+from judges.verifier_types.base import RewardRow, VerifierType
+
+
+def _reward(row: RewardRow) -> float | None:
+    """The completion's tool calls replayed on the row's `world` (None without one)."""
+    world = row.columns.get("world")
+    if not world:
+        return None
+    task = trainer_task(row.prompt, row.gold, row.spec, "world_tool_use", world=world)
+    return world_state.grade(task, row.completion).reward
+
+
+TYPE = VerifierType("world_state", WorldStateSpec, None, reward=_reward)
