@@ -30,11 +30,10 @@ from data.config import GenerateConfig
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import (
+    VERIFIER_SPEC,
     Chunk,
     Evidence,
-    ExactOrF1Spec,
     Lineage,
-    LLMEquivalenceSpec,
     Message,
     SourceRef,
     Task,
@@ -205,8 +204,8 @@ async def _candidate(
     level = LADDER.level(config.level)
     context = {"evidence": [evidence], "passage": [chunk.text], SEARCH: []}
     prompt = task_prompt(question, context[str(level.knobs["context"])])
-    spec = ExactOrF1Spec if config.verifier == "exact_or_f1" else LLMEquivalenceSpec
-    verifier = spec(context=_blank_context(question) if style == "cloze" else [])
+    blanked = _blank_context(question) if style == "cloze" else []
+    verifier = VERIFIER_SPEC.validate_python({"type": config.verifier, "context": blanked})
     task = Task(
         task_id=Task.make_id("doc_qa", prompt, answer, verifier),
         kind="doc_qa",

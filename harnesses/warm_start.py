@@ -39,7 +39,7 @@ class WarmStart:
 def gold_calls(row: Row) -> list[tuple[str, dict[str, Any]]] | None:
     """The calls a gold episode of trainer row `row` makes, or None for a row without tools."""
     spec = json.loads(row["verifier"])
-    if spec.get("type") in ("world_state", "tool_calls"):
+    if spec.get("tool_calls") is not None:  # a spec that checks calls holds the gold ones
         return [(c["name"], dict(c.get("arguments") or {})) for c in spec["tool_calls"]]
     if row.get("harness") == DOC_SEARCH and row.get("evidence"):
         evidence = json.loads(row["evidence"])

@@ -24,11 +24,9 @@ TYPE_NAMES = {spec.model_fields["type"].default for spec in SPECS}
 BRANCHING_LEFT = {
     "data/verifiers_package.py": 3,
     "families/doc_report.py": 1,
-    "generators/doc_qa.py": 1,
-    "harnesses/warm_start.py": 1,
     "judges/equivalence.py": 3,
     "judges/hacks.py": 7,
-    "judges/redteam/answer_attacks.py": 2,
+    "judges/redteam/answer_attacks.py": 1,
     "judges/rubric_grade.py": 1,
     "judges/selfcheck.py": 1,
     "judges/unit_tests.py": 1,
@@ -61,11 +59,9 @@ def branches(path: Path) -> int:
             names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
             found += bool(names & spec_names)
         elif isinstance(node, ast.Compare):
-            texts = {
-                n.value
-                for n in ast.walk(node)
-                if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            }
+            sides = [node.left, *node.comparators]
+            named = [e for side in sides for e in getattr(side, "elts", [side])]
+            texts = {n.value for n in named if isinstance(n, ast.Constant)}
             found += bool(texts & TYPE_NAMES)
     return found
 

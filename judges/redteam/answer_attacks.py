@@ -20,12 +20,12 @@ from data.llm import LLMClient
 from data.records import (
     ExactOrF1Spec,
     LLMEquivalenceSpec,
-    RubricSpec,
     Task,
     ToolCall,
     ToolCallsSpec,
 )
 from harnesses.tool_replay import attempt_text
+from judges.verifier_types import verifier_type
 
 DECOY_NAME = "Dunmere Falls"
 ANSWERS = (ExactOrF1Spec, LLMEquivalenceSpec)
@@ -87,7 +87,7 @@ def _answers(build: Callable[[Task], str]) -> Callable[[Task], str | None]:
 
 def _judged(template: str) -> Callable[[Task], str | None]:
     def reply(task: Task) -> str | None:
-        judged = isinstance(task.verifier, LLMEquivalenceSpec | RubricSpec)
+        judged = verifier_type(task.verifier).judged
         return template.format(wrong=_decoy(task.answer)) if judged else None
 
     return reply
