@@ -100,7 +100,7 @@ class DocQA(Family):
     async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
         if not passage:
             return Checked("rejected", "source_missing")
-        failure = await self_check(task, passage, llm)
+        failure = await self_check(task, llm, passage)
         if failure is not None:
             return Checked("rejected", "verifier_self_check", failure)
         decision = await answerability.judge(task, passage, llm, services.config.verify)

@@ -34,7 +34,7 @@ from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.single_turn import OPEN_BOOK, SingleTurn
 from judges import answerability, hacks
-from judges.selfcheck import trace_self_check
+from judges.selfcheck import self_check
 
 KIND = doc_report.KIND
 STAGE = "reports"
@@ -128,7 +128,7 @@ class DocReport(Family):
             doc_report.check_report(rubric, task.evidence, passages.texts)
         except CheckFailure as failure:
             return Checked("rejected", failure.reason)
-        failure = await trace_self_check(task, llm)
+        failure = await self_check(task, llm)
         if failure is not None:
             return Checked("rejected", "verifier_self_check", failure)
         decision = await answerability.judge(

@@ -16,7 +16,7 @@ from data.llm import LLMClient
 from data.records import Task
 from families.base import Checked, Family, Services
 from families.trace_stages import INTENTS, TRACE_TASKS
-from judges.selfcheck import trace_self_check
+from judges.selfcheck import self_check
 
 
 class TraceFamily(Family):
@@ -28,7 +28,7 @@ class TraceFamily(Family):
         return config.calibrate.model_copy(update=update)
 
     async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
-        failure = await trace_self_check(task, llm)
+        failure = await self_check(task, llm)
         if failure is not None:
             return Checked("rejected", "verifier_self_check", failure)
         return Checked("done", "verifier_self_check_passed")

@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data.records import Task, ToolCall, ToolCallsSpec
+from data.records import ToolCall, ToolCallsSpec
 from data.replay_runtime import grade_calls
-from harnesses.tool_replay import attempt_text
 from harnesses.world_replay import as_calls
 from judges.score import Score
 
@@ -58,18 +57,6 @@ def perturbed(calls: list[ToolCall]) -> list[tuple[str, list[ToolCall]]]:
                 (f"{call.name}.{key}_changed", [*calls[:index], changed, *calls[index + 1 :]])
             )
     return found
-
-
-def self_check(task: Task) -> str | None:
-    """None if the verifier accepts the gold calls and rejects the near misses; otherwise which
-    check failed."""
-    spec = task.verifier
-    if grade(spec, task.answer).reward < 1.0:
-        return "gold calls rejected"
-    for name, calls in perturbed(list(spec.tool_calls)):
-        if grade(spec, attempt_text(calls)).reward >= 1.0:
-            return f"{name} perturbation accepted"
-    return None
 
 
 def _other(value: Any) -> Any:

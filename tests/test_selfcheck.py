@@ -2,7 +2,8 @@ import asyncio
 
 from data.records import ExactOrF1Spec
 from generators.checks import CheckFailure, check_question
-from judges.selfcheck import off_by_one, perturbations, self_check, wrong_entity
+from judges.selfcheck import self_check
+from judges.verifier_types.answers import off_by_one, perturbations, wrong_entity
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_generator_and_judges import TEXT, first_task
@@ -19,7 +20,7 @@ def test_perturbations():
 
 
 def check(task, passage=TEXT):
-    return asyncio.run(self_check(task, passage, ScriptedLLM(Oracle().respond)))
+    return asyncio.run(self_check(task, ScriptedLLM(Oracle().respond), passage))
 
 
 def test_sound_verifier_passes_the_self_check():

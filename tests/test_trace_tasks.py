@@ -25,7 +25,7 @@ from generators.trace_tasks import (
 )
 from harnesses.tool_replay import NO_RESULT, ToolReplay, attempt_text, replay, same_value
 from judges import tool_calls
-from judges.selfcheck import trace_self_check
+from judges.selfcheck import self_check
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_traces import PLANTED, SAMPLE_TRACES
@@ -80,7 +80,7 @@ def test_replay_task_keeps_key_arguments_and_recorded_results():
     assert expected.arguments == {"order_id": "ORD-1", "amount": 39.9, "kind": "full"}
     assert task.environment.recorded[0].result.startswith('{"refund_id"')
     assert [m.role for m in task.prompt] == ["system", "user"]
-    assert tool_calls.self_check(task) is None
+    assert asyncio.run(self_check(task, ScriptedLLM(lambda *_: ""))) is None
 
 
 def test_a_failed_tool_call_makes_no_replay_task():
@@ -222,8 +222,8 @@ def test_near_miss_keeps_the_failed_reply_as_a_negative_the_verifier_rejects():
 
         return ScriptedLLM(respond)
 
-    assert asyncio.run(trace_self_check(task, judge(False))) is None
-    assert asyncio.run(trace_self_check(task, judge(True))) == "negative 1 accepted"
+    assert asyncio.run(self_check(task, judge(False))) is None
+    assert asyncio.run(self_check(task, judge(True))) == "negative 1 accepted"
 
 
 # --- end to end ----------------------------------------------------------------------------

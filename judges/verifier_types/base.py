@@ -25,6 +25,9 @@ class RewardRow:
 
 
 Reward = Callable[[RewardRow], float | None]
+# what a verifier must reject, from the task and the passage its answer is in (answer tasks):
+# (the failure's words should it be accepted, the attempt's text)
+Negatives = Callable[[Task, str], list[tuple[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -41,3 +44,8 @@ class VerifierType:
     # the trainer's reward with no model and no sandbox (`verifier_reward`); None: a judged
     # type's is `judge_reward`, unit tests' `unit_test_reward`
     reward: Reward | None = None
+    # the self-check (`judges.selfcheck`): the task's gold must score 1 (else `gold_rejected`)
+    # and each negative below 1; None: the family checks it (mutants of the reference's change,
+    # a world's wrong variants)
+    negatives: Negatives | None = None
+    gold_rejected: str = "gold answer rejected"

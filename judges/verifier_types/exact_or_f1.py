@@ -5,6 +5,7 @@ from __future__ import annotations
 from data.records import ExactOrF1Spec
 from judges.equivalence import grade_answer
 from judges.rewards import completion_text, question_of, score
+from judges.verifier_types import answers
 from judges.verifier_types.base import RewardRow, VerifierType
 
 
@@ -14,4 +15,6 @@ def _reward(row: RewardRow) -> float:
     ).reward
 
 
-TYPE = VerifierType("exact_or_f1", ExactOrF1Spec, grade_answer, reward=_reward)
+TYPE = VerifierType(
+    "exact_or_f1", ExactOrF1Spec, grade_answer, reward=_reward, negatives=answers.negatives
+)

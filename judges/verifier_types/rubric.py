@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
-from data.records import RubricSpec
+from data.records import RubricSpec, Task
 from judges.rubric_grade import rubric_grade
 from judges.verifier_types.base import VerifierType
 
-TYPE = VerifierType("rubric", RubricSpec, rubric_grade, judged=True)
+
+def _negatives(task: Task, passage: str) -> list[tuple[str, str]]:
+    """The empty reply and every known negative (for a near-miss task, the failed production
+    reply; for a report, the reference without its last passage's facts)."""
+    known = [
+        (f"negative {i} accepted", reply) for i, reply in enumerate(task.verifier.negatives, 1)
+    ]
+    return [("empty reply accepted", ""), *known]
+
+
+TYPE = VerifierType(
+    "rubric",
+    RubricSpec,
+    rubric_grade,
+    judged=True,
+    negatives=_negatives,
+    gold_rejected="reference reply rejected",
+)

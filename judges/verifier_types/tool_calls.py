@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from data.llm import LLMClient
 from data.records import Task, ToolCallsSpec
+from harnesses.tool_replay import attempt_text
 from judges import tool_calls
 from judges.rewards import replay_attempt
 from judges.score import Score
@@ -14,9 +15,22 @@ async def _grade(task: Task, completion: str, llm: LLMClient) -> Score:
     return tool_calls.grade(task.verifier, completion)
 
 
+def _negatives(task: Task, passage: str) -> list[tuple[str, str]]:
+    """Near misses: the last call left out, each call with its first key argument changed."""
+    near = tool_calls.perturbed(list(task.verifier.tool_calls))
+    return [(f"{name} perturbation accepted", attempt_text(calls)) for name, calls in near]
+
+
 def _reward(row: RewardRow) -> float:
     """The share of expected calls made in order, from an episode's calls or the attempt JSON."""
     return tool_calls.grade(row.spec, replay_attempt(row.completion)).reward
 
 
-TYPE = VerifierType("tool_calls", ToolCallsSpec, _grade, reward=_reward)
+TYPE = VerifierType(
+    "tool_calls",
+    ToolCallsSpec,
+    _grade,
+    reward=_reward,
+    negatives=_negatives,
+    gold_rejected="gold calls rejected",
+)

@@ -1,0 +1,49 @@
+"""What the answer types (`exact_or_f1`, `llm_equivalence`) must reject in their self-check:
+the empty answer, the answer with its last number off by one, and a wrong entity of the same
+kind taken from the source passage."""
+
+from __future__ import annotations
+
+import re
+
+from data.answer_match import normalize_answer
+from data.records import Task
+from data.spans import answer_candidates
+
+_LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+
+
+def off_by_one(answer: str) -> str | None:
+    """The answer with its last run of digits increased by one ("2,200" -> "2,201")."""
+    match = _LAST_NUMBER.search(answer)
+    if match is None:
+        return None
+    bumped = str(int(match.group(1)) + 1).zfill(len(match.group(1)))
+    return answer[: match.start()] + bumped + answer[match.end() :]
+
+
+def wrong_entity(answer: str, passage: str) -> str | None:
+    """Another span of the passage of the same kind (number or name) as the answer."""
+    numeric = any(c.isdigit() for c in answer)
+    gold = normalize_answer(answer)
+    for span in answer_candidates(passage):
+        other = normalize_answer(span)
+        same_kind = any(c.isdigit() for c in span) == numeric
+        if same_kind and other and other not in gold and gold not in other:
+            return span
+    return None
+
+
+def perturbations(answer: str, passage: str) -> list[tuple[str, str]]:
+    found = [
+        ("empty", ""),
+        ("off_by_one", off_by_one(answer)),
+        ("wrong_entity", wrong_entity(answer, passage)),
+    ]
+    return [(name, text) for name, text in found if text is not None]
+
+
+def negatives(task: Task, passage: str) -> list[tuple[str, str]]:
+    """The perturbations of `task`'s answer, each with the words for its acceptance."""
+    found = perturbations(task.answer, passage)
+    return [(f"{name} perturbation {text!r} accepted", text) for name, text in found]
