@@ -188,7 +188,7 @@ def train_flow(
     unit_tests = StageContext(lake=lake, config=cfg, run_id="train").unit_tests
     if unit_tests.mirrors:
         rewards["unit_test_reward"] = unit_test_reward(unit_tests)
-        scored.append("unit_tests")
+        scored += [t.name for t in verifier_types.REGISTERED if t.sandboxed]
     settings = settings_for(smoke, steps, learning_rate, shuffle_rewards, completion_tokens)
     settings = replace(settings, in_band_only=in_band_only)
     run = f"{version.parent.name}-{version.name}"

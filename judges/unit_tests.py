@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from data.languages import of_path
-from data.records import Gate, GateName, Task, UnitTestsSpec, content_id
+from data.records import Gate, GateName, Task, content_id
 from harnesses.call_replay import ReplayError
 from harnesses.edits import Edits
 from harnesses.sandbox import Limits
@@ -31,6 +31,7 @@ from judges.outside_check import Oracle, oracles
 from judges.redteam.code_attacks import ADMISSION, admission_attacks
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
+from judges.verifier_types import verifier_type
 
 
 def checkpoints_of(task: Task) -> list[code_grading.Point]:
@@ -305,7 +306,7 @@ def unit_test_reward(unit_tests: UnitTests) -> Callable[..., list[float | None]]
 
         async def one(row: tuple) -> float | None:
             prompt, completion, spec, gold, room, task_kind = row
-            if not isinstance(spec, UnitTestsSpec) or not room:
+            if not verifier_type(spec).sandboxed or not room:
                 return None
             task = trainer_task(prompt, gold, spec, task_kind, room)
             if task.workspace is None or task.workspace.repo_id not in unit_tests.mirrors:

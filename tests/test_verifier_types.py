@@ -28,7 +28,6 @@ BRANCHING_LEFT = {
     "judges/hacks.py": 7,
     "judges/redteam/answer_attacks.py": 1,
     "judges/rubric_grade.py": 1,
-    "judges/unit_tests.py": 1,
     "judges/world_state.py": 2,
 }
 

@@ -41,6 +41,7 @@ class VerifierType:
     # (the sandbox for unit tests, the task's world for its final state)
     grade: Grade | None
     judged: bool = False  # its grade asks the judge panel (so a reward needs a judge model)
+    sandboxed: bool = False  # its grade runs the attempt in the sandbox (`unit_test_reward`)
     # the trainer's reward with no model and no sandbox (`verifier_reward`); None: a judged
     # type's is `judge_reward`, unit tests' `unit_test_reward`
     reward: Reward | None = None

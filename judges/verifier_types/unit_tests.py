@@ -6,4 +6,4 @@ from __future__ import annotations
 from data.records import UnitTestsSpec
 from judges.verifier_types.base import VerifierType
 
-TYPE = VerifierType("unit_tests", UnitTestsSpec, None)
+TYPE = VerifierType("unit_tests", UnitTestsSpec, None, sandboxed=True)
