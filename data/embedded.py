@@ -173,7 +173,7 @@ class _Supervised:
         self._stopping.set()
         if self._watcher.is_alive():
             self._watcher.join()
-        _stop(self._process)
+        stop_process(self._process)
 
     def _launch(self) -> subprocess.Popen:
         return subprocess.Popen(
@@ -285,7 +285,8 @@ def _signal_of(code: int) -> signal.Signals | None:
         return None
 
 
-def _stop(process: subprocess.Popen) -> None:
+def stop_process(process: subprocess.Popen) -> None:
+    """Terminate `process` (a server of ours) and wait for it; kill it after 10 s."""
     if process.poll() is not None:
         return
     process.terminate()

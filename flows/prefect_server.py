@@ -24,7 +24,7 @@ from contextlib import contextmanager
 import prefect
 from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-from data.embedded import die_with_parent, free_port
+from data.embedded import die_with_parent, free_port, stop_process
 
 STARTUP_TIMEOUT_S = 60.0
 PORT_ATTEMPTS = 3
@@ -71,7 +71,7 @@ def _own_server() -> str:
                 raise
             continue
         except BaseException:
-            _stop(process)
+            stop_process(process)
             raise
         _started.append((process, url))
         return url
@@ -110,7 +110,7 @@ def _launch(port: int) -> subprocess.Popen:
         start_new_session=True,  # no signal sent to the command's group reaches it
         preexec_fn=die_with_parent,
     )
-    atexit.register(_stop, process)
+    atexit.register(stop_process, process)
     return process
 
 
@@ -131,14 +131,3 @@ def _wait_until_healthy(process: subprocess.Popen, url: str) -> None:
             pass
         time.sleep(0.1)
     raise RuntimeError(f"the temporary Prefect server did not answer within {STARTUP_TIMEOUT_S}s")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
