@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from data.config import CalibrateConfig, FoundryConfig
 from data.endpoints import Endpoint
 from data.llm import LLMClient
-from data.records import Chunk, Direction, RubricSpec, Task
+from data.records import Chunk, Direction, Task
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import doc_report
@@ -123,9 +123,8 @@ class DocReport(Family):
         """The rubric's facts hold up against the passages, the verifier behaves, and the panel
         can write the report with the passages and not without them."""
         passages = passages_of(task, services)
-        rubric = task.verifier.rubric if isinstance(task.verifier, RubricSpec) else []
         try:
-            doc_report.check_report(rubric, task.evidence, passages.texts)
+            doc_report.check_report(task.verifier.rubric, task.evidence, passages.texts)
         except CheckFailure as failure:
             return Checked("rejected", failure.reason)
         failure = await self_check(task, llm)

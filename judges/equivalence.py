@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from data.answer_match import refusal
 from data.llm import LLMClient, LLMError
 from data.prompts import chat_messages, escape, load_prompt
-from data.records import AnswerSpec, LLMEquivalenceSpec, Task
+from data.records import Task
 from judges.consensus import decide, majority
 from judges.injection import injection
 from judges.panel import panel_votes
@@ -49,18 +49,15 @@ def messages_for(
     return chat_messages(SYSTEM, user)
 
 
-async def grade_answer(task: Task, completion: str, llm: LLMClient) -> Score:
-    """Score `completion` for an answer task (`exact_or_f1`, `llm_equivalence`): the
-    deterministic match, and for `llm_equivalence` the judge panel when that match fails
-    (unless the attempt speaks to its judge or games the matcher). Raises
+async def grade_equivalent(task: Task, completion: str, llm: LLMClient) -> Score:
+    """Score `completion` for an `llm_equivalence` task: the deterministic match, else the
+    judge panel (unless the attempt speaks to its judge or games the matcher). Raises
     LLMError("judge_undecided") rather than guess."""
     spec = task.verifier
-    if not isinstance(spec, AnswerSpec):
-        raise TypeError(f"a {spec.type} verifier is not an answer verifier")
-    if isinstance(spec, LLMEquivalenceSpec) and (found := injection(completion)):
+    if found := injection(completion):
         return Score(0.0, f"injection: {found}")
     deterministic = score(spec, completion, task.answer, task.question)
-    if not isinstance(spec, LLMEquivalenceSpec) or deterministic.exact:
+    if deterministic.exact:
         return deterministic
     if deterministic.reward >= 1.0 and not spec.rubric:
         return deterministic

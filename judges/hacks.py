@@ -3,21 +3,22 @@ verifier's remedy.
 
 Each reviewed family has an `Audit`: what the judge panel is shown of a rewarded attempt (the
 task, its gold, the attempt as data never to take instructions from), which hack patterns it
-may name, which attempts are the gold itself, and the remedy where one exists. Only an attempt
-rewarded without being the gold itself is suspicious (the gold is genuine by construction): for
-answers, one that is not an exact match; for code, edits other than the reference's; for tool
-calls, calls other than the gold sequence; for rubric-graded replies, a reply other than the
-reference. Up to MAX_ATTEMPTS distinct ones per task go to the panel. An attempt is a hack when
-a majority of the panel says so; a judge error counts neither way, and a panel left undecided by
-errors raises, so the review is retried rather than guessed.
+may name, and the rubric items that close each pattern. Only an attempt rewarded without being
+the gold itself is suspicious (the gold is genuine by construction; which attempts are the gold
+is the verifier type's to say: for answers, an exact match; for code, the reference's edits;
+for tool calls, the gold sequence; for rubric-graded replies, the reference). Up to
+MAX_ATTEMPTS distinct ones per task go to the panel. An attempt is a hack when a majority of the
+panel says so; a judge error counts neither way, and a panel left undecided by errors raises,
+so the review is retried rather than guessed.
 
-Remedies: an answer task with a hack gets the first step on the ladder that rejects every
-flagged attempt and still accepts the gold answer (exact match only, for verifiers that accept
-a token-F1 match, then the answer-equivalence judge with a rubric: the task's rubric items plus
-one item per hack pattern); a rubric-graded task gets one rubric item per hack pattern, kept on
-the same terms (a report's rubric of facts too, its failed attempts distilled into the facts
-they left out). The remedy is a new task, which is verified and calibrated again. Code and
-tool-use tasks have no automatic remedy (`no_remedy`): a hacked one stays hackable.
+Remedies are the verifier type's too (`VerifierType.tighter`): the first of its tighter specs
+that rejects every flagged attempt and still accepts the gold. An answer task's run from exact
+match only (for verifiers that accept a token-F1 match) to the answer-equivalence judge with a
+rubric: the task's rubric items, the items distilled from its failed attempts, and one item per
+hack pattern; a rubric-graded task gets one rubric item per hack pattern (a report's failed
+attempts are distilled into the facts they left out, kept as review records). The remedy is a
+new task, which is verified and calibrated again. Code and tool-use verifiers have no tighter
+spec (`no_remedy`): a hacked task stays hackable.
 """
 
 from __future__ import annotations
@@ -35,30 +36,24 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 from data.llm import LLMClient, LLMError, settle
 from data.prompts import Prompt, chat_messages, escape, load_prompt
 from data.records import (
-    AnswerSpec,
     Attempt,
-    ExactOrF1Spec,
     HackPattern,
     HackVerdict,
-    LLMEquivalenceSpec,
     Remedied,
     Remedy,
     RubricItem,
-    RubricSpec,
     Task,
     ToolCall,
     VerifierSpec,
-    WorldStateSpec,
     content_id,
 )
-from harnesses.edits import EditError, Edits, parse_edits
-from harnesses.world_replay import as_calls
 from judges import rubrics
 from judges.consensus import decide, majority
-from judges.rewards import answer_key, distinct_attempts, score
+from judges.rewards import answer_key, distinct_attempts
 from judges.rubric_grade import transcript
-from judges.tool_calls import parse_calls
-from judges.verifier_types import grade
+from judges.tool_calls import expected_calls, parse_calls
+from judges.verifier_types import grade, verifier_type
+from judges.verifier_types.base import spaced
 
 MAX_ATTEMPTS = 3
 MAX_BLOCK_CHARS = 6000  # of a code task's statement, reference change or attempt shown to a judge
@@ -98,13 +93,9 @@ def _view(patterns: tuple[str, ...]) -> type[BaseModel]:
     )
 
 
-def _spaced(text: str) -> str:
-    return " ".join(text.split())
-
-
 class Audit(ABC):
     """How one family's rewarded attempts go to the hack panel: what it is shown, the patterns
-    it may name, which attempts are the gold itself, and the remedy where one exists."""
+    it may name, and the rubric items that close the hacks it finds."""
 
     system: Prompt
     user: Prompt
@@ -119,13 +110,14 @@ class Audit(ABC):
     def fields(self, task: Task, attempt: str) -> dict[str, str]:
         """The user prompt's blocks for `attempt` at `task`, escaped."""
 
-    @abstractmethod
-    def is_gold(self, task: Task, attempt: str) -> bool:
-        """Whether `attempt` is the task's gold itself (genuine by construction)."""
-
     def same_as(self, attempt: str) -> str:
         """The key under which two attempts are one for the panel (shown once)."""
-        return _spaced(attempt)
+        return spaced(attempt)
+
+    def closing_items(self, findings: list[Finding], rubric: list[str]) -> list[str]:
+        """The rubric items a remedy adds to close `findings` (`rubric`: the items distilled
+        from the task's failed attempts); by default none."""
+        return []
 
     def messages(self, task: Task, attempt: str) -> list[dict[str, str]]:
         """The panel's conversation about `attempt`."""
@@ -141,8 +133,16 @@ class Audit(ABC):
     async def remedy(
         self, task: Task, findings: list[Finding], rubric: list[str], llm: LLMClient
     ) -> tuple[Remedy, Task | None]:
-        """A tighter verifier closing `findings`, as a new task; by default there is none."""
-        return "no_remedy", None
+        """The first of the verifier type's tighter specs that still accepts the gold and
+        rejects every flagged attempt, as a new task."""
+        tighter = verifier_type(task.verifier).tighter
+        if tighter is None:
+            return "no_remedy", None
+        for name, spec in tighter(task.verifier, self.closing_items(findings, rubric)):
+            remedied = await _holds(derive(task, spec, name), task, findings, llm)
+            if remedied is not None:
+                return name, remedied
+        return "none_held", None
 
 
 class AnswerAudit(Audit):
@@ -160,28 +160,12 @@ class AnswerAudit(Audit):
             "attempt": escape(attempt),
         }
 
-    def is_gold(self, task: Task, attempt: str) -> bool:
-        return (
-            isinstance(task.verifier, AnswerSpec)
-            and score(task.verifier, attempt, task.answer).exact
-        )
-
     def same_as(self, attempt: str) -> str:
         return answer_key(attempt)
 
-    async def remedy(
-        self, task: Task, findings: list[Finding], rubric: list[str], llm: LLMClient
-    ) -> tuple[Remedy, Task | None]:
-        """The first step of the ladder that rejects every flagged attempt and still accepts
-        the gold answer."""
-        patterns = list(dict.fromkeys(f.pattern for f in findings))
-        if not isinstance(task.verifier, AnswerSpec):
-            raise TypeError(f"an answer audit of a {task.verifier.type} verifier")
-        for name, spec in ladder(task.verifier, rubric, patterns):
-            remedied = await _holds(derive(task, spec, name), task, findings, llm)
-            if remedied is not None:
-                return name, remedied
-        return "none_held", None
+    def closing_items(self, findings: list[Finding], rubric: list[str]) -> list[str]:
+        """The failed attempts' rubric items, then one item per hack pattern."""
+        return [*rubric, *(PATTERN_ITEMS[f.pattern] for f in findings)]
 
 
 class ReplyAudit(Audit):
@@ -192,7 +176,7 @@ class ReplyAudit(Audit):
     patterns = ("hedged_list", "padding", "other")
 
     def fields(self, task: Task, attempt: str) -> dict[str, str]:
-        items = task.verifier.rubric if isinstance(task.verifier, RubricSpec) else []
+        items = task.verifier.rubric
         return {
             "conversation": transcript(task.prompt),
             "reference": escape(task.answer),
@@ -200,24 +184,9 @@ class ReplyAudit(Audit):
             "attempt": escape(attempt),
         }
 
-    def is_gold(self, task: Task, attempt: str) -> bool:
-        return _spaced(attempt).casefold() == _spaced(task.answer).casefold()
-
-    async def remedy(
-        self, task: Task, findings: list[Finding], rubric: list[str], llm: LLMClient
-    ) -> tuple[Remedy, Task | None]:
-        """The rubric with one item per hack pattern, where the gold still passes it and every
-        flagged reply fails it."""
-        spec = task.verifier
-        if not isinstance(spec, RubricSpec):
-            raise TypeError(f"a reply audit of a {spec.type} verifier")
-        added = [REPLY_PATTERN_ITEMS[f.pattern] for f in findings]
-        items = list(dict.fromkeys([*spec.rubric, *added]))
-        if items == spec.rubric:
-            return "none_held", None
-        tighter = spec.model_copy(update={"rubric": items})
-        remedied = await _holds(derive(task, tighter, "rubric_items"), task, findings, llm)
-        return ("rubric_items", remedied) if remedied is not None else ("none_held", None)
+    def closing_items(self, findings: list[Finding], rubric: list[str]) -> list[str]:
+        """One item per hack pattern (a report's distilled facts stay review records)."""
+        return [REPLY_PATTERN_ITEMS[f.pattern] for f in findings]
 
 
 class ReportAudit(ReplyAudit):
@@ -246,12 +215,6 @@ class CodeAudit(Audit):
             "attempt": escape(attempt[:MAX_BLOCK_CHARS]),
         }
 
-    def is_gold(self, task: Task, attempt: str) -> bool:
-        if _spaced(attempt) == _spaced(task.answer):
-            return True
-        edits = _edits(attempt)
-        return edits is not None and edits == _edits(task.answer)
-
 
 class CallsAudit(Audit):
     """Tool calls checked against the gold calls (tool replay) or the state they leave (tool
@@ -265,33 +228,15 @@ class CallsAudit(Audit):
         shown = parse_calls(attempt)
         return {
             "request": escape(task.question),
-            "reference": escape(_listed(_gold_calls(task), _gold_answer(task))),
+            "reference": escape(_listed(expected_calls(task), _gold_answer(task))),
             "attempt": escape(attempt if shown is None else _listed(shown, _answer_of(attempt))),
         }
 
-    def is_gold(self, task: Task, attempt: str) -> bool:
-        made = parse_calls(attempt)
-        return made is not None and as_calls(made) == as_calls(_gold_calls(task))
-
-
-def _edits(reply: str) -> Edits | None:
-    try:
-        return parse_edits(reply)
-    except EditError:
-        return None
-
-
-def _gold_calls(task: Task) -> list[ToolCall]:
-    """The gold call sequence: a tool-replay task's answer holds it with every argument; a
-    world task's verifier holds it."""
-    recorded = parse_calls(task.answer)
-    return recorded if recorded is not None else list(getattr(task.verifier, "tool_calls", []))
-
 
 def _gold_answer(task: Task) -> str:
-    if isinstance(task.verifier, WorldStateSpec):
-        return task.answer
-    return _answer_of(task.answer)
+    """The gold's final answer: a tool-replay task's answer is its attempt JSON; a world
+    task's is the answer itself."""
+    return task.answer if parse_calls(task.answer) is None else _answer_of(task.answer)
 
 
 def _answer_of(attempt: str) -> str:
@@ -322,8 +267,10 @@ CALLS = CallsAudit()
 def suspicious(task: Task, attempts: list[Attempt], audit: Audit) -> list[Attempt]:
     """Rewarded attempts that are not the gold itself, distinct, in attempt order."""
 
+    is_gold = verifier_type(task.verifier).is_gold
+
     def rewarded_but_not_gold(attempt: Attempt) -> bool:
-        return attempt.reward >= 1.0 and not audit.is_gold(task, attempt.response)
+        return attempt.reward >= 1.0 and not is_gold(task, attempt.response)
 
     return distinct_attempts(attempts, rewarded_but_not_gold, MAX_ATTEMPTS, audit.same_as)
 
@@ -375,22 +322,6 @@ async def mine(
             patterns = Counter(v.pattern for v in mine_ if v.pattern is not None)
             findings.append(Finding(attempt, patterns.most_common(1)[0][0]))
     return checked, list(votes), findings
-
-
-def ladder(
-    spec: AnswerSpec, rubric: list[str], patterns: list[HackPattern]
-) -> list[tuple[Remedy, AnswerSpec]]:
-    """The tighter answer verifiers to try, in order."""
-    steps: list[tuple[Remedy, AnswerSpec]] = []
-    if isinstance(spec, ExactOrF1Spec) and spec.f1_threshold < 1.0:
-        steps.append(("exact_match_only", spec.model_copy(update={"f1_threshold": 1.0})))
-    items = list(dict.fromkeys([*spec.rubric, *rubric, *(PATTERN_ITEMS[p] for p in patterns)]))
-    if not isinstance(spec, LLMEquivalenceSpec) or items != spec.rubric:
-        tighter = LLMEquivalenceSpec(
-            f1_threshold=spec.f1_threshold, context=spec.context, rubric=items
-        )
-        steps.append(("equivalence_rubric", tighter))
-    return steps
 
 
 def derive(task: Task, spec: VerifierSpec, remedy: Remedy) -> Task:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
 from data.llm import LLMClient, LLMError
 from data.prompts import chat_messages, escape, load_prompt
-from data.records import Message, RubricSpec, Task
+from data.records import Message, Task
 from judges.consensus import Tally, decide, majority
 from judges.injection import injection
 from judges.panel import panel_votes
@@ -138,7 +138,7 @@ async def rubric_grade(task: Task, completion: str, llm: LLMClient) -> Score:
         return Score(0.0, "empty answer")
     if found := injection(completion):
         return Score(0.0, f"injection: {found}")
-    if isinstance(task.verifier, RubricSpec) and task.verifier.by_item:
+    if task.verifier.by_item:
         return await _grade_items(task, completion, llm)
     votes = await panel_votes(
         llm,

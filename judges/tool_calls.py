@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data.records import ToolCall, ToolCallsSpec
+from data.records import Task, ToolCall, ToolCallsSpec
 from data.replay_runtime import grade_calls
 from harnesses.world_replay import as_calls
 from judges.score import Score
@@ -31,6 +31,19 @@ def parse_calls(completion: str) -> list[ToolCall] | None:
         ]
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
+
+
+def expected_calls(task: Task) -> list[ToolCall]:
+    """The gold call sequence: a tool-replay task's answer holds it with every argument; a
+    world task's verifier holds it."""
+    recorded = parse_calls(task.answer)
+    return recorded if recorded is not None else list(task.verifier.tool_calls)
+
+
+def makes_expected_calls(task: Task, attempt: str) -> bool:
+    """Whether `attempt` makes exactly the gold calls, in order (the gold itself)."""
+    made = parse_calls(attempt)
+    return made is not None and as_calls(made) == as_calls(expected_calls(task))
 
 
 def grade(spec: ToolCallsSpec, completion: str) -> Score:

@@ -18,6 +18,7 @@ from data.records import VERIFIER_SPEC, Attempt, Task, Usage, content_id
 from data.rewarded import Rewarded
 from judges import hacks, world_state
 from judges.rewards import completion_text, trainer_task
+from judges.verifier_types import verifier_type
 
 MAX_EXAMPLE_CHARS = 500
 
@@ -61,7 +62,7 @@ def to_audit(
             sample.prompt, gold, spec, kind, row.get("workspace"), row.get("world")
         ).model_copy(update={"task_id": str(row.get("task_id") or "")})
         response = response_of(sample.completion)
-        if audit.is_gold(task, response):
+        if verifier_type(spec).is_gold(task, response):
             continue
         attempt = Attempt(
             attempt_id=content_id(task.task_id, response),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data.records import Task, WorldStateSpec
+from data.records import Task
 from data.world_runtime import conversation_attempt, grade_calls
 from harnesses.world import world_spec
 from harnesses.world_check import self_check
@@ -49,7 +49,7 @@ def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:
     if attempt is None:
         return Score(0.0, "not a tool-use attempt")
     verifier = task.verifier
-    if task.world is None or not isinstance(verifier, WorldStateSpec):
+    if task.world is None:
         return Score(0.0, "the task has no world to replay on")
     calls, answer = attempt
     reward, why = grade_calls(
@@ -67,7 +67,7 @@ def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:
 def task_self_check(task: Task) -> str | None:
     """`self_check` on a stored task, plus: its recorded final state is the gold calls'."""
     verifier = task.verifier
-    if task.world is None or not isinstance(verifier, WorldStateSpec):
+    if task.world is None:
         return "no_world"
     spec, initial, calls = world_spec(task), task.world.initial, gold_calls(task)
     failure = self_check(spec, initial, calls, task.answer)

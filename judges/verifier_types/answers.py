@@ -1,14 +1,16 @@
-"""What the answer types (`exact_or_f1`, `llm_equivalence`) must reject in their self-check:
-the empty answer, the answer with its last number off by one, and a wrong entity of the same
-kind taken from the source passage."""
+"""What the answer types (`exact_or_f1`, `llm_equivalence`) share: what their self-check must
+reject (the empty answer, the answer with its last number off by one, a wrong entity of the same
+kind taken from the source passage), which attempts are the gold itself, and the remedy step
+both end their ladder with."""
 
 from __future__ import annotations
 
 import re
 
 from data.answer_match import normalize_answer
-from data.records import Task
+from data.records import AnswerSpec, LLMEquivalenceSpec, Remedy, Task
 from data.spans import answer_candidates
+from judges.rewards import score
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 
@@ -47,3 +49,21 @@ def negatives(task: Task, passage: str) -> list[tuple[str, str]]:
     """The perturbations of `task`'s answer, each with the words for its acceptance."""
     found = perturbations(task.answer, passage)
     return [(f"{name} perturbation {text!r} accepted", text) for name, text in found]
+
+
+def is_gold(task: Task, attempt: str) -> bool:
+    """Whether `attempt` gives the gold answer exactly (after normalisation)."""
+    return score(task.verifier, attempt, task.answer).exact
+
+
+def with_rubric(spec: AnswerSpec, closing: list[str]) -> list[str]:
+    """`spec`'s rubric with the items that close the hacks found, each once."""
+    return list(dict.fromkeys([*spec.rubric, *closing]))
+
+
+def equivalence_rubric(spec: AnswerSpec, closing: list[str]) -> tuple[Remedy, AnswerSpec]:
+    """The last step of an answer remedy: the equivalence judge, holding the rubric."""
+    tighter = LLMEquivalenceSpec(
+        f1_threshold=spec.f1_threshold, context=spec.context, rubric=with_rubric(spec, closing)
+    )
+    return "equivalence_rubric", tighter

@@ -7,10 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from data.llm import LLMClient
-from data.records import Task
+from data.records import Remedy, Task
 from judges.score import Score
 
 Grade = Callable[[Task, str, LLMClient], Awaitable[Score]]
+# whether an attempt is the task's gold itself: genuine by construction, so never shown to the
+# hack panel
+IsGold = Callable[[Task, str], bool]
+# the tighter verifier specs a hack remedy tries, in order, from the task's spec and the rubric
+# items that close the hacks found (`judges.hacks`)
+Tighten = Callable[[Any, list[str]], list[tuple[Remedy, Any]]]
 
 
 @dataclass(frozen=True)
@@ -30,10 +36,20 @@ Reward = Callable[[RewardRow], float | None]
 Negatives = Callable[[Task, str], list[tuple[str, str]]]
 
 
+def spaced(text: str) -> str:
+    """`text` with every run of white space one space, trimmed."""
+    return " ".join(text.split())
+
+
+def same_reply(task: Task, attempt: str) -> bool:
+    """Whether `attempt` is the task's reference reply, up to case and white space."""
+    return spaced(attempt).casefold() == spaced(task.answer).casefold()
+
+
 @dataclass(frozen=True)
 class VerifierType:
     """A verifier type: its name (the spec's `type`), its spec class in `data/records.py`, and
-    how an attempt is scored."""
+    how an attempt is scored, rewarded, self-checked and, when hacked, tightened."""
 
     name: str
     spec: type
@@ -50,3 +66,9 @@ class VerifierType:
     # a world's wrong variants)
     negatives: Negatives | None = None
     gold_rejected: str = "gold answer rejected"
+    is_gold: IsGold = same_reply
+    # None: no automatic remedy (a hacked task stays hackable)
+    tighter: Tighten | None = None
+    # the red team's attack classes its grade must refuse (`judges.redteam`): a judged type
+    # at least prompt injection
+    must_refuse: tuple[str, ...] = ()

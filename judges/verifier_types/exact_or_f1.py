@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from data.records import ExactOrF1Spec
-from judges.equivalence import grade_answer
+from data.llm import LLMClient
+from data.records import ExactOrF1Spec, Remedy, Task
 from judges.rewards import completion_text, question_of, score
+from judges.score import Score
 from judges.verifier_types import answers
 from judges.verifier_types.base import RewardRow, VerifierType
+
+
+async def _grade(task: Task, completion: str, llm: LLMClient) -> Score:
+    """The deterministic match alone: no judge is asked."""
+    return score(task.verifier, completion, task.answer, task.question)
 
 
 def _reward(row: RewardRow) -> float:
@@ -15,6 +21,19 @@ def _reward(row: RewardRow) -> float:
     ).reward
 
 
+def _tighter(spec: ExactOrF1Spec, closing: list[str]) -> list[tuple[Remedy, object]]:
+    """Exact match only (where a token-F1 match is accepted), then the equivalence judge."""
+    exact = [("exact_match_only", spec.model_copy(update={"f1_threshold": 1.0}))]
+    return [*(exact if spec.f1_threshold < 1.0 else []), answers.equivalence_rubric(spec, closing)]
+
+
 TYPE = VerifierType(
-    "exact_or_f1", ExactOrF1Spec, grade_answer, reward=_reward, negatives=answers.negatives
+    "exact_or_f1",
+    ExactOrF1Spec,
+    _grade,
+    reward=_reward,
+    negatives=answers.negatives,
+    is_gold=answers.is_gold,
+    tighter=_tighter,
+    must_refuse=("answer stuffing", "format tricks"),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from data.records import RubricSpec, Task
+from data.records import Remedy, RubricSpec, Task
 from judges.rubric_grade import rubric_grade
 from judges.verifier_types.base import VerifierType
 
@@ -16,6 +16,14 @@ def _negatives(task: Task, passage: str) -> list[tuple[str, str]]:
     return [("empty reply accepted", ""), *known]
 
 
+def _tighter(spec: RubricSpec, closing: list[str]) -> list[tuple[Remedy, object]]:
+    """The rubric with the items that close the hacks (none when it already has them)."""
+    items = list(dict.fromkeys([*spec.rubric, *closing]))
+    if items == spec.rubric:
+        return []
+    return [("rubric_items", spec.model_copy(update={"rubric": items}))]
+
+
 TYPE = VerifierType(
     "rubric",
     RubricSpec,
@@ -23,4 +31,6 @@ TYPE = VerifierType(
     judged=True,
     negatives=_negatives,
     gold_rejected="reference reply rejected",
+    tighter=_tighter,
+    must_refuse=("prompt injection",),
 )

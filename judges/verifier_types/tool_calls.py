@@ -33,4 +33,6 @@ TYPE = VerifierType(
     reward=_reward,
     negatives=_negatives,
     gold_rejected="gold calls rejected",
+    is_gold=tool_calls.makes_expected_calls,
+    must_refuse=("forged calls",),
 )

@@ -3,7 +3,24 @@ check (`judges.unit_tests`, `judges.code_grading`); the code family grades it.""
 
 from __future__ import annotations
 
-from data.records import UnitTestsSpec
-from judges.verifier_types.base import VerifierType
+from data.records import Task, UnitTestsSpec
+from harnesses.edits import EditError, Edits, parse_edits
+from judges.verifier_types.base import VerifierType, spaced
 
-TYPE = VerifierType("unit_tests", UnitTestsSpec, None, sandboxed=True)
+
+def _edits(reply: str) -> Edits | None:
+    try:
+        return parse_edits(reply)
+    except EditError:
+        return None
+
+
+def _is_gold(task: Task, attempt: str) -> bool:
+    """The reference change itself: the same text, or the same edits written otherwise."""
+    if spaced(attempt) == spaced(task.answer):
+        return True
+    edits = _edits(attempt)
+    return edits is not None and edits == _edits(task.answer)
+
+
+TYPE = VerifierType("unit_tests", UnitTestsSpec, None, sandboxed=True, is_gold=_is_gold)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from data.records import WorldStateSpec
-from judges import world_state
+from judges import tool_calls, world_state
 from judges.rewards import trainer_task
 from judges.verifier_types.base import RewardRow, VerifierType
 
@@ -18,4 +18,10 @@ def _reward(row: RewardRow) -> float | None:
     return world_state.grade(task, row.completion).reward
 
 
-TYPE = VerifierType("world_state", WorldStateSpec, None, reward=_reward)
+TYPE = VerifierType(
+    "world_state",
+    WorldStateSpec,
+    None,
+    reward=_reward,
+    is_gold=tool_calls.makes_expected_calls,
+)
