@@ -4,7 +4,7 @@ A trainer calls `judges.verifier_types.trainer_rewards.verifier_reward` on every
 completions, with the taskset's columns (the verifier spec as JSON, the gold answer). This
 measures, over the same rows, completions scored per second by:
 
-- **match**: `data.answer_match.match` on each (completion, gold) pair, the spec already
+- **match**: `data.runtime.answer_match.match` on each (completion, gold) pair, the spec already
   parsed (the baseline: the matching itself);
 - **reward**: `verifier_reward` in batches of `--batch` rows, as TRL calls it (each row's spec
   parsed from JSON and validated, the completion's text taken from chat messages);
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from data.answer_match import match  # noqa: E402
+from data.runtime.answer_match import match  # noqa: E402
 from harnesses.world import World, WorldSpec, load_world_spec  # noqa: E402
 from harnesses.world_replay import replay  # noqa: E402
 from judges.verifier_types.trainer_rewards import verifier_reward  # noqa: E402

@@ -131,7 +131,7 @@ class RepairConfig(Settings):
 
 
 class SandboxConfig(Settings):
-    """Limits for code from ingested repositories (harnesses/sandbox.py), per command."""
+    """Limits for code from ingested repositories (data/runtime/sandbox.py), per command."""
 
     wall_s: float = Field(default=300.0, gt=0)
     memory_mb: int = Field(default=2048, ge=64)

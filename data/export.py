@@ -23,16 +23,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data.corpus_index import CORPUS_FILE
-from data.corpus_index import HARNESS as SEARCH_HARNESS
 from data.funnel import MEASURED_BY, funnel
 from data.git import checkout
 from data.lake import Lake
 from data.names import slug
 from data.records import SCHEMA_VERSION, SplitAssignment, WorldSetup, utcnow
+from data.runtime.corpus_index import CORPUS_FILE
+from data.runtime.corpus_index import HARNESS as SEARCH_HARNESS
+from data.runtime.workspace_bundle import FOLDER as BUNDLES
+from data.runtime.workspace_bundle import bundle_name, pack
 from data.splits import DEFAULT_EVAL_SHARE, GROUPING, WITHHELD, SplitPlan, group_keys, plan_splits
-from data.workspace_bundle import FOLDER as BUNDLES
-from data.workspace_bundle import bundle_name, pack
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 TASKSET_SCHEMA = pa.schema(
@@ -302,9 +302,9 @@ def _write_corpus(lake: Lake, folder: Path, fingerprint: _Fingerprint) -> int:
 
 def _write_workspaces(lake: Lake, folder: Path, trees: dict[str, dict[str, Any]]) -> int:
     """The code tasks' repository trees at their base revisions, one bundle each under
-    `workspaces/` (`data.workspace_bundle`), checked out of the lake's mirrors, so that a code
-    task can be graded without its repository; returns the trees written. A tree whose mirror
-    is gone is not written (its tasks then need the repository)."""
+    `workspaces/` (`data.runtime.workspace_bundle`), checked out of the lake's mirrors, so that
+    a code task can be graded without its repository; returns the trees written. A tree whose
+    mirror is gone is not written (its tasks then need the repository)."""
     if not trees:
         return 0
     mirrors = {
@@ -618,7 +618,7 @@ holds the passages it may read at the open-book levels, none at the search level
 `solver_model`, `harness` (the environment the pass rate was measured in and the one to train in:
 `open_book`, one reply to the prompt as it is; `doc_search`, search and read tools over the corpus,
 the source withheld: the corpus is `corpus.parquet` beside the parts, `chunk_id` and `text`,
-BM25-searched as `data/corpus_index.py` does, within the turn limit the manifest's `corpus`
+BM25-searched as `data/runtime/corpus_index.py` does, within the turn limit the manifest's `corpus`
 entry records (`max_turns`); `closed_book`, the question alone, only where a user
 opted in to closed-book training; `code_single_turn`, `tool_replay`, `world_tools` or
 `world_actions`, a world's tools through native tool calls or JSON actions), `verdicts` (each
@@ -649,11 +649,11 @@ ids; `repo` and `base_revision` name the starting commit, and `workspace` (JSON)
 check out `base` from `origin`, apply `start_patch` (the task's start, e.g. a function body
 taken out), apply the attempt (edits to test files set aside), apply `test_patch` (tests the
 solver does not see), run the tests. The tree of `base` is also here, so the task needs no
-clone: `workspaces/<repo_id>-<base>.tar.gz` (`data/workspace_bundle.py` unpacks it), written for
-each repository the lake still mirrors. A `commit_sequence` asks for consecutive commits as
-`## Step N` sections; its verifier's `checkpoints` hold each step's test patch and tests, run
-after that step; its reward is the share of checkpoints passed. Code tasks have no evidence,
-judge verdicts or rubric.
+clone: `workspaces/<repo_id>-<base>.tar.gz` (`data/runtime/workspace_bundle.py` unpacks it),
+written for each repository the lake still mirrors. A `commit_sequence` asks for consecutive
+commits as `## Step N` sections; its verifier's `checkpoints` hold each step's test patch and
+tests, run after that step; its reward is the share of checkpoints passed. Code tasks have no
+evidence, judge verdicts or rubric.
 
 Report tasks (`doc_report`): the `prompt`'s system message holds the passages, the user turn
 the request for a short report; `answer` is a reference report. `verifier` has type `rubric`
@@ -684,7 +684,7 @@ and the user's instruction; `tools` (JSON) the world's tools in the OpenAI tools
 table) and `max_turns`. `verifier` has type `world_state`: its `tool_calls` are the gold calls
 and `final_state` the state they leave. An attempt passes when its calls, replayed on the world
 from the initial state, leave exactly that state and, where the task asks a question, its final
-answer matches `answer` (`data.answer_match` at threshold 1: normalised, numbers by value;
+answer matches `answer` (`data.runtime.answer_match` at threshold 1: normalised, numbers by value;
 `judges.world_state.grade`). Before a task is accepted the gold calls pass (twice, with the same
 outcome), doing nothing fails, and for a change a plausible wrong call sequence (another record)
 leaves another state; a judge panel checked that the instruction asks for what the gold calls

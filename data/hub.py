@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from data.errors import ReasonedError
+from data.runtime.errors import ReasonedError
 
 
 def push_version(version: Path, repo: str, token: str | None = None) -> str:

@@ -37,9 +37,9 @@ from pydantic import BaseModel, ValidationError
 
 from data.budget import Budget
 from data.endpoints import STRUCTURED_MODES, Endpoint, StructuredMode
-from data.errors import ReasonedError
 from data.llm_cache import ResponseCache, request_key
 from data.records import LLMCall, Usage, utcnow
+from data.runtime.errors import ReasonedError
 from data.server_limit import ServerLimit, server_limit
 
 T = TypeVar("T", bound=BaseModel)

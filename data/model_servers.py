@@ -28,8 +28,8 @@ from pydantic import BaseModel
 from data.config import EndpointConfig, FoundryConfig
 from data.embedded import EMBEDDED_MODEL_ALIAS, embedded_server
 from data.endpoints import Endpoint, StructuredMode, role_configs
-from data.errors import ReasonedError
 from data.llm import LLMClient, LLMError, RefusedError
+from data.runtime.errors import ReasonedError
 
 PROBE_ROLE = "probe"
 # Once a server has answered (its model list), the probe retries transient failures at least

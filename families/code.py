@@ -17,15 +17,15 @@ from typing import Any
 from data.config import CalibrateConfig, FoundryConfig
 from data.endpoints import Endpoint
 from data.lake import Lake
-from data.languages import language_named
 from data.llm import LLMClient
 from data.records import Direction, Task
+from data.runtime.languages import language_named
+from data.runtime.sandbox import Limits
 from families.base import Checked, Family, Grader, Services
 from generators.function_rebuild import RepoAtHead
 from generators.knobs import Level
 from generators.mutations import mutants_of_change
 from harnesses.base import Harness
-from harnesses.sandbox import Limits
 from harnesses.single_turn import SingleTurn
 from judges import hacks
 

@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.errors import ReasonedError
 from data.llm import LLMClient
 from data.records import Commit, CommitReplay, Record, Status, Task
 from data.repos import ingest_repo
+from data.runtime.errors import ReasonedError
+from data.runtime.python_env import EnvError
+from data.runtime.sandbox import Limits
 from families.code import repo_at
 from families.stage import (
     LLMStage,
@@ -34,8 +36,6 @@ from generators.commit_replay import Unusable, analyse, tests_at
 from generators.commit_sequence import Link, chains, sequence_task
 from generators.function_rebuild import Rejected, RepoAtHead, rebuild_tasks
 from generators.replay_tasks import RepoOrigin, replay_task
-from harnesses.python_env import EnvError
-from harnesses.sandbox import Limits
 
 
 def ingest_repository(origin: str, rev: str | None, ctx: StageContext) -> Counter:

@@ -16,10 +16,10 @@ import json
 from dataclasses import dataclass
 
 from data.config import FoundryConfig
-from data.corpus_index import CorpusIndex
 from data.endpoints import Endpoint
 from data.llm import LLMClient
 from data.records import Chunk, Direction, Task
+from data.runtime.corpus_index import CorpusIndex
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import doc_qa

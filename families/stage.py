@@ -20,9 +20,9 @@ from data.lake import Lake
 from data.llm import LLMClient
 from data.llm_cache import ResponseCache
 from data.records import ItemStatus, Record, Status
+from data.runtime.sandbox import Limits
 from generators.candidates import Candidate, Rejection
 from harnesses.base import Harness
-from harnesses.sandbox import Limits
 from judges import calibration
 from judges.unit_tests import UnitTests
 

@@ -18,10 +18,10 @@ from datetime import date
 from pathlib import Path
 from typing import get_args
 
-from data import interrupt
 from data.config import ConfigError, ExportFormat
 from data.embedded import EmbeddedModelError
 from data.records import utcnow
+from data.runtime import interrupt
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -720,7 +720,7 @@ def _judges_report(args: argparse.Namespace) -> int:
 
 
 def _redteam(args: argparse.Namespace) -> int:
-    from harnesses.sandbox import Limits
+    from data.runtime.sandbox import Limits
     from judges.redteam import answer_attacks
     from judges.redteam.run import attack_answers, attack_code, one_per_class, table
     from judges.redteam.targets import code_targets, verified_code_tasks, verified_tasks

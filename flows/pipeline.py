@@ -20,7 +20,6 @@ from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture, as_completed, wait
 
-from data import interrupt
 from data.budget import Budget
 from data.config import load_config, with_overrides, with_solver
 from data.endpoints import Endpoint, shared_among
@@ -30,6 +29,7 @@ from data.hub import push_version
 from data.lake import Lake
 from data.model_servers import resolve_endpoints
 from data.projections import Projection, project
+from data.runtime import interrupt
 from data.sample_repo import LEDGERLINE, PARCELRATE, SampleRepo, build_sample_repo
 from families import export_kinds
 from families.code_stages import (

@@ -11,11 +11,11 @@ import logging
 
 from prefect.exceptions import TerminationSignal
 
-from data import interrupt
 from data.config import ConfigError
 from data.embedded import EmbeddedModelError
-from data.interrupt import Interrupted
 from data.model_servers import EndpointError
+from data.runtime import interrupt
+from data.runtime.interrupt import Interrupted
 
 REPORTED = (
     KeyboardInterrupt,

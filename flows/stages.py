@@ -23,13 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from data import interrupt
 from data.config import ConfigError
 from data.endpoints import Endpoint
-from data.errors import ReasonedError
 from data.funnel import MEASURED_BY
 from data.ingest import ingest_documents
-from data.interrupt import Interrupted
 from data.judge_controls import latest_controls
 from data.llm import LLMClient
 from data.records import (
@@ -42,6 +39,9 @@ from data.records import (
     VerdictRerun,
     content_id,
 )
+from data.runtime import interrupt
+from data.runtime.errors import ReasonedError
+from data.runtime.interrupt import Interrupted
 from families import family_of, generation_stages, reviewed_kinds
 from families import kinds as registered_kinds
 from families.base import Checked, Family

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 
 from data.prompts import load_prompt
 from data.records import Direction, Lineage, Task, Workspace, content_id
+from data.runtime.edits import file_diff
+from data.runtime.sandbox import Limits
+from data.runtime.test_run import TestRun
 from generators.checks import CheckFailure
 from generators.code_tasks import code_task, files_at
 from generators.function_rebuild import Rejected, RepoAtHead, functions_at_head, passing_at_head
 from generators.function_targets import Target, targets
 from generators.knobs import Ladder, Level, repaired
 from generators.mutations import Mutation, candidates
-from harnesses.edits import file_diff
-from harnesses.sandbox import Limits
-from harnesses.test_run import TestRun
 from harnesses.workspace import try_edits
 
 GENERATOR = "bug_injection"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from data.git import GitError, git
-from data.languages import of_path
 from data.prompts import load_prompt
 from data.records import Checkpoint, Lineage, Message, Task, UnitTestsSpec, Workspace
+from data.runtime.languages import of_path
 from generators.checks import CheckFailure
 
 SYSTEM_PROMPT = load_prompt(__file__, "code_system")

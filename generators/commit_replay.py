@@ -17,11 +17,11 @@ from pathlib import Path
 
 from data.git import checkout, git
 from data.records import Commit, CommitReplay
-from harnesses.edits import apply_patch
-from harnesses.python_env import EnvError
-from harnesses.sandbox import Limits, Sandbox
-from harnesses.test_run import TestRun
-from harnesses.test_runners import TestSuite, test_suite
+from data.runtime.edits import apply_patch
+from data.runtime.python_env import EnvError
+from data.runtime.sandbox import Limits, Sandbox
+from data.runtime.test_run import TestRun
+from data.runtime.test_runners import TestSuite, test_suite
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from data.git import git
-from data.languages import Language, of_path
 from data.prompts import load_prompt
 from data.records import Direction, Lineage, Task, Workspace, content_id
+from data.runtime.edits import file_diff
+from data.runtime.languages import Language, of_path
+from data.runtime.sandbox import Limits
 from generators.checks import CheckFailure
 from generators.code_tasks import code_task, files_at
 from generators.function_targets import Target, targets
 from generators.knobs import Ladder, Level, repaired
 from generators.test_sources import test_sources
-from harnesses.edits import file_diff
-from harnesses.sandbox import Limits
 from harnesses.workspace import try_edits
 
 GENERATOR = "function_rebuild"

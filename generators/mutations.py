@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from data.languages import JavaScript, of_path
 from data.records import content_id
+from data.runtime.languages import JavaScript, of_path
 from generators.function_targets import JAVASCRIPT_SUFFIXES, Target, javascript_tree, targets
 
 MAX_CONSTANT = 10_000  # whole numbers larger than this are left alone

@@ -19,9 +19,9 @@ from data.config import CodeConfig
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import Commit, CommitReplay, Lineage, Task, Workspace, seed_for
+from data.runtime.edits import split_diff
 from generators.checks import CheckFailure, check_no_leak
 from generators.code_tasks import code_task, files_at, show_files
-from harnesses.edits import split_diff
 
 GENERATOR = "commit_replay"
 VERSION = "1"

@@ -1,6 +1,6 @@
 """The document-search harness: the solver finds the fact with tools over the corpus, then answers.
 
-Tools over the ingested chunks (`data.corpus_index`): `search(query)` (BM25, the best few
+Tools over the ingested chunks (`data.runtime.corpus_index`): `search(query)` (BM25, the best few
 passages with their ids and a snippet) and `read(chunk_id)` (a whole passage). Each turn the
 solver replies with one JSON action, `{"tool": "search" | "read" | "answer", "argument": ...}`;
 the tool's result comes back as the next user message, and an unusable reply is told so and
@@ -16,10 +16,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.corpus_index import HARNESS, CorpusIndex
 from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
 from data.records import Task
+from data.runtime.corpus_index import HARNESS, CorpusIndex
 from harnesses.episode import Episode
 
 NAME = HARNESS

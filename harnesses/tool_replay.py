@@ -7,7 +7,8 @@ arguments) gets that call's recorded result; any other call is told that product
 result for it (a replay cannot run the real tool). An unusable reply is told so and costs its
 turn. The attempt is the calls made and the final answer, as JSON (`attempt_text`), which the
 tool-call verifier scores. Every turn is one model call under the attempt's rollout id. Which
-recorded result a call gets is `data.replay_runtime`'s, as in the exported verifiers package.
+recorded result a call gets is `data.runtime.replay_runtime`'s, as in the exported verifiers
+package.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from data import replay_runtime
 from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
 from data.records import Task, ToolCall, ToolEnvironment
-from data.replay_runtime import EXTRA_TURNS, NO_RESULT, same_value
+from data.runtime import replay_runtime
+from data.runtime.replay_runtime import EXTRA_TURNS, NO_RESULT, same_value
 from harnesses.episode import Episode
 
 NAME = "tool_replay"
@@ -60,8 +61,8 @@ def attempt_text(calls: list[ToolCall], answer: str = "") -> str:
 
 
 def replay(environment: ToolEnvironment, call: ToolCall, used: set[int]) -> str:
-    """The recorded result for `call` (`data.replay_runtime.replay`: among the recorded calls
-    it repeats, the one it matches on most arguments, a call not yet replayed before one that
+    """The recorded result for `call` (`data.runtime.replay_runtime.replay`: among the recorded
+    calls it repeats, the one it matches on most arguments, a call not yet replayed before one that
     was, the earliest on a tie), `NO_RESULT` when it repeats none. `used` collects the replayed
     indexes of this episode."""
     recorded = environment.model_dump()["recorded"]

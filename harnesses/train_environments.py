@@ -6,10 +6,10 @@ as tools (their signatures and docstrings are the JSON schemas the chat template
 each tool call the policy makes and feeds the result back, until the policy answers. Each
 family with tools gets the environment it was calibrated in, built from the exported taskset:
 
-- `doc_search`: `search` and `read` over the taskset's corpus (`data.corpus_index`, the same
+- `doc_search`: `search` and `read` over the taskset's corpus (`data.runtime.corpus_index`, the same
   texts the calibration harness showed);
 - `world:<world id>`: the world's tools, each call run on the episode's own DuckDB world at the
-  task's initial state (`data.world_runtime`), at most the task's `max_turns` calls;
+  task's initial state (`data.runtime.world_runtime`), at most the task's `max_turns` calls;
 - `replay:<hash>`: the tools a production trace offered, each call answered with the result
   recorded in production (`harnesses.tool_replay.replay`).
 
@@ -31,12 +31,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from data import corpus_index
-from data.corpus_index import CORPUS_FILE, CorpusIndex
-from data.corpus_index import HARNESS as DOC_SEARCH
 from data.prompts import load_prompt
 from data.records import ToolCall, ToolEnvironment, WorldSetup
-from data.world_runtime import World, WorldSpec
+from data.runtime import corpus_index
+from data.runtime.corpus_index import CORPUS_FILE, CorpusIndex
+from data.runtime.corpus_index import HARNESS as DOC_SEARCH
+from data.runtime.world_runtime import World, WorldSpec
 from harnesses.tool_replay import EXTRA_TURNS, replay
 
 SINGLE_TURN = "single_turn"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data.corpus_index import HARNESS as DOC_SEARCH
+from data.runtime.corpus_index import HARNESS as DOC_SEARCH
 from harnesses.train_environments import SINGLE_TURN, tool_schemas
 
 Row = dict[str, Any]

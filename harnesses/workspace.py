@@ -1,5 +1,5 @@
 """Code task workspaces: a repository state rebuilt from its mirror, then an attempt tried on
-it (`harnesses.trial`: in the sandbox the start patch, the solver's edits, the hidden test
+it (`data.runtime.trial`: in the sandbox the start patch, the solver's edits, the hidden test
 patch, the tests)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import tempfile
 from pathlib import Path
 
 from data.git import checkout
-from data.languages import is_any_test_file, project_files
 from data.records import Workspace
-from harnesses.edits import Edits, apply_edits, apply_patch
-from harnesses.sandbox import Limits, Sandbox
-from harnesses.trial import Step, Trial, WorkspaceError, steps_in_tree
+from data.runtime.edits import Edits, apply_edits, apply_patch
+from data.runtime.languages import is_any_test_file, project_files
+from data.runtime.sandbox import Limits, Sandbox
+from data.runtime.trial import Step, Trial, WorkspaceError, steps_in_tree
 
 
 def try_edits(

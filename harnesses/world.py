@@ -1,12 +1,13 @@
 """Simulated tool worlds for taskfoundry's tasks: the standalone world runtime
-(`data.world_runtime`: specs, running worlds, tool calls) and the world a stored task acts on."""
+(`data.runtime.world_runtime`: specs, running worlds, tool calls) and the world a stored task
+acts on."""
 
 from __future__ import annotations
 
 import functools
 
 from data.records import Task
-from data.world_runtime import (
+from data.runtime.world_runtime import (
     CALL_TIMEOUT_S,
     IDENTIFIER,
     MEMORY_LIMIT,

@@ -1,5 +1,5 @@
 """Replaying tool calls on a world: run a call sequence from a snapshot and keep each call's
-result message and the final state (`data.world_runtime`), and a stored task's gold calls.
+result message and the final state (`data.runtime.world_runtime`), and a stored task's gold calls.
 
 The world verifier replays an attempt's calls, a generator replays its gold calls, and the
 self-check (`harnesses.world_check`) replays both and their plausible wrong variants. Worlds
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from data.records import Task, ToolCall
-from data.world_runtime import IDLE_WORLDS, Call, Replay, replay, replay_each, state_diff
+from data.runtime.world_runtime import IDLE_WORLDS, Call, Replay, replay, replay_each, state_diff
 
 __all__ = [
     "IDLE_WORLDS",

@@ -25,12 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from data.answer_match import match
 from data.chunking import split_sentences
 from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import JudgeControl, content_id, utcnow
+from data.runtime.answer_match import match
 from data.spans import answer_candidates
 from judges.answerability import MAX_ANSWER_TOKENS, OPEN_BOOK
 

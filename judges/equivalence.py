@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from data.answer_match import refusal
 from data.llm import LLMClient, LLMError
 from data.prompts import chat_messages, escape, load_prompt
 from data.records import Task
+from data.runtime.answer_match import refusal
 from judges.consensus import decide, majority
 from judges.injection import injection
 from judges.panel import panel_votes

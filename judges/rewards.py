@@ -9,7 +9,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from data.answer_match import final_answer, match, normalize_answer
 from data.records import (
     VERIFIER_SPEC,
     AnswerSpec,
@@ -22,7 +21,8 @@ from data.records import (
     Workspace,
     WorldSetup,
 )
-from data.world_runtime import conversation_attempt
+from data.runtime.answer_match import final_answer, match, normalize_answer
+from data.runtime.world_runtime import conversation_attempt
 from harnesses.tool_replay import attempt_text
 from judges.score import Score
 

@@ -20,10 +20,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from data.answer_match import normalize_answer
 from data.llm import LLMClient
 from data.prompts import chat_messages, escape, load_prompt
 from data.records import Attempt, RubricItem, Task, content_id
+from data.runtime.answer_match import normalize_answer
 from judges.injection import injection
 from judges.rewards import distinct_attempts
 from judges.rubric_grade import ITEMS_SYSTEM, ITEMS_USER, item_tallies

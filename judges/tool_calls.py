@@ -2,12 +2,12 @@
 
 An attempt (what the tool-replay harness returns) is JSON: `{"calls": [{"name", "arguments"}],
 "answer": ...}`. Each expected call must be matched by a later call of the attempt with the same
-tool name and equal key arguments (`data.replay_runtime.same_value`: numbers by value, text
+tool name and equal key arguments (`data.runtime.replay_runtime.same_value`: numbers by value, text
 case- and space-insensitively); arguments the task leaves out (free text) are not compared. The
 reward is the share of expected calls matched. Three ways to have the expected calls among many
-score 0: more than twice as many calls as expected, and the nets of `data.call_checks.spam`
+score 0: more than twice as many calls as expected, and the nets of `data.runtime.call_checks.spam`
 (an argument swept through more values than the expected calls give it, a wildcard where they
-give a value). The world verifier refuses the same (`data.world_runtime.grade_calls`).
+give a value). The world verifier refuses the same (`data.runtime.world_runtime.grade_calls`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from data.records import Task, ToolCall, ToolCallsSpec
-from data.replay_runtime import grade_calls
+from data.runtime.replay_runtime import grade_calls
 from harnesses.world_replay import as_calls
 from judges.score import Score
 
@@ -48,7 +48,7 @@ def makes_expected_calls(task: Task, attempt: str) -> bool:
 
 def grade(spec: ToolCallsSpec, completion: str) -> Score:
     """The share of expected calls the attempt made, in order (see the module docstring;
-    `data.replay_runtime.grade_calls`, as the exported verifiers package grades)."""
+    `data.runtime.replay_runtime.grade_calls`, as the exported verifiers package grades)."""
     calls = parse_calls(completion)
     if calls is None:
         return Score(0.0, "not a tool-replay attempt")

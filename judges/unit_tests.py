@@ -4,7 +4,7 @@ in the sandbox, every fail-to-pass test passes and every pass-to-pass test still
 A commit sequence has a checkpoint per step: the attempt's `## Step N` edits are applied in
 order, each followed by its step's tests, and the reward is the share of checkpoints passed.
 Edits to test files are set aside (and named in the reason): the task's tests decide, not the
-solver's. Edits whose added code reaches for the grader (`judges.grader_reach`) score 0 as
+solver's. Edits whose added code reaches for the grader (`data.runtime.grader_reach`) score 0 as
 `tampered` before anything runs. The gold self-check asks the same question of the reference
 patch (must pass) and of the empty patch (must fail) before a code task is accepted.
 """
@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.languages import of_path
 from data.records import Gate, GateName, Task, content_id
-from harnesses.call_replay import ReplayError
-from harnesses.edits import Edits
-from harnesses.sandbox import Limits
-from harnesses.trial import Step, Trial
+from data.runtime import code_grading
+from data.runtime.call_replay import ReplayError
+from data.runtime.code_grading import Graded
+from data.runtime.edits import Edits
+from data.runtime.languages import of_path
+from data.runtime.outside_check import Oracle, oracles
+from data.runtime.sandbox import Limits
+from data.runtime.trial import Step, Trial
 from harnesses.workspace import files_around_last, files_at_start, try_steps
-from judges import code_grading
-from judges.code_grading import Graded
-from judges.outside_check import Oracle, oracles
 from judges.redteam.code_attacks import ADMISSION, admission_attacks
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
@@ -119,7 +119,7 @@ class UnitTests:
         return Score(*await asyncio.to_thread(graded))
 
     def checks(self, task: Task) -> list[Oracle | None]:
-        """The task's outside checks (`judges.outside_check`), made once per reference, tests
+        """The task's outside checks (`data.runtime.outside_check`), made once per reference, tests
         and workspace: two sandbox runs of its reference."""
         key = graded_alike(task)
         if key not in self._checks:

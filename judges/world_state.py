@@ -7,8 +7,8 @@ predicate the task's self-check tested before it was offered).
 
 Failed calls change nothing, so guessing is free unless it is refused: an attempt with more than
 `2 * gold + EXTRA_CALLS` calls, a wildcard argument, or an argument swept through more values
-than the gold calls give it scores 0 before it is replayed (`data.call_checks`). The grading is
-`data.world_runtime.grade_calls`, which the verifiers package runs too. A call of
+than the gold calls give it scores 0 before it is replayed (`data.runtime.call_checks`). The
+grading is `data.runtime.world_runtime.grade_calls`, which the verifiers package runs too. A call of
 a tool the task's world does not have runs nothing (the world answers "unknown tool" and leaves
 the state as it was, as the harness does), so it can neither help nor, by itself, hurt: a
 solver that names a tool wrongly and then makes the right calls still passes.
@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from data.records import Task
-from data.world_runtime import conversation_attempt, grade_calls
+from data.runtime.world_runtime import conversation_attempt, grade_calls
 from harnesses.world import world_spec
 from harnesses.world_check import self_check
 from harnesses.world_replay import Call, as_calls, gold_calls, replay

@@ -15,6 +15,7 @@ from data.config import FoundryConfig
 from data.export import export_taskset
 from data.lake import Lake
 from data.projections import FORMATS, project
+from data.runtime.python_env import ENV_CACHE_VARIABLE
 from families import export_kinds
 from families.stage import StageContext
 from flows.stages import (
@@ -25,7 +26,6 @@ from flows.stages import (
     run_stages,
     solver_through_proxy,
 )
-from harnesses.python_env import ENV_CACHE_VARIABLE
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints

@@ -20,9 +20,11 @@ from data.prime_rl import write_rl_toml
 from data.projections import canonical_rows, project
 from data.records import Task, Workspace
 from data.repos import ingest_repo
+from data.runtime import sandbox
+from data.runtime.edits import file_diff, parse_edits
+from data.runtime.workspace_bundle import bundle_name, unpack
 from data.sample_repo import build_sample_repo
 from data.verifiers_package import taskset_id
-from data.workspace_bundle import bundle_name, unpack
 from families import export_kinds, family_of
 from families.code import CodeFamily, repo_of
 from families.code_stages import pending_rebuilds, rebuild_functions, replay_commits
@@ -38,8 +40,6 @@ from generators.function_rebuild import (
 )
 from generators.function_targets import targets
 from generators.replay_tasks import hunk_regions
-from harnesses import sandbox
-from harnesses.edits import file_diff, parse_edits
 from harnesses.workspace import files_at_start
 from judges.redteam.code_attacks import ATTACKS, hard_coded
 from judges.unit_tests import unit_test_reward

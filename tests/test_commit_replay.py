@@ -12,11 +12,11 @@ from data.git import git
 from data.lake import Lake
 from data.records import CommitReplay
 from data.repos import ingest_repo
+from data.runtime.python_env import requirements_of
+from data.runtime.sandbox import Limits
 from data.sample_repo import build_sample_repo
 from families.code_stages import pending_replays, rebuild_functions, replay_commits
 from generators.commit_replay import Unusable, analyse
-from harnesses.python_env import requirements_of
-from harnesses.sandbox import Limits
 from tests.conftest import make_context
 from tests.test_repos import IDENTITY
 

@@ -7,9 +7,9 @@ import json
 
 import pyarrow.parquet as pq
 
-from data.corpus_index import CorpusIndex
 from data.export import export_taskset
 from data.records import Evidence
+from data.runtime.corpus_index import CorpusIndex
 from families import export_kinds
 from flows.stages import ingest_docs
 from harnesses.doc_search import DocSearch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harnesses.edits import (
+from data.runtime.edits import (
     EditError,
     apply_edits,
     file_diff,
@@ -12,7 +12,7 @@ from harnesses.edits import (
     split_diff,
     split_steps,
 )
-from harnesses.sandbox import Limits, Sandbox
+from data.runtime.sandbox import Limits, Sandbox
 
 OLD = "def add(a, b):\n    raise NotImplementedError\n"
 NEW = "def add(a, b):\n    return a + b\n"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from data.answer_match import token_f1
 from data.lake import Lake
 from data.projections import last_user_message
+from data.runtime.answer_match import token_f1
 from data.served_policy import EMBEDDED, parse_policy, served_folder, weights_hash
 from flows.cli import main
 from flows.evaluate import ARTIFACT_KEY, evaluate_flow

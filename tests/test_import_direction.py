@@ -4,8 +4,9 @@ only from where it says.
 `data/` imports no other layer; `harnesses/` only `data`; `generators/` and `judges/` only
 `harnesses` and `data` (a generator never a judge, a judge never a generator); `families/` any
 layer but `flows`; only `flows/` imports `prefect`. The training room (the trainer, its
-environments, episodes and warm start) is imported by itself and `flows/` alone. Every import
-counts: top-level ones, ones inside functions and ones under `if TYPE_CHECKING:`.
+environments, episodes and warm start) is imported by itself and `flows/` alone. The runtime room
+(`data/runtime/`, shipped whole in exported packages) imports nothing of ours outside itself.
+Every import counts: top-level ones, ones inside functions and ones under `if TYPE_CHECKING:`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ ROOMS = {
         {"flows"},
     ),
 }
+# sealed room -> its package: it imports none of our modules outside itself
+SEALED = {Path("data", "runtime"): "data.runtime"}
 
 
 def imported_modules(root: Path, path: Path) -> list[tuple[int, str]]:
@@ -71,6 +74,8 @@ def offences(root: Path = ROOT) -> list[str]:
                     allowed = False
                 if not _may_enter(path.relative_to(root), layer, module):
                     allowed = False
+                if not _stays_inside(path.relative_to(root), module):
+                    allowed = False
                 if not allowed:
                     lines.append(f"{path.relative_to(root)}:{line} -> {module}")
     return lines
@@ -83,6 +88,14 @@ def _may_enter(path: Path, layer: str, module: str) -> bool:
         inside = any(module == m or module.startswith(m + ".") for m in members)
         if inside and importer not in members and layer not in entrances:
             return False
+    return True
+
+
+def _stays_inside(path: Path, module: str) -> bool:
+    """Whether `module`, imported by the file at `path`, keeps a sealed room's imports inside."""
+    for room, package in SEALED.items():
+        if room in path.parents and module.split(".")[0] in LAYERS:
+            return module == package or module.startswith(package + ".")
     return True
 
 
@@ -107,10 +120,12 @@ def test_imports_point_down_only():
         ("judges", "import prefect\n", "prefect"),
         ("families", "from flows import stages\n", "flows"),
         ("judges", "from harnesses.trainer import RewardSampler\n", "harnesses.trainer"),
+        ("data/runtime", "from data.records import Task\n", "data.records"),
+        ("data/runtime", "from ..lake import Lake\n", "data.lake"),
     ],
 )
 def test_the_check_catches_an_upward_import(tmp_path, layer, source, offence):
-    (tmp_path / layer).mkdir()
+    (tmp_path / layer).mkdir(parents=True)
     (tmp_path / layer / "bad.py").write_text(source)
     line = source.count("\n")
     assert offences(tmp_path) == [f"{layer}/bad.py:{line} -> {offence}"]

@@ -95,8 +95,8 @@ def test_a_signal_mid_stage_stops_the_run_and_the_next_run_finishes_it(tmp_path,
 SANDBOXED_STAGE = """
 import sys, threading, time
 from pathlib import Path
-from data import interrupt
-from harnesses.sandbox import Limits, Sandbox
+from data.runtime import interrupt
+from data.runtime.sandbox import Limits, Sandbox
 
 ended = []
 

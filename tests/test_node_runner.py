@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import data.languages
-from data.languages import JavaScript, detect_language
-from harnesses import node_runner, python_env, test_run
-from harnesses.node_env import ensure_node_modules
-from harnesses.node_runner import run_node_tests, runnable_test_files
-from harnesses.python_env import EnvError
-from harnesses.sandbox import Limits, Sandbox
+from data.runtime import node_runner
+from data.runtime.languages import JavaScript, detect_language
+from data.runtime.node_env import ensure_node_modules
+from data.runtime.node_runner import run_node_tests, runnable_test_files
+from data.runtime.python_env import EnvError
+from data.runtime.sandbox import Limits, Sandbox
 from tests.test_sandbox import UNPRIVILEGED_UID, _runtime, as_root, needs_system_python
 
 MATH = """'use strict';
@@ -209,8 +208,8 @@ def test_dependencies_are_installed_once_without_their_scripts_and_read_in_the_s
 AS_USER = """
 import json, sys
 from pathlib import Path
-from harnesses.node_runner import run_node_tests
-from harnesses.sandbox import Sandbox
+from data.runtime.node_runner import run_node_tests
+from data.runtime.sandbox import Sandbox
 with Sandbox(Path(sys.argv[1])) as sandbox:
     run = run_node_tests(sandbox)
 print(json.dumps({"passed": sorted(run.passed()), "tampered": run.tampered,
@@ -223,12 +222,7 @@ print(json.dumps({"passed": sorted(run.passed()), "tampered": run.tampered,
 def test_without_root_the_tests_run_confined_and_read_alike(open_dir):
     """The caller is an ordinary user: bubblewrap's namespaces without a uid switch, the
     guard's folder read-only inside, the same outcomes."""
-    runtime = _runtime(
-        open_dir,
-        with_bubblewrap=True,
-        modules=(data.languages, node_runner, python_env, test_run),
-        folders=(node_runner.GUARD.parent,),
-    )
+    runtime = _runtime(open_dir, with_bubblewrap=True)
     tree = open_dir / "proj"
     (tree / "src").mkdir(parents=True)
     (tree / "test").mkdir()

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from harnesses.pytest_runner import BOOT
-from harnesses.sandbox import Limits
-from harnesses.trial import Step, Trial, steps_in_tree
-from judges.code_grading import Point, grade, outside_checks
-from judges.outside_check import same_result, same_value
+from data.runtime.code_grading import Point, grade, outside_checks
+from data.runtime.outside_check import same_result, same_value
+from data.runtime.pytest_runner import BOOT
+from data.runtime.sandbox import Limits
+from data.runtime.trial import Step, Trial, steps_in_tree
 from judges.redteam.code_attacks import ATTACKS
 from tests.prices_repo import F2P, FIXED, P2P, SOURCE, whole_file, write_prices_repository
 

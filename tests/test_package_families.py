@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data import corpus_index, replay_runtime
 from data.prime_rl import write_rl_toml
 from data.records import (
     VERIFIER_SPEC,
@@ -28,6 +27,7 @@ from data.records import (
     Trace,
     TraceMessage,
 )
+from data.runtime import corpus_index
 from data.verifiers_package import SEARCH_TURNS, module_name, taskset_id, write_package
 from generators.trace_tasks import replay_task
 from harnesses.doc_search import DocSearch
@@ -45,6 +45,7 @@ from tests.test_world_package import (
     conversation,
     installed,
     needs_verifiers,
+    shipped_as_it_is,
     verifiers_figures,
     verifiers_run,
     world_rows,
@@ -331,9 +332,7 @@ def family_package(tmp_path_factory) -> tuple[Path, Path, list[dict[str, Any]], 
 def test_the_package_ships_the_corpus_and_runtimes_and_lists_what_it_leaves_out(family_package):
     package, version, rows, skipped = family_package
     module = package / module_name(NAME)
-    for shipped in (corpus_index, replay_runtime):
-        copied = module / Path(shipped.__file__).name
-        assert copied.read_text() == Path(shipped.__file__).read_text()
+    assert shipped_as_it_is(module / "runtime")
     assert (module / "corpus.parquet").read_bytes() == (version / "corpus.parquet").read_bytes()
     assert skipped == {"verifier_rubric": 1, "code_without_workspace": 1}
     packaged = {r["task_id"]: r for r in pq.read_table(module / "tasks.parquet").to_pylist()}

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import load_dataset
 
-from data.errors import ReasonedError
 from data.hub import push_version
 from data.projections import SFT_SCHEMA, canonical_rows, episode_message, project
+from data.runtime.errors import ReasonedError
 from data.verifiers_package import module_name, packaged, taskset_id
 from flows.cli import main
 from judges.verifier_types.trainer_rewards import verifier_reward

@@ -12,11 +12,11 @@ import pytest
 
 from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, ToolCall, ToolCallsSpec
 from data.repos import ingest_repo
+from data.runtime.code_grading import Point, outside_checks
+from data.runtime.sandbox import Limits
+from data.runtime.trial import steps_in_tree
 from families.code_stages import inject_bugs
 from flows.cli import main
-from harnesses.sandbox import Limits
-from harnesses.trial import steps_in_tree
-from judges.code_grading import Point, outside_checks
 from judges.redteam import answer_attacks
 from judges.redteam.answer_attacks import AnswerAttack
 from judges.redteam.code_attacks import ATTACKS, CodeAttack, hard_coded, whole_files

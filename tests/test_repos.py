@@ -9,8 +9,8 @@ import pytest
 from data.funnel import format_funnel, funnel
 from data.git import GitError, git
 from data.lake import Lake
-from data.languages import Python, detect_language
 from data.repos import ingest_repo
+from data.runtime.languages import Python, detect_language
 from data.sample_repo import build_sample_repo
 from flows.cli import main
 

@@ -13,12 +13,12 @@ from xml.etree import ElementTree
 
 import pytest
 
+from data.runtime.edits import Edits
+from data.runtime.grader_reach import reaches_for_grader
+from data.runtime.pytest_runner import TestRun, read_stream, run_pytest
+from data.runtime.python_env import ensure_env, requirements_of
+from data.runtime.sandbox import Completed, Limits, Sandbox
 from generators.bug_injection import failure_output
-from harnesses.edits import Edits
-from harnesses.pytest_runner import TestRun, read_stream, run_pytest
-from harnesses.python_env import ensure_env, requirements_of
-from harnesses.sandbox import Completed, Limits, Sandbox
-from judges.grader_reach import reaches_for_grader
 
 TARGET = "tests/test_calc.py::test_add"
 OTHER = "tests/test_calc.py::test_zero"

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from data.answer_match import token_f1
-from data.call_checks import Call
 from data.config import VerifyConfig
 from data.records import (
     ExactOrF1Spec,
@@ -25,7 +23,9 @@ from data.records import (
     WorldSetup,
     WorldStateSpec,
 )
-from data.replay_runtime import repeats
+from data.runtime.answer_match import token_f1
+from data.runtime.call_checks import Call
+from data.runtime.replay_runtime import repeats
 from harnesses.tool_replay import attempt_text
 from harnesses.world import World, load_world_spec
 from harnesses.world_replay import as_calls, replay

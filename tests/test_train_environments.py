@@ -13,11 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from transformers.utils import get_json_schema
 
-from data.corpus_index import CorpusIndex
 from data.lake import Lake
 from data.records import ToolCall, ToolEnvironment, WorldSetup
+from data.runtime.corpus_index import CorpusIndex
+from data.runtime.world_runtime import World, WorldSpec, load_world_spec
 from data.trace_formats import read_proxy_records
-from data.world_runtime import World, WorldSpec, load_world_spec
 from harnesses.tool_replay import NO_RESULT, replay
 from harnesses.train_environments import (
     TOO_MANY_CALLS,

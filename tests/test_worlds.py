@@ -128,7 +128,7 @@ def test_spec_sql_is_held_to_its_tables(tool, message):
 
 
 def test_a_runaway_call_is_interrupted_and_changes_nothing(monkeypatch):
-    monkeypatch.setattr("data.world_runtime.CALL_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("data.runtime.world_runtime.CALL_TIMEOUT_S", 0.2)
     spec = small_spec(
         effects=["UPDATE counts SET n = n + 1"],
         result="SELECT count(*) AS n FROM range(100000000000) a",

@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .code_grading import grade, outside_checks, points_of
-from .sandbox import Limits
-from .trial import Step, Trial, steps_in_tree
-from .workspace_bundle import FOLDER, bundle_name, unpack
+from .runtime.code_grading import grade, outside_checks, points_of
+from .runtime.sandbox import Limits
+from .runtime.trial import Step, Trial, steps_in_tree
+from .runtime.workspace_bundle import FOLDER, bundle_name, unpack
 
 WORKSPACES = Path(__file__).resolve().parent / FOLDER
 CHECKS: dict[str, list[Any]] = {}  # each task's outside checks, made once per process

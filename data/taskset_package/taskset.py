@@ -23,11 +23,11 @@ import pyarrow.parquet as pq
 import verifiers.v1 as vf
 from verifiers.v1.types import content_text
 
-from . import replay_runtime
-from .answer_match import match
 from .code_runtime import grade_code
+from .runtime import replay_runtime
+from .runtime.answer_match import match
+from .runtime.world_runtime import WorldSpec, conversation_attempt, grade_calls
 from .tools import TaskToolset
-from .world_runtime import WorldSpec, conversation_attempt, grade_calls
 
 TASKS = Path(__file__).resolve().parent / "tasks.parquet"
 

@@ -24,9 +24,9 @@ import verifiers.v1 as vf
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, Tool
 
-from .corpus_index import CORPUS_FILE, HARNESS, CorpusIndex
-from .replay_runtime import NO_RESULT, replayed
-from .world_runtime import World, WorldSpec
+from .runtime.corpus_index import CORPUS_FILE, HARNESS, CorpusIndex
+from .runtime.replay_runtime import NO_RESULT, replayed
+from .runtime.world_runtime import World, WorldSpec
 
 CORPUS = Path(__file__).resolve().parent / CORPUS_FILE
 SEARCH_TOOLS = [

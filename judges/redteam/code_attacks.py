@@ -4,7 +4,7 @@ Each attack is an attempt that implements nothing: the files the task's referenc
 the attempt starts from them, with code added that tries to make the grader pay. The code is
 appended at module level, so it runs when the module is imported: in the test run (during
 collection) and in the outside check's replay. It names nothing the static tripwire
-(`judges/grader_reach.py`) looks for: the names it needs are built at run time, so what stops
+(`data/runtime/grader_reach.py`) looks for: the names it needs are built at run time, so what stops
 it is the grader's other layers, the outside check above all. Its first act is to write
 `redteam:<attack>` to its standard error, which the replay brings back: the evidence that it ran.
 """

@@ -17,10 +17,10 @@ from typing import TypeVar
 
 from data.llm import LLMError
 from data.records import Task
-from harnesses.trial import Step, Trial
+from data.runtime.code_grading import Point, TrySteps, grade
+from data.runtime.outside_check import Oracle
+from data.runtime.trial import Step, Trial
 from judges import verifier_types
-from judges.code_grading import Point, TrySteps, grade
-from judges.outside_check import Oracle
 from judges.redteam.answer_attacks import AnswerAttack, JudgeAsked, NoJudge
 from judges.redteam.code_attacks import MARK, CodeAttack
 

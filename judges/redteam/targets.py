@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from data.lake import Lake
 from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, Task, ToolCallsSpec
-from harnesses.edits import parse_edits
+from data.runtime.edits import parse_edits
 from harnesses.workspace import files_at_start
 from judges.redteam.code_attacks import ATTACKS, CodeAttack, hard_coded
 from judges.redteam.run import CodeTarget

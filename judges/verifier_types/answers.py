@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from data.answer_match import normalize_answer
 from data.records import AnswerSpec, LLMEquivalenceSpec, Remedy, Task
+from data.runtime.answer_match import normalize_answer
 from data.spans import answer_candidates
 from judges.rewards import score
 

@@ -1,10 +1,10 @@
 """`unit_tests`: the task's tests run on the attempt's edits in the sandbox, with the outside
-check (`judges.unit_tests`, `judges.code_grading`); the code family grades it."""
+check (`judges.unit_tests`, `data.runtime.code_grading`); the code family grades it."""
 
 from __future__ import annotations
 
 from data.records import Task, UnitTestsSpec
-from harnesses.edits import EditError, Edits, parse_edits
+from data.runtime.edits import EditError, Edits, parse_edits
 from judges.verifier_types.base import VerifierType, spaced
 
 

@@ -15,8 +15,8 @@ import json
 import shutil
 from pathlib import Path
 
-from harnesses.node_runner import node_version, npm_command
-from harnesses.python_env import EnvError, built_once, env_cache, key_of, run_installer
+from .node_runner import node_version, npm_command
+from .python_env import EnvError, built_once, env_cache, key_of, run_installer
 
 LOCKFILE = "package-lock.json"
 DEPENDENCY_FIELDS = ("dependencies", "devDependencies")

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from data.errors import ReasonedError
-from harnesses.sandbox import Completed, Sandbox
+from .errors import ReasonedError
+from .sandbox import Completed, Sandbox
 
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 FILE_HEADER = re.compile(r"^\s*(?:#|//)\s*file:\s*(\S+)\s*$", re.IGNORECASE)

@@ -8,7 +8,7 @@ import select
 import threading
 from dataclasses import dataclass, field
 
-from harnesses.sandbox import Completed
+from .sandbox import Completed
 
 Outcome = str  # passed | failed | error | skipped | incomplete (set up, never run)
 MAX_STREAM_BYTES = 64 * 1024 * 1024

@@ -1,7 +1,7 @@
 """A code attempt tried on a repository tree: in the sandbox, the start patch (what the solver
 saw), then per step the solver's edits (test files set aside by the caller), the step's hidden
 test patch and its tests. A step may also replay calls on the tree without its tests
-(`harnesses.call_replay`), after its edits (and before them), or record the calls its tests
+(`data.runtime.call_replay`), after its edits (and before them), or record the calls its tests
 make instead of running them for their outcomes.
 
 It needs only the tree, not where the tree came from (taskfoundry checks it out of a mirror,
@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harnesses.call_replay import Call, Replayed, record_calls, replay_calls
-from harnesses.edits import Edits, apply_edits, apply_patch
-from harnesses.sandbox import Completed, Limits, Sandbox
-from harnesses.test_run import TestRun
-from harnesses.test_runners import test_suite
+from .call_replay import Call, Replayed, record_calls, replay_calls
+from .edits import Edits, apply_edits, apply_patch
+from .sandbox import Completed, Limits, Sandbox
+from .test_run import TestRun
+from .test_runners import test_suite
 
 
 class WorkspaceError(RuntimeError):

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from data.languages import JavaScript, project_files
-from harnesses.python_env import EnvError
-from harnesses.sandbox import Completed, Sandbox
-from harnesses.test_run import Outcome, StreamReader, TestRun
+from .languages import JavaScript, project_files
+from .python_env import EnvError
+from .sandbox import Completed, Sandbox
+from .test_run import Outcome, StreamReader, TestRun
 
 
 def _packaged_node() -> Path | None:
@@ -81,7 +81,7 @@ def run_node_tests(
     boot = sandbox.provide("node-boot", [GUARD])
     linked = tree / "node_modules"
     if modules is not None and not linked.exists() and not linked.is_symlink():
-        linked.symlink_to(modules)  # read-only, shared: see `harnesses.node_env`
+        linked.symlink_to(modules)  # read-only, shared: see `data.runtime.node_env`
     outcomes: dict[str, Outcome] = {}
     runs: list[Completed] = []
     notes: list[str] = []

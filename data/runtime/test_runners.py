@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.languages import Language, Python, tree_language
-from harnesses.node_env import ensure_node_modules
-from harnesses.node_runner import node_major, run_node_tests
-from harnesses.pytest_runner import run_pytest
-from harnesses.python_env import ensure_env, requirements_of
-from harnesses.sandbox import Sandbox
-from harnesses.test_run import TestRun
+from .languages import Language, Python, tree_language
+from .node_env import ensure_node_modules
+from .node_runner import node_major, run_node_tests
+from .pytest_runner import run_pytest
+from .python_env import ensure_env, requirements_of
+from .sandbox import Sandbox
+from .test_run import TestRun
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
 
-from data.errors import ReasonedError
-from data.interrupt import Interrupted
-from data.interrupt import requested as stop_requested
+from .errors import ReasonedError
+from .interrupt import Interrupted
+from .interrupt import requested as stop_requested
 
 log = logging.getLogger(__name__)
 

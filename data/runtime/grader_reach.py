@@ -1,6 +1,6 @@
 """A static check of a code attempt before its tests run: code that reaches for the grader.
 
-The pytest grader watches the test process from inside it (`harnesses/pytest_boot/`): an audit
+The pytest grader watches the test process from inside it (`data/runtime/pytest_boot/`): an audit
 hook, pinned objects and the test function's own call. What stays within reach of code in that
 process is walking the interpreter's frames to pytest's plugin manager, writing raw memory,
 or rewriting modules in `sys.modules`. An honest fix to a function has no business with any of
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from harnesses.edits import Edits
+from .edits import Edits
 
 # what reaches the grader from inside the test process, by the name the code must write
 GRADER_REACH: dict[str, str] = {

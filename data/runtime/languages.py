@@ -1,7 +1,7 @@
 """What taskfoundry needs to know about a repository's language: which files are tests, which
 are source, whether a tree is a project of that language, how its files are shown in a prompt
 and what a body taken out is replaced by. Running its tests is the sandbox's side
-(`harnesses.test_runners`, by the language's `name`)."""
+(`data.runtime.test_runners`, by the language's `name`)."""
 
 from __future__ import annotations
 

@@ -25,9 +25,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harnesses.python_env import readable_paths
-from harnesses.sandbox import Completed, Sandbox
-from harnesses.test_run import Outcome, StreamReader, TestRun
+from .python_env import readable_paths
+from .sandbox import Completed, Sandbox
+from .test_run import Outcome, StreamReader, TestRun
 
 BOOT = Path(__file__).resolve().parent / "pytest_boot"
 # pytest's exit statuses that mean every collected test passed (0) or that some failed (1)

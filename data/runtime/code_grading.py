@@ -1,7 +1,7 @@
 """How a code attempt is graded: its reply's edits per step (test files set aside), the
 tripwire for code that reaches for the grader, then each step's edits tried with its
 checkpoint's tests, every fail-to-pass test passing and every pass-to-pass test still passing,
-and, for Python trees, the outside check (`judges.outside_check`): the calls the tests make
+and, for Python trees, the outside check (`data.runtime.outside_check`): the calls the tests make
 into the functions the task changes, replayed on the attempt without the tests, must return
 what the reference returns.
 
@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from data.languages import is_any_test_file
-from harnesses.edits import EditError, Edits, parse_edits, split_steps
-from harnesses.trial import Step, Trial
-from judges.grader_reach import reaches_for_grader
-from judges.outside_check import Oracle, oracles
+from .edits import EditError, Edits, parse_edits, split_steps
+from .grader_reach import reaches_for_grader
+from .languages import is_any_test_file
+from .outside_check import Oracle, oracles
+from .trial import Step, Trial
 
 TrySteps = Callable[[list[Step]], list[Trial]]  # the steps tried on a fresh workspace, in order
 Graded = tuple[float, str]  # a reward and why
@@ -73,7 +73,7 @@ def grade(
 def outside_checks(
     reference: str, points: Sequence[Point], try_steps: TrySteps
 ) -> list[Oracle | None]:
-    """Each checkpoint's outside check (`judges.outside_check`), from the reference change;
+    """Each checkpoint's outside check (`data.runtime.outside_check`), from the reference change;
     none where the reference is unusable or the tree is not Python's."""
     edits, _ = edits_of(reference, len(points))
     if any(e is None for e in edits):
@@ -102,7 +102,7 @@ def edits_of(reply: str, steps: int) -> tuple[list[Edits | None], list[str]]:
 
 
 def grader_reach(edits: list[Edits | None], reference: list[Edits | None]) -> str:
-    """Evidence that a step's edits reach for the grader (`judges.grader_reach`), or ""."""
+    """Evidence that a step's edits reach for the grader (`data.runtime.grader_reach`), or ""."""
     for number, (made, gold) in enumerate(zip(edits, reference, strict=False), start=1):
         evidence = reaches_for_grader(made, gold) if made is not None else ""
         if evidence:

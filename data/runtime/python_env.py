@@ -23,7 +23,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from harnesses.sandbox import SYSTEM_DIRS, private_dir
+from .sandbox import SYSTEM_DIRS, private_dir
 
 ENV_CACHE_VARIABLE = "FOUNDRY_ENV_CACHE"
 TEST_EXTRAS = ("test", "tests", "testing", "dev")

@@ -31,9 +31,9 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from harnesses.call_replay import Call, Replayed, Result
-from harnesses.edits import Edits
-from harnesses.trial import Step, Trial
+from .call_replay import Call, Replayed, Result
+from .edits import Edits
+from .trial import Step, Trial
 
 TrySteps = Callable[[list[Step]], list[Trial]]
 NUMBERS = {"float": float, "decimal": Decimal, "fraction": Fraction}

@@ -5,7 +5,7 @@ the tree and replayed on another, outside any test run.
 test file's code into a module-level function of the tree, with its arguments and its result.
 `replay_calls` makes those calls again, in order, in a sandboxed process on a copy of a tree
 from which every test file has been removed: the code there sees the arguments, never the
-tests, their expected values or the results it is compared with (`judges.outside_check`).
+tests, their expected values or the results it is compared with (`data.runtime.outside_check`).
 A tree that is not a Python project has no calls to record (an empty list).
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data.languages import is_any_test_file, project_files
-from harnesses.pytest_runner import run_boot_script
-from harnesses.sandbox import Completed, Limits, Sandbox
+from .languages import is_any_test_file, project_files
+from .pytest_runner import run_boot_script
+from .sandbox import Completed, Limits, Sandbox
 
 Call = dict[str, Any]  # module, function, args, kwargs; as recorded: test, returns | raises
 Result = dict[str, Any]  # returns | raises | missing
