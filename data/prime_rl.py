@@ -20,20 +20,22 @@ from typing import Any
 
 from data.records import POOL_CEILINGS
 from data.splits import EVAL, HELD_OUT
-from data.verifiers_package import packaged, taskset_id, tools_of
+from data.verifiers_package import Graders, packaged, taskset_id, tools_of
 
 POOL_WEIGHTS = {"hard": 0.2, "normal": 1.0, "easy": 0.2}  # prime-rl's defaults
 GROUP_SIZE = 8
 
 
-def write_rl_toml(path: Path, version: Path, tasks: list[dict[str, Any]]) -> tuple[int, dict]:
-    """Write the fragment for the packaged tasks of `version`; returns (tasks it trains on,
-    tasks left out per reason)."""
+def write_rl_toml(
+    path: Path, version: Path, tasks: list[dict[str, Any]], graders: Graders
+) -> tuple[int, dict]:
+    """Write the fragment for the tasks of `version` the package grades (`graders`); returns
+    (tasks it trains on, tasks left out per reason)."""
     manifest = json.loads((version / "manifest.json").read_text())
     skipped: dict[str, int] = {}
     trained, hackable, held_out = [], [], []
     for task in tasks:
-        reason = packaged(task, version)
+        reason = packaged(task, version, graders)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
         elif task.get("split") == EVAL:

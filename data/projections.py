@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,6 +27,9 @@ import pyarrow.parquet as pq
 from data.config import ExportFormat
 from data.export import MESSAGE
 from data.lake import Lake
+
+if TYPE_CHECKING:
+    from data.verifiers_package import Graders
 
 FORMATS: tuple[str, ...] = get_args(ExportFormat)
 PART = "part-00000.parquet"
@@ -105,8 +108,10 @@ class Projection:
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows left out
 
 
-def project(version: Path, fmt: str, lake: Lake) -> Projection:
-    """Write projection `fmt` of the taskset version folder `version` (unless it is there)."""
+def project(version: Path, fmt: str, lake: Lake, *, graders: Graders) -> Projection:
+    """Write projection `fmt` of the taskset version folder `version` (unless it is there);
+    `graders`: how the verifiers package grades each verifier type (the registry's,
+    `judges.verifier_types.package_graders()`)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose from {', '.join(FORMATS)}")
     target = version / fmt
@@ -116,8 +121,8 @@ def project(version: Path, fmt: str, lake: Lake) -> Projection:
     tasks = canonical_rows(version)
     writers: dict[str, Callable[[Path], tuple[int, dict[str, int]]]] = {
         "trl": lambda out: _write_rows(out, [trl_row(t) for t in tasks], TRL_SCHEMA),
-        "verifiers": lambda out: _write_verifiers(out, version, tasks),
-        "prime-rl": lambda out: _write_prime_rl(out, version, tasks),
+        "verifiers": lambda out: _write_verifiers(out, version, tasks, graders),
+        "prime-rl": lambda out: _write_prime_rl(out, version, tasks, graders),
         "sft": lambda out: _write_sft(out, tasks, lake),
     }
     tmp = version / f".{fmt}.tmp"
@@ -192,19 +197,23 @@ def _write_rows(out: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> tup
     return len(rows), {}
 
 
-def _write_verifiers(out: Path, version: Path, tasks: list[dict[str, Any]]) -> tuple[int, dict]:
+def _write_verifiers(
+    out: Path, version: Path, tasks: list[dict[str, Any]], graders: Graders
+) -> tuple[int, dict]:
     from data.verifiers_package import write_package
 
     rows = [verifiers_row(i, t) for i, t in enumerate(tasks)]
     _write_rows(out, rows, VERIFIERS_SCHEMA)
-    left_out = write_package(out / "taskset", version, tasks)
+    left_out = write_package(out / "taskset", version, tasks, graders)
     return len(rows), {f"from_v1_package:{reason}": n for reason, n in left_out.items()}
 
 
-def _write_prime_rl(out: Path, version: Path, tasks: list[dict[str, Any]]) -> tuple[int, dict]:
+def _write_prime_rl(
+    out: Path, version: Path, tasks: list[dict[str, Any]], graders: Graders
+) -> tuple[int, dict]:
     from data.prime_rl import write_rl_toml
 
-    return write_rl_toml(out / "rl.toml", version, tasks)
+    return write_rl_toml(out / "rl.toml", version, tasks, graders)
 
 
 # --- SFT: accepted rollouts ---------------------------------------------------------------

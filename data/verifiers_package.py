@@ -33,6 +33,8 @@ import json
 import re
 import shutil
 from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +44,12 @@ import pyarrow.parquet as pq
 from data.config import CalibrateConfig
 from data.export import TASKSET_SCHEMA, search_turns
 from data.prompts import load_prompt
-from data.runtime import answer_match, corpus_index, replay_runtime, workspace_bundle
+from data.runtime import corpus_index, replay_runtime, workspace_bundle
 
 PROJECT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"
-ANSWER_TYPES = ("exact_or_f1", "llm_equivalence")
 TEMPLATES = ("__init__.py", "taskset.py", "tools.py", "code_runtime.py")
+GRADERS_FILE = "graders.json"  # the package's grader of each verifier type it grades
 RUNTIME = PROJECT / "data" / "runtime"  # shipped whole: it imports nothing outside itself
 REQUIREMENTS = (
     "verifiers>=0.4,<0.5",
@@ -60,9 +62,9 @@ REQUIREMENTS = (
 # what a solver with native `search` and `read` tools is told, before the task's system message
 SEARCH_INSTRUCTION = load_prompt(corpus_index.__file__, "search_tools_instruction")
 SEARCH_TURNS: int = CalibrateConfig.model_fields["max_turns"].default
-# why a task is left out, for the README (a reason not named here is an unscorable verifier)
+# why a task is left out, for the README (a verifier type the package cannot grade says why
+# itself, `Packaged.why_not`)
 REASONS = {
-    "verifier_rubric": "needs a judge model",
     "code_without_workspace": "its repository tree is not in the version (no mirror at export)",
     "world_state_without_world": "has no world to act on",
     "tool_calls_without_environment": "has no recorded tools to replay",
@@ -95,6 +97,24 @@ PACKAGE_SCHEMA = pa.schema(
 )
 
 
+Lacks = Callable[[dict[str, Any], Path], str | None]
+
+
+@dataclass(frozen=True)
+class Packaged:
+    """How the exported package grades one verifier type (its registry module says,
+    `judges.verifier_types`): `grader`, its grader there (a key of the package's
+    `TaskfoundryTask.GRADERS`; None: its tasks are left out, for `why_not`), and `lacks`, what a
+    task of a taskset version lacks to be graded there (a reason of `REASONS`, or None)."""
+
+    grader: str | None
+    lacks: Lacks | None = None
+    why_not: str = ""
+
+
+Graders = Mapping[str, Packaged]  # verifier type name -> how the package grades it
+
+
 def taskset_id(name: str) -> str:
     """The verifiers taskset id of taskset `name` (its module name with `-` as `_`)."""
     return "taskfoundry-" + (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "tasks")
@@ -124,25 +144,19 @@ def setup_of(task: dict[str, Any], column: str) -> dict[str, Any] | None:
     return json.loads(task[column]) if task[column] else None
 
 
-def packaged(task: dict[str, Any], version: Path) -> str | None:
-    """None if the package can score `task` of taskset `version`, else why it is left out."""
-    verifier = json.loads(task["verifier"])
-    kind = verifier.get("type", "exact_or_f1")
-    if kind == "unit_tests":
-        return None if bundle_of(version, task) else "code_without_workspace"
-    if kind == "world_state":
-        return None if setup_of(task, "world") else "world_state_without_world"
-    if kind == "tool_calls":
-        if not setup_of(task, "environment"):
-            return "tool_calls_without_environment"
-        return None if verifier.get("tool_calls") else "tool_calls_without_calls"
-    if kind not in ANSWER_TYPES:
+def verifier_of(task: dict[str, Any]) -> str:
+    """The name of a task row's verifier type."""
+    return json.loads(task["verifier"]).get("type", "exact_or_f1")
+
+
+def packaged(task: dict[str, Any], version: Path, graders: Graders) -> str | None:
+    """None if the package can score `task` of taskset `version` (its verifier type has a
+    grader in `graders` and the task lacks nothing it needs), else why it is left out."""
+    kind = verifier_of(task)
+    found = graders.get(kind)
+    if found is None or found.grader is None:
         return f"verifier_{kind}"
-    if not answer_match.normalize_answer(task["answer"]):
-        return "empty_answer"
-    if task["harness"] == corpus_index.HARNESS and not has_corpus(version):
-        return "doc_search_without_corpus"
-    return None
+    return found.lacks(task, version) if found.lacks else None
 
 
 def max_turns(task: dict[str, Any], searches: int) -> int:
@@ -173,15 +187,17 @@ def package_row(task: dict[str, Any], searches: int) -> dict[str, Any]:
     return row
 
 
-def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dict[str, int]:
-    """Write the package for the tasks of `version` under `root`; returns the tasks left out
-    per reason."""
+def write_package(
+    root: Path, version: Path, tasks: list[dict[str, Any]], graders: Graders
+) -> dict[str, int]:
+    """Write the package for the tasks of `version` under `root`, each graded by its verifier
+    type's grader in `graders` (the registry's); returns the tasks left out per reason."""
     manifest = json.loads((version / "manifest.json").read_text())
     name, module = manifest["name"], module_name(manifest["name"])
     kept, left_out, bundles = [], [], set()
     searches = search_turns(version) or SEARCH_TURNS
     for task in tasks:
-        reason = packaged(task, version)
+        reason = packaged(task, version, graders)
         if reason:
             left_out.append((reason, task["task_id"], task["kind"]))
             continue
@@ -194,6 +210,8 @@ def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dic
     for template in TEMPLATES:
         shutil.copyfile(TEMPLATE / template, package / template)
     shutil.copytree(RUNTIME, package / RUNTIME.name, ignore=_NOT_SOURCE)
+    graded = {kind: found.grader for kind, found in sorted(graders.items()) if found.grader}
+    (package / GRADERS_FILE).write_text(json.dumps(graded, indent=2) + "\n")
     if any(row["harness"] == corpus_index.HARNESS for row in kept):
         shutil.copyfile(version / corpus_index.CORPUS_FILE, package / corpus_index.CORPUS_FILE)
     for bundle in sorted(bundles):
@@ -201,7 +219,8 @@ def write_package(root: Path, version: Path, tasks: list[dict[str, Any]]) -> dic
         shutil.copyfile(bundle, package / workspace_bundle.FOLDER / bundle.name)
     pq.write_table(pa.Table.from_pylist(kept, schema=PACKAGE_SCHEMA), package / "tasks.parquet")
     (root / "pyproject.toml").write_text(_pyproject(name, manifest["version"], module))
-    (root / "README.md").write_text(_readme(name, manifest["version"], kept, left_out))
+    readme = _readme(name, manifest["version"], kept, left_out, graders)
+    (root / "README.md").write_text(readme)
     return dict(sorted(Counter(reason for reason, _, _ in left_out).items()))
 
 
@@ -226,8 +245,11 @@ packages = ["{module}"]
 """
 
 
-def why(reason: str) -> str:
+def why(reason: str, graders: Graders) -> str:
     """What a reason for leaving a task out means."""
+    kind = reason.removeprefix("verifier_")
+    if kind in graders and graders[kind].why_not:
+        return graders[kind].why_not
     return REASONS.get(reason, "a verifier this package cannot run without a model or sandbox")
 
 
@@ -241,7 +263,11 @@ def tools_of(row: dict[str, Any]) -> str:
 
 
 def _readme(
-    name: str, version: str, kept: list[dict[str, Any]], left_out: list[tuple[str, str, str]]
+    name: str,
+    version: str,
+    kept: list[dict[str, Any]],
+    left_out: list[tuple[str, str, str]],
+    graders: Graders,
 ) -> str:
     families = Counter((row["kind"], tools_of(row)) for row in kept)
     family_lines = "\n".join(
@@ -249,10 +275,10 @@ def _readme(
     )
     reasons = Counter(reason for reason, _, _ in left_out)
     reason_lines = "\n".join(
-        f"| {reason} | {n} | {why(reason)} |" for reason, n in sorted(reasons.items())
+        f"| {reason} | {n} | {why(reason, graders)} |" for reason, n in sorted(reasons.items())
     )
     task_lines = "\n".join(
-        f"- `{task_id}` ({kind}): {reason}: {why(reason)}"
+        f"- `{task_id}` ({kind}): {reason}: {why(reason, graders)}"
         for reason, task_id, kind in sorted(left_out)
     )
     left = (

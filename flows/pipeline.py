@@ -58,6 +58,7 @@ from flows.stages import (
     variance_sample,
 )
 from judges.agreement import seed_variance
+from judges.verifier_types import package_graders
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
 SAMPLE_DOCS = SAMPLES / "docs"
@@ -169,7 +170,7 @@ def export_task(
 
 @task(name="project", cache_policy=NO_CACHE, task_run_name="project-{fmt}")
 def project_task(ctx: StageContext, version: Path, fmt: str) -> Projection:
-    return project(version, fmt, ctx.lake)
+    return project(version, fmt, ctx.lake, graders=package_graders())
 
 
 def _export_summary(

@@ -182,7 +182,7 @@ def train_flow(
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
     version = taskset_version(Path(taskset))
     lake = Lake(cfg.home)
-    project(version, "trl", lake)
+    project(version, "trl", lake, graders=verifier_types.package_graders())
     rewards: dict[str, RewardFunction] = {"verifier_reward": verifier_reward}
     scored = [t.name for t in verifier_types.REGISTERED if t.reward]
     unit_tests = StageContext(lake=lake, config=cfg, run_id="train").unit_tests

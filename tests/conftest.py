@@ -26,6 +26,7 @@ from flows.stages import (
     run_stages,
     solver_through_proxy,
 )
+from judges.verifier_types import package_graders
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints
@@ -132,7 +133,9 @@ def docqa_taskset(tmp_path_factory):
     with FakeOpenAIServer(Oracle()) as server:
         run_llm_stages(ctx, endpoints_for(server))
     version = export_taskset(ctx.lake, "docqa", root / "tasksets", kinds=export_kinds()).path
-    projections = {fmt: project(version, fmt, ctx.lake) for fmt in FORMATS}
+    projections = {
+        fmt: project(version, fmt, ctx.lake, graders=package_graders()) for fmt in FORMATS
+    }
     return ctx, version, projections
 
 
@@ -160,7 +163,7 @@ def agentic_taskset(tmp_path_factory):
     version = export_taskset(
         ctx.lake, "agentic", tasksets, kinds=export_kinds(), search_turns=turns
     ).path
-    project(version, "trl", ctx.lake)
+    project(version, "trl", ctx.lake, graders=package_graders())
     return ctx, version
 
 

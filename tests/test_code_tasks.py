@@ -43,6 +43,7 @@ from generators.replay_tasks import hunk_regions
 from harnesses.workspace import files_at_start
 from judges.redteam.code_attacks import ATTACKS, hard_coded
 from judges.unit_tests import unit_test_reward
+from judges.verifier_types import package_graders
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -378,7 +379,7 @@ def test_the_trainer_reward_runs_a_code_tasks_tests_in_the_sandbox(code_run):
 
 def test_code_rollouts_that_passed_become_sft_transcripts(code_run, code_version):
     ctx, _, rows = code_run
-    sft = project(code_version, "sft", ctx.lake)
+    sft = project(code_version, "sft", ctx.lake, graders=package_graders())
     examples = pq.read_table(sft.path / "part-00000.parquet").to_pylist()
     passed = ctx.lake.rows(
         "SELECT count(DISTINCT (task_id, response)) AS n FROM attempts WHERE reward = 1"
@@ -437,7 +438,7 @@ def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -
     replies) to a task of each kind score the same through the package as through
     taskfoundry's verifier; on Python trees, so do red-team attacks (0 in both)."""
     tasks = {t["task_id"]: t for t in canonical_rows(version)}
-    projection = project(version, "verifiers", ctx.lake)
+    projection = project(version, "verifiers", ctx.lake, graders=package_graders())
     assert projection.skipped == {}  # nothing left out: code tasks included
     readme = (projection.path / "taskset" / "README.md").read_text()
     for kind, n in Counter(t["kind"] for t in tasks.values()).items():
@@ -462,7 +463,7 @@ def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -
             name: asyncio.run(ctx.unit_tests.grade(task, reply)).reward
             for name, reply in completions.items()
         }
-    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()))
+    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()), package_graders())
     env = installed(projection.path / "taskset", tmp_path)
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     args = [taskset_id(name), "cases.json", tmp_path / "rl.toml"]

@@ -32,7 +32,7 @@ from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure
 from judges import hacks
 from judges.review import review
-from judges.verifier_types import grade
+from judges.verifier_types import grade, package_graders
 from judges.verifier_types.trainer_rewards import judge_reward
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
@@ -303,7 +303,9 @@ def test_documents_to_exported_report_taskset(tmp_path, oracle_server):
     assert any(rubric_rows) and all(i["item"] for items in rubric_rows for i in items)
 
     # a trainer's judge reward grades the TRL projection's rows as calibration did
-    trl = pq.read_table(project(result.path, "trl", ctx.lake).path / "part-00000.parquet")
+    trl = pq.read_table(
+        project(result.path, "trl", ctx.lake, graders=package_graders()).path / "part-00000.parquet"
+    )
     row = trl.to_pylist()[0]
     facts = json.loads(row["verifier"])["rubric"]
     half = doc_report.reference_report(facts[: len(facts) // 2])

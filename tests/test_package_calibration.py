@@ -12,6 +12,7 @@ from typing import Any
 from data.prime_rl import write_rl_toml
 from data.projections import canonical_rows, project
 from data.verifiers_package import taskset_id
+from judges.verifier_types import package_graders
 from tests.test_world_package import installed, needs_verifiers, verifiers_figures
 
 
@@ -41,8 +42,8 @@ def test_calibration_attempts_score_the_same_through_the_package(agentic_taskset
         turns = turns_of(attempt["response"], attempt["harness"])
         cases[attempt["task_id"]]["completions"][attempt["attempt_id"]] = turns
 
-    package = project(version, "verifiers", ctx.lake).path / "taskset"
-    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()))
+    package = project(version, "verifiers", ctx.lake, graders=package_graders()).path / "taskset"
+    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()), package_graders())
     env = installed(package, tmp_path)
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     name = json.loads((version / "manifest.json").read_text())["name"]

@@ -34,6 +34,7 @@ from harnesses.doc_search import DocSearch
 from harnesses.tool_replay import attempt_text, replay
 from judges import tool_calls
 from judges.rewards import trainer_task
+from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scripted_llm import ScriptedLLM
@@ -325,7 +326,7 @@ def family_package(tmp_path_factory) -> tuple[Path, Path, list[dict[str, Any]], 
     root = tmp_path_factory.mktemp("family-package")
     version = write_version(root)
     rows = all_rows()
-    skipped = write_package(root / "taskset", version, rows)
+    skipped = write_package(root / "taskset", version, rows, package_graders())
     return root / "taskset", version, rows, skipped
 
 
@@ -333,6 +334,12 @@ def test_the_package_ships_the_corpus_and_runtimes_and_lists_what_it_leaves_out(
     package, version, rows, skipped = family_package
     module = package / module_name(NAME)
     assert shipped_as_it_is(module / "runtime")
+    graders = json.loads((module / "graders.json").read_text())
+    assert graders == {"exact_or_f1": "answer", "llm_equivalence": "answer"} | {
+        "tool_calls": "replay",
+        "unit_tests": "code",
+        "world_state": "world",
+    }
     assert (module / "corpus.parquet").read_bytes() == (version / "corpus.parquet").read_bytes()
     assert skipped == {"verifier_rubric": 1, "code_without_workspace": 1}
     packaged = {r["task_id"]: r for r in pq.read_table(module / "tasks.parquet").to_pylist()}
@@ -360,11 +367,11 @@ def test_the_package_ships_the_corpus_and_runtimes_and_lists_what_it_leaves_out(
 
 def test_a_search_task_of_a_version_without_its_corpus_is_left_out_and_said_so(tmp_path):
     version = write_version(tmp_path, corpus=False)
-    skipped = write_package(tmp_path / "taskset", version, search_rows())
+    skipped = write_package(tmp_path / "taskset", version, search_rows(), package_graders())
     assert skipped == {"doc_search_without_corpus": 3}
     readme = (tmp_path / "taskset" / "README.md").read_text()
     assert "`search-mill` (doc_qa): doc_search_without_corpus" in readme
-    rl, left_out = write_rl_toml(tmp_path / "rl.toml", version, search_rows())
+    rl, left_out = write_rl_toml(tmp_path / "rl.toml", version, search_rows(), package_graders())
     assert rl == 0 and left_out == skipped
 
 
@@ -373,7 +380,7 @@ def test_prime_rl_never_trains_on_the_eval_split(tmp_path):
     rows = search_rows()
     rows[0]["split"], rows[1]["split"] = "eval", "train"
 
-    trained, left_out = write_rl_toml(tmp_path / "rl.toml", version, rows)
+    trained, left_out = write_rl_toml(tmp_path / "rl.toml", version, rows, package_graders())
 
     assert trained == len(rows) - 1 and left_out == {"eval_split": 1}
     excluded = next(
@@ -386,7 +393,7 @@ def test_prime_rl_never_trains_on_the_eval_split(tmp_path):
 @needs_verifiers
 def test_the_package_grades_and_serves_every_family_as_taskfoundry_does(family_package, tmp_path):
     package, version, rows, _ = family_package
-    trained, _ = write_rl_toml(tmp_path / "rl.toml", version, rows)
+    trained, _ = write_rl_toml(tmp_path / "rl.toml", version, rows, package_graders())
     assert trained == len(rows) - 2  # every packaged family trains
     families = (tmp_path / "rl.toml").read_text().splitlines()[1]
     assert families == (
@@ -468,7 +475,10 @@ def test_a_rollout_searches_replays_and_stops_at_the_turn_limit(tmp_path):
     search = {r["task_id"]: r for r in search_rows()}
     replayed = replay_rows()[1]  # three recorded calls
     write_package(
-        tmp_path / "taskset", version, [search["search-mill"], search["search-bridge"], replayed]
+        tmp_path / "taskset",
+        version,
+        [search["search-mill"], search["search-bridge"], replayed],
+        package_graders(),
     )
     env = installed(tmp_path / "taskset", tmp_path, FAKE_API_KEY="k")
     made = [(c["name"], c["arguments"]) for c in json.loads(replayed["answer"])["calls"]]

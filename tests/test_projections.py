@@ -18,6 +18,7 @@ from data.projections import SFT_SCHEMA, canonical_rows, episode_message, projec
 from data.runtime.errors import ReasonedError
 from data.verifiers_package import module_name, packaged, taskset_id
 from flows.cli import main
+from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.test_world_package import VERIFIERS_PYTHON, installed, verifiers_figures
 
@@ -81,7 +82,9 @@ def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(docqa_tas
 
 def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_taskset):
     _, version, projections = docqa_taskset
-    left_out = sum(packaged(task, version) is not None for task in canonical_rows(version))
+    left_out = sum(
+        packaged(task, version, package_graders()) is not None for task in canonical_rows(version)
+    )
     skipped = projections["verifiers"].skipped
     assert sum(skipped.values()) == left_out
     assert all(reason.startswith("from_v1_package:") for reason in skipped)
@@ -91,7 +94,7 @@ def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_task
     searching = [
         task
         for task in canonical_rows(version)
-        if task["harness"] == "doc_search" and packaged(task, version) is None
+        if task["harness"] == "doc_search" and packaged(task, version, package_graders()) is None
     ]
     module = projections["verifiers"].path / "taskset" / module_name("docqa")
     assert searching and (module / "corpus.parquet").exists()
@@ -100,13 +103,13 @@ def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_task
 
 def test_projecting_again_writes_nothing_and_a_torn_write_is_redone(docqa_taskset):
     ctx, version, projections = docqa_taskset
-    again = project(version, "trl", ctx.lake)
+    again = project(version, "trl", ctx.lake, graders=package_graders())
     assert not again.written and again.rows == projections["trl"].rows
     (version / ".sft.tmp").mkdir()  # a write killed before its rename
     (version / ".sft.tmp" / "part-00000.parquet").write_text("torn")
-    assert not project(version, "sft", ctx.lake).written
+    assert not project(version, "sft", ctx.lake, graders=package_graders()).written
     with pytest.raises(ValueError, match="unknown export format"):
-        project(version, "csv", ctx.lake)
+        project(version, "csv", ctx.lake, graders=package_graders())
 
 
 def test_the_card_shows_the_difficulty_histogram_and_judge_agreement(docqa_taskset):

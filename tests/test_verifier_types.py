@@ -12,7 +12,7 @@ import pytest
 
 from data.records import VerifierSpec, WorldStateSpec
 from judges.redteam import answer_attacks
-from judges.verifier_types import REGISTERED, grade, verifier_type
+from judges.verifier_types import REGISTERED, grade, package_graders, verifier_type
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_generator_and_judges import first_task
@@ -22,9 +22,7 @@ SPECS = typing.get_args(typing.get_args(VerifierSpec)[0])
 TYPE_NAMES = {spec.model_fields["type"].default for spec in SPECS}
 # Files that still branch on a verifier type outside the registry, with how many branches: the
 # registry takes them over one by one (issue 42); a new branch, or a new file, fails the test.
-BRANCHING_LEFT = {
-    "data/verifiers_package.py": 3,
-}
+BRANCHING_LEFT: dict[str, int] = {}
 
 
 def test_every_verifier_spec_has_its_registered_type():
@@ -39,6 +37,24 @@ def test_each_type_must_refuse_attacks_the_red_team_makes_and_a_judged_one_injec
     for registered in REGISTERED:
         assert set(registered.must_refuse) <= made, registered.name
         assert not registered.judged or "prompt injection" in registered.must_refuse
+
+
+def the_packages_graders() -> set[str]:
+    """The graders the exported package's taskset module defines (`TaskfoundryTask.GRADERS`)."""
+    source = ROOT / "data" / "taskset_package" / "taskset.py"
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "GRADERS":
+            return {key.value for key in node.value.keys}
+    raise AssertionError("the package defines no GRADERS")
+
+
+def test_the_package_has_a_grader_for_each_type_the_registry_packages_and_no_other():
+    named = {p.grader for p in package_graders().values() if p.grader is not None}
+    assert named == the_packages_graders()
+    for registered in REGISTERED:
+        packaged = registered.packaged
+        assert packaged is not None, f"{registered.name}: say how the package grades it"
+        assert (packaged.grader is None) == bool(packaged.why_not), registered.name
 
 
 def test_a_type_its_family_grades_is_not_graded_here():

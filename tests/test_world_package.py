@@ -19,6 +19,7 @@ from data.runtime import world_runtime
 from data.verifiers_package import module_name, packaged, taskset_id, write_package
 from generators.world_tasks import Candidate
 from harnesses.world_check import wrong_variants
+from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.test_world_tasks import SHOP, TRAVEL, generated
 
@@ -151,7 +152,7 @@ def world_package(tmp_path_factory) -> tuple[Path, list[dict[str, Any]], dict[st
     version.mkdir()
     (version / "manifest.json").write_text(json.dumps({"name": "worlds", "version": "v1"}))
     rows = world_rows()
-    skipped = write_package(root / "taskset", version, rows)
+    skipped = write_package(root / "taskset", version, rows, package_graders())
     return root / "taskset", rows, skipped
 
 
@@ -174,7 +175,11 @@ def shipped_as_it_is(copy: Path) -> bool:
 def test_the_package_holds_the_world_tasks_and_ships_the_runtime_as_it_is(world_package):
     package, rows, skipped = world_package
     version = package.parent / "v1"
-    assert rows and skipped == {} and all(packaged(row, version) is None for row in rows)
+    assert (
+        rows
+        and skipped == {}
+        and all(packaged(row, version, package_graders()) is None for row in rows)
+    )
     module = package / module_name("worlds")
     assert shipped_as_it_is(module / "runtime")
     readme = (package / "README.md").read_text()

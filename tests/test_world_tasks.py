@@ -27,6 +27,7 @@ from harnesses.world import World, load_world_spec, world_spec
 from harnesses.world_check import self_check
 from harnesses.world_replay import gold_calls
 from judges import world_state
+from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
@@ -252,7 +253,9 @@ def test_worlds_and_traces_to_an_exported_taskset_a_trainer_scores(tmp_path, ora
     assert worlds and all(r["world"] and json.loads(r["tools"]) for r in worlds)
     ids = {json.loads(r["world"])["world_id"].split("@")[0] for r in worlds}
     assert {"outdoor_shop", "travel_agency"} <= ids
-    package = project(result.path, "verifiers", ctx.lake)  # the v1 package keeps world tasks
+    package = project(
+        result.path, "verifiers", ctx.lake, graders=package_graders()
+    )  # the v1 package keeps world tasks
     assert not any("world" in reason for reason in package.skipped), package.skipped
     readme = (package.path / "taskset" / "README.md").read_text()
     assert f"| world_tool_use | world | {len(worlds)} |" in readme

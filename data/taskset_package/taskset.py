@@ -1,11 +1,17 @@
 """A taskfoundry taskset as a verifiers v1 taskset: the tasks of the parquet file beside this
-module, scored without a model or network. Answer tasks (document-search ones with the search
-tools of the tool server, `tools`) are scored by the exact/F1 matcher shipped beside it; world
-tool-use tasks act on their world through the tool server and are scored by replaying their
-calls on the world (`world_runtime`); tool-replay tasks call the recorded tools and are scored
-by the share of expected calls made in order (`replay_runtime`); code tasks are tried on their
-repository tree in the sandbox and scored by their tests (`code_runtime`). Each task's turn
-limit, the one taskfoundry calibrated it with, is a `@vf.stop`.
+module, scored without a model or network, each by the grader its verifier type has in
+`graders.json` (written from taskfoundry's verifier registry at export):
+
+- `answer`: the exact/F1 matcher (`runtime/answer_match.py`); document-search tasks get the
+  search tools of the tool server (`tools`);
+- `world`: the conversation's calls replayed on the task's world (`runtime/world_runtime.py`),
+  which the tool server ran them on;
+- `replay`: the share of expected calls made in order (`runtime/replay_runtime.py`), the tool
+  server answering each with its recorded result;
+- `code`: the reply tried on the task's repository tree in the sandbox and scored by its tests
+  (`code_runtime`).
+
+Each task's turn limit, the one taskfoundry calibrated it with, is a `@vf.stop`.
 
 This file is copied as it is into each exported package (`data/verifiers_package.py`); it
 imports only the verifiers library, pyarrow and the package's own modules.
@@ -29,7 +35,10 @@ from .runtime.answer_match import match
 from .runtime.world_runtime import WorldSpec, conversation_attempt, grade_calls
 from .tools import TaskToolset
 
-TASKS = Path(__file__).resolve().parent / "tasks.parquet"
+HERE = Path(__file__).resolve().parent
+TASKS = HERE / "tasks.parquet"
+# verifier type -> its grader here (a key of `TaskfoundryTask.GRADERS`), from taskfoundry's registry
+GRADER_OF: dict[str, str] = json.loads((HERE / "graders.json").read_text())
 
 
 class TaskfoundryData(vf.TaskData):
@@ -129,32 +138,62 @@ class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig])
         """The expected calls as assistant turns, one call each."""
         return [{"role": "assistant", "tool_calls": [c]} for c in self.data.verifier["tool_calls"]]
 
+    async def reward_answer(self, reply: str, messages: list[dict[str, Any]]) -> float:
+        return self.grade(reply)
+
+    async def reward_world(self, reply: str, messages: list[dict[str, Any]]) -> float:
+        return self.grade_world(messages)
+
+    async def reward_replay(self, reply: str, messages: list[dict[str, Any]]) -> float:
+        return self.grade_replay(messages)
+
+    async def reward_code(self, reply: str, messages: list[dict[str, Any]]) -> float:
+        return await self.grade_code(reply)
+
+    async def validate_answer(self) -> bool:
+        """The gold answer scores 1; an empty reply and every known wrong answer score 0."""
+        wrong = ["", *self.data.verifier.get("negatives", [])]
+        return self.grade(self.data.answer) == 1.0 and not any(self.grade(w) for w in wrong)
+
+    async def validate_world(self) -> bool:
+        """The gold calls, then the gold answer, score 1; no calls score 0."""
+        gold = [*self.gold_calls(), {"role": "assistant", "content": self.data.answer}]
+        return self.grade_world(gold) == 1.0 and self.grade_world([]) == 0.0
+
+    async def validate_replay(self) -> bool:
+        """The expected calls score 1; no calls score 0."""
+        return self.grade_replay(self.gold_calls()) == 1.0 and self.grade_replay([]) == 0.0
+
+    async def validate_code(self) -> bool:
+        """The reference patch, its tests run, scores 1; an empty reply scores 0."""
+        gold, empty = await self.grade_code(self.data.answer), await self.grade_code("")
+        return gold == 1.0 and empty == 0.0
+
+    # grader -> (its reward of a reply and the conversation's turns, its self-check)
+    GRADERS = {
+        "answer": (reward_answer, validate_answer),
+        "world": (reward_world, validate_world),
+        "replay": (reward_replay, validate_replay),
+        "code": (reward_code, validate_code),
+    }
+
+    @property
+    def grader(self) -> str:
+        """The task's grader: its verifier type's, from `graders.json`."""
+        return GRADER_OF[self.data.verifier.get("type", "exact_or_f1")]
+
     @vf.reward(weight=1.0)
     async def correct(self, trace: vf.Trace) -> float:
         # every sampled turn, whichever branch it is on: each call ran on the rollout's tools
         messages = [m.model_dump() for m in trace.assistant_messages]
-        if self.data.world is not None:
-            return self.grade_world(messages)
-        if self.data.environment is not None:
-            return self.grade_replay(messages)
-        if self.data.workspace is not None:
-            return await self.grade_code(trace.last_reply or "")
-        return self.grade(trace.last_reply or "")
+        reward, _ = self.GRADERS[self.grader]
+        return await reward(self, trace.last_reply or "", messages)
 
     async def validate(self, runtime: vf.Runtime | None = None) -> bool:
-        """The gold answer (world tasks: the gold calls, then the gold answer; tool-replay
-        tasks: the expected calls; code tasks: the reference patch, its tests run) scores 1;
-        an empty reply and every known wrong answer score 0."""
-        if self.data.world is not None:
-            gold = [*self.gold_calls(), {"role": "assistant", "content": self.data.answer}]
-            return self.grade_world(gold) == 1.0 and self.grade_world([]) == 0.0
-        if self.data.environment is not None:
-            return self.grade_replay(self.gold_calls()) == 1.0 and self.grade_replay([]) == 0.0
-        if self.data.workspace is not None:
-            gold, empty = await self.grade_code(self.data.answer), await self.grade_code("")
-            return gold == 1.0 and empty == 0.0
-        wrong = ["", *self.data.verifier.get("negatives", [])]
-        return self.grade(self.data.answer) == 1.0 and not any(self.grade(w) for w in wrong)
+        """The task's gold scores 1 under its grader, and an empty attempt (and every known
+        wrong answer) 0."""
+        _, check = self.GRADERS[self.grader]
+        return await check(self)
 
 
 class TaskfoundryConfig(vf.TasksetConfig):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from data.llm import LLMClient
 from data.records import Task
+from data.verifiers_package import Packaged
 from judges.score import Score
 from judges.verifier_types import (
     exact_or_f1,
@@ -36,6 +37,13 @@ def verifier_type(spec: object) -> VerifierType:
     if found is None:
         raise LookupError(f"no verifier type is registered for {type(spec).__name__}")
     return found
+
+
+def package_graders() -> dict[str, Packaged]:
+    """How the exported verifiers package grades each registered type (`write_package`)."""
+    return {
+        registered.name: registered.packaged for registered in REGISTERED if registered.packaged
+    }
 
 
 async def grade(task: Task, completion: str, llm: LLMClient) -> Score:

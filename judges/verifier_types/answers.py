@@ -6,10 +6,14 @@ both end their ladder with."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
 from data.records import AnswerSpec, LLMEquivalenceSpec, Remedy, Task
+from data.runtime import corpus_index
 from data.runtime.answer_match import normalize_answer
 from data.spans import answer_candidates
+from data.verifiers_package import Packaged, has_corpus
 from judges.rewards import score
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
@@ -67,3 +71,18 @@ def equivalence_rubric(spec: AnswerSpec, closing: list[str]) -> tuple[Remedy, An
         f1_threshold=spec.f1_threshold, context=spec.context, rubric=with_rubric(spec, closing)
     )
     return "equivalence_rubric", tighter
+
+
+def _package_lacks(task: dict[str, Any], version: Path) -> str | None:
+    """What an answer task lacks to be graded in the exported package: a gold answer, and for
+    one calibrated by searching the documents, the corpus."""
+    if not normalize_answer(task["answer"]):
+        return "empty_answer"
+    if task["harness"] == corpus_index.HARNESS and not has_corpus(version):
+        return "doc_search_without_corpus"
+    return None
+
+
+# the exact/F1 matcher (an `llm_equivalence` task by that path alone, which only ever rejects
+# more: the gold still scores 1)
+PACKAGED = Packaged("answer", _package_lacks)

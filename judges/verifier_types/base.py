@@ -8,6 +8,7 @@ from typing import Any
 
 from data.llm import LLMClient
 from data.records import Remedy, Task
+from data.verifiers_package import Packaged
 from judges.score import Score
 
 Grade = Callable[[Task, str, LLMClient], Awaitable[Score]]
@@ -69,6 +70,9 @@ class VerifierType:
     is_gold: IsGold = same_reply
     # None: no automatic remedy (a hacked task stays hackable)
     tighter: Tighten | None = None
+    # how the exported verifiers package grades it (`data.verifiers_package`); None: its tasks
+    # are left out of the package
+    packaged: Packaged | None = None
     # the red team's attack classes its grade must refuse (`judges.redteam`): a judged type
     # at least prompt injection
     must_refuse: tuple[str, ...] = ()

@@ -36,4 +36,5 @@ TYPE = VerifierType(
     is_gold=answers.is_gold,
     tighter=_tighter,
     must_refuse=("answer stuffing", "format tricks"),
+    packaged=answers.PACKAGED,
 )

@@ -24,4 +24,5 @@ TYPE = VerifierType(
     is_gold=answers.is_gold,
     tighter=_tighter,
     must_refuse=("answer stuffing", "format tricks", "prompt injection"),
+    packaged=answers.PACKAGED,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from data.records import Remedy, RubricSpec, Task
+from data.verifiers_package import Packaged
 from judges.rubric_grade import rubric_grade
 from judges.verifier_types.base import VerifierType
 
@@ -33,4 +34,5 @@ TYPE = VerifierType(
     gold_rejected="reference reply rejected",
     tighter=_tighter,
     must_refuse=("prompt injection",),
+    packaged=Packaged(None, why_not="needs a judge model"),
 )

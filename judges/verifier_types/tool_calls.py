@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 from data.llm import LLMClient
 from data.records import Task, ToolCallsSpec
+from data.verifiers_package import Packaged, setup_of
 from harnesses.tool_replay import attempt_text
 from judges import tool_calls
 from judges.rewards import replay_attempt
@@ -26,6 +31,13 @@ def _reward(row: RewardRow) -> float:
     return tool_calls.grade(row.spec, replay_attempt(row.completion)).reward
 
 
+def _package_lacks(task: dict[str, Any], version: Path) -> str | None:
+    """A replay needs the recorded tools to answer from, and calls to grade."""
+    if not setup_of(task, "environment"):
+        return "tool_calls_without_environment"
+    return None if json.loads(task["verifier"]).get("tool_calls") else "tool_calls_without_calls"
+
+
 TYPE = VerifierType(
     "tool_calls",
     ToolCallsSpec,
@@ -35,4 +47,5 @@ TYPE = VerifierType(
     gold_rejected="gold calls rejected",
     is_gold=tool_calls.makes_expected_calls,
     must_refuse=("forged calls",),
+    packaged=Packaged("replay", _package_lacks),
 )

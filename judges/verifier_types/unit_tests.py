@@ -3,8 +3,12 @@ check (`judges.unit_tests`, `data.runtime.code_grading`); the code family grades
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from data.records import Task, UnitTestsSpec
 from data.runtime.edits import EditError, Edits, parse_edits
+from data.verifiers_package import Packaged, bundle_of
 from judges.verifier_types.base import VerifierType, spaced
 
 
@@ -23,4 +27,16 @@ def _is_gold(task: Task, attempt: str) -> bool:
     return edits is not None and edits == _edits(task.answer)
 
 
-TYPE = VerifierType("unit_tests", UnitTestsSpec, None, sandboxed=True, is_gold=_is_gold)
+def _package_lacks(task: dict[str, Any], version: Path) -> str | None:
+    """A code task is graded in the package only on the repository tree the version carries."""
+    return None if bundle_of(version, task) else "code_without_workspace"
+
+
+TYPE = VerifierType(
+    "unit_tests",
+    UnitTestsSpec,
+    None,
+    sandboxed=True,
+    is_gold=_is_gold,
+    packaged=Packaged("code", _package_lacks),
+)

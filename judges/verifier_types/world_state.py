@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from data.records import WorldStateSpec
+from data.verifiers_package import Packaged, setup_of
 from judges import tool_calls, world_state
 from judges.rewards import trainer_task
 from judges.verifier_types.base import RewardRow, VerifierType
@@ -18,10 +22,15 @@ def _reward(row: RewardRow) -> float | None:
     return world_state.grade(task, row.completion).reward
 
 
+def _package_lacks(task: dict[str, Any], version: Path) -> str | None:
+    return None if setup_of(task, "world") else "world_state_without_world"
+
+
 TYPE = VerifierType(
     "world_state",
     WorldStateSpec,
     None,
     reward=_reward,
     is_gold=tool_calls.makes_expected_calls,
+    packaged=Packaged("world", _package_lacks),
 )
