@@ -1,6 +1,6 @@
 """The verifier types, one module each, and how the rest of the code finds them: by the type
 of a task's verifier spec (`verifier_type`), never by branching on it. A new type is its spec
-in `data/records.py`, a module here and a line in `REGISTERED`."""
+in `data/records/specs.py`, a module here and a line in `REGISTERED`."""
 
 from __future__ import annotations
 

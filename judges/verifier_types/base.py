@@ -49,7 +49,7 @@ def same_reply(task: Task, attempt: str) -> bool:
 
 @dataclass(frozen=True)
 class VerifierType:
-    """A verifier type: its name (the spec's `type`), its spec class in `data/records.py`, and
+    """A verifier type: its name (the spec's `type`), its spec class in `data/records/specs.py`, and
     how an attempt is scored, rewarded, self-checked and, when hacked, tightened."""
 
     name: str
