@@ -35,12 +35,8 @@ from data.funnel import run_usage  # noqa: E402
 from data.lake import Lake  # noqa: E402
 from data.llm import LLMClient, LLMError  # noqa: E402
 from families.stage import LLMStage, StageContext, batches  # noqa: E402
-from flows.stages import (  # noqa: E402
-    ingest_docs,
-    llm_stages,
-    run_llm_batch,
-    solver_through_proxy,
-)
+from flows.stage_runs import run_llm_batch, solver_through_proxy  # noqa: E402
+from flows.stages import ingest_docs, llm_stages  # noqa: E402
 from harnesses.proxy import running_proxy  # noqa: E402
 from tests.fakes import openai_server  # noqa: E402
 from tests.fakes.oracle import Oracle  # noqa: E402

@@ -19,12 +19,15 @@ from data.ingest import Progress
 from data.lake import Lake
 from data.llm import LLMClient
 from data.llm_cache import ResponseCache
-from data.records import ItemStatus, Record, Status
+from data.records import ItemStatus, Record, Status, Task
 from data.runtime.sandbox import Limits
 from generators.candidates import Candidate, Rejection
 from harnesses.base import Harness
 from judges import calibration
 from judges.unit_tests import UnitTests
+
+# the evaluation stages' name prefix (`evaluate:k<K>:<policy>`): their attempts are a policy's
+EVALUATE = "evaluate"
 
 
 def quiet(message: str) -> None:
@@ -150,3 +153,9 @@ def candidates_outcome(
     state, reason = ("done", "generated") if tasks else ("rejected", "no_valid_candidate")
     status = ctx.status(stage, item, state, reason, f"{len(tasks)} of {len(results)}")
     return Outcome(status, {"tasks": tasks}, parts)
+
+
+def load_tasks(ctx: StageContext, task_ids: list[str]) -> dict[str, Task]:
+    """The tasks of `task_ids`, by id."""
+    tasks = ctx.lake.records("tasks", "list_contains(?, task_id)", [task_ids])
+    return {t.task_id: t for t in tasks}

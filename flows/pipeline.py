@@ -45,18 +45,10 @@ from families.stage import LLMStage, StageContext
 from families.trace_stages import ingest_trace_files
 from families.world_stages import ingest_world_files
 from flows.artifacts import publish_run_artifacts
+from flows.judge_variance import measure_variance, variance_sample
 from flows.runners import task_runner
-from flows.stages import (
-    check_kinds,
-    ingest_docs,
-    llm_stages,
-    measure_variance,
-    run_llm_batch,
-    run_stages,
-    solver_through_proxy,
-    stage_named,
-    variance_sample,
-)
+from flows.stage_runs import run_llm_batch, run_stages, solver_through_proxy
+from flows.stages import check_kinds, ingest_docs, llm_stages, stage_named
 from judges.agreement import seed_variance
 from judges.verifier_types import package_graders
 

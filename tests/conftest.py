@@ -18,14 +18,8 @@ from data.projections import FORMATS, project
 from data.runtime.python_env import ENV_CACHE_VARIABLE
 from families import export_kinds
 from families.stage import StageContext
-from flows.stages import (
-    ingest_docs,
-    llm_stages,
-    one_at_a_time,
-    run_llm_batch,
-    run_stages,
-    solver_through_proxy,
-)
+from flows.stage_runs import one_at_a_time, run_llm_batch, run_stages, solver_through_proxy
+from flows.stages import ingest_docs, llm_stages
 from judges.verifier_types import package_graders
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

@@ -5,7 +5,8 @@ from __future__ import annotations
 from data.config import FoundryConfig
 from data.endpoints import role_configs
 from flows.cli import main
-from flows.stages import ingest_docs, measure_variance, variance_sample
+from flows.judge_variance import measure_variance, variance_sample
+from flows.stages import ingest_docs
 from judges.agreement import format_judge_report, judge_report
 from judges.variance import reseeded
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages

@@ -22,7 +22,7 @@ from data.lake import Lake
 from data.llm import LLMClient
 from data.records import ProxyCall, utcnow
 from data.scrub import Scrubber
-from flows.stages import solver_through_proxy
+from flows.stage_runs import solver_through_proxy
 from harnesses.proxy import CallRecorder, StreamAssembler, running_proxy
 from tests.conftest import endpoints_for, make_context
 from tests.fakes.openai_server import FakeOpenAIServer, PeakInFlight
