@@ -30,7 +30,8 @@ from data.config import TracesConfig  # noqa: E402
 from data.embeddings import embed  # noqa: E402
 from data.lake import Lake  # noqa: E402
 from data.scrub import Scrubber  # noqa: E402
-from data.trace_formats import Conversation, read_file  # noqa: E402
+from data.trace_conversation import Conversation  # noqa: E402
+from data.trace_formats import read_file  # noqa: E402
 from data.trace_ingest import ingest_traces, scrubbed_trace  # noqa: E402
 
 SAMPLE = ROOT / "data" / "samples" / "traces" / "support-chat.jsonl"

@@ -21,7 +21,8 @@ from data.embeddings import embed
 from data.lake import Lake
 from data.records import Status, ToolCall, ToolSpec, Trace, TraceMessage, content_id, utcnow
 from data.scrub import Scrubber, nonzero
-from data.trace_formats import Conversation, Malformed, read_unit, units
+from data.trace_conversation import Conversation, Malformed
+from data.trace_formats import read_unit, units
 
 STAGE = "trace_ingest"
 Progress = Callable[[str], None]

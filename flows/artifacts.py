@@ -13,8 +13,8 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from data.export import histogram_lines
 from data.funnel import usage_by_role
+from data.taskset_card import histogram_lines
 from families.stage import StageContext
 
 KEYS = ("foundry-funnel", "foundry-difficulty", "foundry-judges", "foundry-llm", "foundry-taskset")

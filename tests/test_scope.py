@@ -12,7 +12,8 @@ from data.config import ConfigError, ScopeConfig
 from data.lake import Lake
 from data.records import Status
 from data.sample_repo import build_sample_repo
-from data.trace_formats import Conversation, moment, read_file
+from data.trace_conversation import Conversation, moment
+from data.trace_formats import read_file
 from families.code_stages import (
     ingest_repository,
     pending_describe,

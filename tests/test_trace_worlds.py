@@ -12,7 +12,8 @@ import pytest
 from data.llm import LLMError
 from data.records import ToolCall, ToolSpec, Trace, TraceMessage
 from data.scrub import Scrubber
-from data.trace_formats import Conversation, read_file
+from data.trace_conversation import Conversation
+from data.trace_formats import read_file
 from data.trace_ingest import scrubbed_trace
 from generators.trace_worlds import draft_spec, observe, write_spec
 from harnesses.observed_calls import Observation, ObservedCall, recorded_error

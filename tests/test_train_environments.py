@@ -17,7 +17,7 @@ from data.lake import Lake
 from data.records import ToolCall, ToolEnvironment, WorldSetup
 from data.runtime.corpus_index import CorpusIndex
 from data.runtime.world_runtime import World, WorldSpec, load_world_spec
-from data.trace_formats import read_proxy_records
+from data.trace_proxy_records import read_proxy_records
 from harnesses.tool_replay import NO_RESULT, replay
 from harnesses.train_environments import (
     TOO_MANY_CALLS,
