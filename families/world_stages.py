@@ -16,7 +16,8 @@ from data.records import Status, WorldSource, content_id, utcnow
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import world_tasks
 from generators.checks import CheckFailure
-from generators.trace_worlds import draft_spec, observe, write_spec
+from generators.trace_world_draft import draft_spec
+from generators.trace_worlds import observe, write_spec
 from harnesses.observed_calls import Observation
 from harnesses.world import World, WorldSpec, load_world_spec
 from judges.world_fidelity import FidelityReport, fidelity

@@ -15,7 +15,8 @@ from data.scrub import Scrubber
 from data.trace_conversation import Conversation
 from data.trace_formats import read_file
 from data.trace_ingest import scrubbed_trace
-from generators.trace_worlds import draft_spec, observe, write_spec
+from generators.trace_world_draft import draft_spec
+from generators.trace_worlds import observe, write_spec
 from harnesses.observed_calls import Observation, ObservedCall, recorded_error
 from harnesses.world import World, WorldSpec
 from judges.world_fidelity import fidelity
