@@ -16,19 +16,13 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
 import json
-import random
-import re
 import ssl
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import httpx2
@@ -36,8 +30,24 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from data.budget import Budget
-from data.endpoints import STRUCTURED_MODES, Endpoint, StructuredMode
+from data.endpoints import Endpoint, StructuredMode
 from data.llm_cache import ResponseCache, request_key
+from data.llm_failures import (
+    FORMAT_REFUSAL,
+    backoff_s,
+    failure_reason,
+    is_transient,
+    retry_after,
+    server_message,
+)
+from data.llm_structured import (
+    LEARNED_MODES,
+    Messages,
+    format_for,
+    schema_of,
+    short_validation_error,
+    with_schema_instruction,
+)
 from data.records import LLMCall, Usage, utcnow
 from data.runtime.errors import ReasonedError
 from data.server_limit import ServerLimit, server_limit
@@ -45,20 +55,6 @@ from data.server_limit import ServerLimit, server_limit
 T = TypeVar("T", bound=BaseModel)
 REPAIR_OPENING = "That reply is not valid"  # how an invalid structured reply is answered
 T_co = TypeVar("T_co")
-Messages = list[dict[str, Any]]
-TRANSIENT_STATUSES = frozenset({408, 409, 429})  # and every 5xx that is not a refusal
-# A 5xx whose message says the request itself was refused (llama.cpp's server answers 500 with
-# pydantic's "Input should be 'text' or 'json_object'", its C++ server answers `tools` with
-# "tools param requires --jinja flag"): the same request fails again.
-REFUSAL_MESSAGE = re.compile(
-    r"input should be|validation error|not supported|unsupported|extra inputs are not permitted"
-    r"|requires --\w",
-    re.IGNORECASE,
-)
-# A refusal that names the response format: the server takes another one down the ladder.
-FORMAT_REFUSAL = re.compile(r"response_format|json|schema|grammar|input should be", re.I)
-BACKOFF_S = (0.5, 8.0)  # first retry's delay, the cap; doubled each time, with jitter
-MAX_RETRY_AFTER_S = 60.0
 
 
 class LLMError(ReasonedError):
@@ -250,7 +246,7 @@ class LLMClient:
             except json.JSONDecodeError as exc:
                 error = f"invalid JSON: {exc.msg} at char {exc.pos}"
             except ValidationError as exc:
-                error = _short_validation_error(exc)
+                error = short_validation_error(exc)
             if self.cache and reply.key:
                 await asyncio.to_thread(self.cache.forget, reply.key)  # never replay garbage
             conversation = [
@@ -260,7 +256,7 @@ class LLMClient:
                     "role": "user",
                     "content": (
                         f"{REPAIR_OPENING}: {error}. Reply again with only a JSON object"
-                        f" that matches this schema: {json.dumps(_json_schema(schema))}"
+                        f" that matches this schema: {json.dumps(schema_of(schema))}"
                     ),
                 },
             ]
@@ -276,12 +272,12 @@ class LLMClient:
                 return []
             raise
         except (openai.APIError, ValueError) as exc:
-            raise LLMError(_reason(exc), str(exc)[:300]) from None
+            raise LLMError(failure_reason(exc), str(exc)[:300]) from None
         return [model.id for model in page.data or []]
 
     def structured_mode(self, role: str) -> StructuredMode:
         """How structured replies are asked of `role`'s server now (after any refusal)."""
-        return _modes.current(self.endpoint(role))
+        return LEARNED_MODES.current(self.endpoint(role))
 
     async def structured_chat(
         self,
@@ -298,8 +294,8 @@ class LLMClient:
         mode; a refusal of that mode moves down to the next one and asks again."""
         endpoint = self.endpoint(role)
         while True:
-            mode = _modes.current(endpoint)
-            sent = _with_schema_instruction(messages, schema) if mode == "prompt" else messages
+            mode = LEARNED_MODES.current(endpoint)
+            sent = with_schema_instruction(messages, schema) if mode == "prompt" else messages
             try:
                 return await self.chat(
                     role,
@@ -307,11 +303,11 @@ class LLMClient:
                     temperature=temperature,
                     max_tokens=max_tokens,
                     seed=seed,
-                    response_format=_response_format(mode, schema),
+                    response_format=format_for(mode, schema),
                     rollout_id=rollout_id,
                 )
             except RefusedError as exc:
-                if not exc.names_format or not _modes.step_down(endpoint, mode, exc.detail):
+                if not exc.names_format or not LEARNED_MODES.step_down(endpoint, mode, exc.detail):
                     raise
 
     # --- internals -----------------------------------------------------------------------
@@ -379,7 +375,7 @@ class LLMClient:
             self._record(endpoint, Usage(), exc.latency_s, cached=False, error=exc.reason)
             raise
         except (openai.APIError, ValueError) as exc:  # ValueError: a 200 that is not JSON
-            self._fail(endpoint, started, _reason(exc), str(exc))
+            self._fail(endpoint, started, failure_reason(exc), str(exc))
         if not isinstance(response, openai.types.chat.ChatCompletion):  # e.g. an HTML page
             self._fail(endpoint, started, "bad_response", f"not a completion: {str(response)[:80]}")
         latency = time.monotonic() - started
@@ -423,16 +419,16 @@ class LLMClient:
                     started = time.monotonic()
                     return await call(), started
             except openai.APIStatusError as exc:
-                if not _transient(exc):
+                if not is_transient(exc):
                     latency = time.monotonic() - started
-                    raise RefusedError(exc.status_code, _error_message(exc), latency) from None
+                    raise RefusedError(exc.status_code, server_message(exc), latency) from None
                 if last:
                     raise
-                delay = _retry_after(exc.response) or _backoff(attempt)
+                delay = retry_after(exc.response) or backoff_s(attempt)
             except openai.APIConnectionError:  # timeouts included
                 if last:
                     raise
-                delay = _backoff(attempt)
+                delay = backoff_s(attempt)
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -474,134 +470,8 @@ async def settle(coroutines: list[Awaitable[T_co]]) -> list[T_co]:
     return list(results)
 
 
-class _StructuredModes:
-    """The structured-output mode each (server, model) takes, for the whole process: it starts
-    at the endpoint's and moves down `STRUCTURED_MODES` when the server refuses one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._learned: dict[tuple[str, str], StructuredMode] = {}
-
-    def current(self, endpoint: Endpoint) -> StructuredMode:
-        learned = self._learned.get((endpoint.server, endpoint.model))
-        start = endpoint.structured_output
-        if learned is None or STRUCTURED_MODES.index(learned) < STRUCTURED_MODES.index(start):
-            return start
-        return learned
-
-    def step_down(self, endpoint: Endpoint, refused: StructuredMode, why: str) -> bool:
-        """Move past `refused`; False when there is no mode below it."""
-        index = STRUCTURED_MODES.index(refused)
-        if index + 1 == len(STRUCTURED_MODES):
-            return False
-        with self._lock:
-            key = (endpoint.server, endpoint.model)
-            if STRUCTURED_MODES.index(self.current(endpoint)) <= index:
-                self._learned[key] = STRUCTURED_MODES[index + 1]
-                print(
-                    f"model server {endpoint.server} ({endpoint.model}) refused structured"
-                    f" output as {refused} ({why[:120]}); asking as {self._learned[key]}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        return True
-
-
-_modes = _StructuredModes()
-
-
-def _response_format(mode: StructuredMode, schema: type[BaseModel]) -> dict[str, Any] | None:
-    """The `response_format` of `mode` for `schema`."""
-    json_schema = copy.deepcopy(_json_schema(schema))
-    if mode == "json_schema":
-        json_schema["additionalProperties"] = False  # strict mode requires it
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": json_schema, "strict": True},
-        }
-    if mode == "json_object_schema":
-        return {"type": "json_object", "schema": json_schema}
-    if mode == "json_object":
-        return {"type": "json_object"}
-    return None
-
-
-def _with_schema_instruction(messages: Messages, schema: type[BaseModel]) -> Messages:
-    """`messages` with the schema spelled out at the end, for servers that take no format."""
-    instruction = "Reply with only a JSON object that matches this JSON schema: " + json.dumps(
-        _json_schema(schema)
-    )
-    return [*messages, {"role": "user", "content": instruction}]
-
-
-def _reason(exc: openai.APIError | ValueError) -> str:
-    """The funnel's reason for a request that failed with `exc` (after any retries)."""
-    if isinstance(exc, openai.APIStatusError):
-        return f"http_{exc.status_code}"
-    if isinstance(exc, openai.APITimeoutError):
-        return "timeout"
-    if isinstance(exc, openai.APIConnectionError):
-        return "connection_error"
-    return "bad_response"  # an answer that is not a completion (or not JSON at all)
-
-
-def _transient(exc: openai.APIStatusError) -> bool:
-    """Whether asking again may succeed: 408/409/429, or a 5xx that is not a refusal."""
-    if exc.status_code in TRANSIENT_STATUSES:
-        return True
-    return exc.status_code >= 500 and not REFUSAL_MESSAGE.search(_error_message(exc))
-
-
-def _error_message(exc: openai.APIStatusError) -> str:
-    """The server's own words: the error body's message, else the SDK's summary."""
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-        if message:
-            return str(message)[:500]
-    return str(exc)[:500]
-
-
-def _retry_after(response: Any) -> float | None:
-    """The delay a `Retry-After` (seconds or an HTTP date) or `retry-after-ms` header asks."""
-    headers = response.headers
-    try:
-        if headers.get("retry-after-ms"):
-            return min(float(headers["retry-after-ms"]) / 1000, MAX_RETRY_AFTER_S)
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = parsedate_to_datetime(value).timestamp() - time.time()
-    except (TypeError, ValueError):
-        return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
-
-
-def _backoff(attempt: int) -> float:
-    """Exponential backoff with jitter: about 0.5, 1, 2, 4, 8 s."""
-    first, cap = BACKOFF_S
-    return min(cap, first * 2**attempt) * random.uniform(0.75, 1.0)
-
-
 def _judge_index(role: str) -> int:
     return int(role.split(":", 1)[1])
-
-
-def _short_validation_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "reply"
-    return f"{where}: {first.get('msg', 'invalid')}"[:200]
-
-
-@functools.cache
-def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """`schema`'s JSON schema, made once per class (pydantic takes about 0.5 ms a time); callers
-    copy it before changing it."""
-    return schema.model_json_schema()
 
 
 @functools.cache
