@@ -3,8 +3,9 @@
 TRL generates in-process, so its calls never cross the HTTP proxy; the recorder writes what the
 proxy would have: one `proxy_calls` record per model turn of each episode (the messages sent,
 the tools offered, the reply with its tool calls), under one rollout id per episode, through the
-proxy's own `CallRecorder`. `foundry ingest traces HOME/lake/proxy_calls` reads them back as
-conversations (the last turn of a rollout holds the whole episode).
+proxy's own `CallRecorder` (`harnesses.proxy_records`). `foundry ingest traces
+HOME/lake/proxy_calls` reads them back as conversations (the last turn of a rollout holds the
+whole episode).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from data.lake import Lake
 from data.records import ProxyCall, content_id, utcnow
-from harnesses.proxy import CallRecorder
+from harnesses.proxy_records import CallRecorder
 from harnesses.train_environments import tool_schemas
 
 

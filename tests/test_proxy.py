@@ -23,7 +23,8 @@ from data.llm import LLMClient
 from data.records import ProxyCall, utcnow
 from data.scrub import Scrubber
 from flows.stage_runs import solver_through_proxy
-from harnesses.proxy import CallRecorder, StreamAssembler, running_proxy
+from harnesses.proxy import running_proxy
+from harnesses.proxy_records import CallRecorder, StreamAssembler
 from tests.conftest import endpoints_for, make_context
 from tests.fakes.openai_server import FakeOpenAIServer, PeakInFlight
 

@@ -19,7 +19,7 @@ from data.lake import TABLES, Lake
 from data.records import ProxyCall, utcnow
 from data.scrub import PHONE_WINDOW, Scrubber, phone_spans
 from data.trace_ingest import ingest_traces
-from harnesses.proxy import CallRecorder
+from harnesses.proxy_records import CallRecorder
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
