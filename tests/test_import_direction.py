@@ -7,6 +7,7 @@ layer but `flows`; only `flows/` imports `prefect`. The training room (the train
 environments, episodes and warm start) is imported by itself and `flows/` alone. The runtime room
 (`data/runtime/`, shipped whole in exported packages) imports nothing of ours outside itself.
 Every import counts: top-level ones, ones inside functions and ones under `if TYPE_CHECKING:`.
+And no module of a layer is over 500 lines: past that, it holds more than one concept.
 """
 
 from __future__ import annotations
@@ -138,3 +139,17 @@ def test_flows_may_import_prefect_and_every_layer(tmp_path):
     (tmp_path / "flows").mkdir()
     (tmp_path / "flows" / "ok.py").write_text("import prefect\nfrom judges import rewards\n")
     assert offences(tmp_path) == []
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_product_module_is_over_500_lines():
+    """A module past MAX_MODULE_LINES holds more than one concept: split it where they part."""
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for layer in LAYERS
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
