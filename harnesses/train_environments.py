@@ -31,17 +31,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from data.prompts import load_prompt
+from data.environments import SEARCH_INSTRUCTION  # the exported package shows the same text
 from data.records import ToolCall, ToolEnvironment, WorldSetup
-from data.runtime import corpus_index
 from data.runtime.corpus_index import CORPUS_FILE, CorpusIndex
 from data.runtime.corpus_index import HARNESS as DOC_SEARCH
 from data.runtime.world_runtime import World, WorldSpec
 from harnesses.tool_replay import EXTRA_TURNS, replay
 
 SINGLE_TURN = "single_turn"
-# the search tools' instruction, beside them: the exported package shows the same text
-SEARCH_INSTRUCTION = load_prompt(corpus_index.__file__, "search_tools_instruction")
 JSON_TYPES: dict[str, type] = {
     "string": str,
     "integer": int,

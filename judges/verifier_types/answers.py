@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from data.records import AnswerSpec, LLMEquivalenceSpec, Remedy, Task
-from data.runtime import corpus_index
 from data.runtime.answer_match import normalize_answer
 from data.spans import answer_candidates
-from data.verifiers_package import Packaged, has_corpus
+from data.verifiers_package import Packaged
 from judges.rewards import score
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
@@ -74,13 +73,9 @@ def equivalence_rubric(spec: AnswerSpec, closing: list[str]) -> tuple[Remedy, An
 
 
 def _package_lacks(task: dict[str, Any], version: Path) -> str | None:
-    """What an answer task lacks to be graded in the exported package: a gold answer, and for
-    one calibrated by searching the documents, the corpus."""
-    if not normalize_answer(task["answer"]):
-        return "empty_answer"
-    if task["harness"] == corpus_index.HARNESS and not has_corpus(version):
-        return "doc_search_without_corpus"
-    return None
+    """What an answer task lacks to be graded in the exported package: a gold answer (what
+    its environment needs, the corpus for a search task, is the environment's to say)."""
+    return None if normalize_answer(task["answer"]) else "empty_answer"
 
 
 # the exact/F1 matcher (an `llm_equivalence` task by that path alone, which only ever rejects

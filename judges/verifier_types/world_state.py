@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from data.environments import setup_of
 from data.records import WorldStateSpec
-from data.verifiers_package import Packaged, setup_of
+from data.verifiers_package import Packaged
 from judges import tool_calls, world_state
 from judges.rewards import trainer_task
 from judges.verifier_types.base import RewardRow, VerifierType
