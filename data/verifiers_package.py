@@ -91,6 +91,7 @@ PACKAGE_SCHEMA = pa.schema(
             )
         ),
         pa.field("max_turns", pa.int64()),
+        pa.field("toolset", pa.string()),  # its environment's: what the tool server offers it
     ]
 )
 
@@ -148,11 +149,12 @@ def packaged(task: dict[str, Any], version: Path, graders: Graders) -> str | Non
 
 
 def package_row(task: dict[str, Any], searches: int) -> dict[str, Any]:
-    """A packaged task's row: its columns, its environment's turn limit (`searches`, the
-    doc-search harness's) and its environment's prompt (`data.environments`)."""
-    row = {field: task[field] for field in PACKAGE_SCHEMA.names if field != "max_turns"}
+    """A packaged task's row: its columns, and from its environment (`data.environments`) its
+    turn limit (`searches`, the doc-search harness's), its prompt and the tools it is offered."""
+    row = {field: task[field] for field in PACKAGE_SCHEMA.names if field in task}  # + 2 below
     environment = environment_of(task)
     row["max_turns"] = environment.max_turns(task, searches)
+    row["toolset"] = environment.name
     row["prompt"] = environment.prompt(task)
     return row
 
@@ -273,7 +275,8 @@ Each task's `key` is taskfoundry's task id; `data` carries the gold `answer`, th
 spec, the calibration's `pass_rate`, `band`, prime-rl `pool` and `harness`, the turn limit
 `max_turns` (a `@vf.stop` ends the attempt there), a world task's `world` (spec, initial state,
 turn limit) and a tool-replay task's `environment` (tools offered, results recorded). The tool
-server (`tools`) offers each task its own tools, as taskfoundry's calibration harness did:
+server (`tools`) offers each task its own tools (its `toolset`), as taskfoundry's calibration
+harness did:
 
 - `search`: answer tasks calibrated by searching the documents get `search(query)` (BM25, the
   best passages' ids and snippets) and `read(passage_id)` over the shipped `corpus.parquet`;

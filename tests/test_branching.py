@@ -58,7 +58,6 @@ def _axes() -> dict[str, tuple[set[str], set[str], set[str], Path, dict[str, int
             ROOT / "data" / "environments.py",
             {
                 "data/projections.py": 1,
-                "data/taskset_package/tools.py": 1,
                 "families/doc_qa.py": 1,
                 "harnesses/train_environments.py": 1,
                 "harnesses/trainer.py": 1,

@@ -56,6 +56,7 @@ class TaskfoundryData(vf.TaskData):
     pool: str
     harness: str = ""
     max_turns: int | None = None
+    toolset: str = "none"  # what the tool server offers it: world, replay, search or none
     world: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
     workspace: dict[str, Any] | None = None
@@ -218,6 +219,7 @@ class TaskfoundryTaskset(vf.Taskset[TaskfoundryTask, TaskfoundryConfig]):
                 pool=row["pool"],
                 harness=row["harness"] or "",
                 max_turns=row["max_turns"],
+                toolset=row["toolset"],
                 world=json.loads(row["world"] or "null"),
                 environment=json.loads(row["environment"] or "null"),
                 workspace=json.loads(row["workspace"] or "null"),

@@ -1,13 +1,14 @@
 """The tool server of a taskfoundry package: each task's own tools, per rollout, as taskfoundry's
-calibration harness gave them.
+calibration harness gave them, by the task's `toolset` (its environment's, from taskfoundry's
+`data/environments.py`):
 
-- a world task (`world`): the world's tools, each call run on the rollout's own world (a fresh
-  in-memory DuckDB from the task's spec and initial state; `world_runtime`);
-- a tool-replay task (`environment`): the tools production offered, each call answered with the
-  result production recorded for it, or that there is none (`replay_runtime`);
-- a document-search task (`harness` doc_search): `search(query)` and `read(passage_id)` over
-  the corpus shipped beside this module (`corpus_index`);
-- any other task: no tools.
+- `world`: the world's tools, each call run on the rollout's own world (a fresh in-memory
+  DuckDB from the task's spec and initial state; `world_runtime`);
+- `replay`: the tools production offered, each call answered with the result production
+  recorded for it, or that there is none (`replay_runtime`);
+- `search`: `search(query)` and `read(passage_id)` over the corpus shipped beside this module
+  (`corpus_index`);
+- `none`: no tools.
 
 verifiers launches it once per rollout (`python -m <package>.tools`). It imports only the
 verifiers library, pyarrow and the package's own modules.
@@ -16,6 +17,7 @@ verifiers library, pyarrow and the package's own modules.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -24,7 +26,7 @@ import verifiers.v1 as vf
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, Tool
 
-from .runtime.corpus_index import CORPUS_FILE, HARNESS, CorpusIndex
+from .runtime.corpus_index import CORPUS_FILE, CorpusIndex
 from .runtime.replay_runtime import NO_RESULT, replayed
 from .runtime.world_runtime import World, WorldSpec
 
@@ -129,15 +131,18 @@ def corpus_index() -> CorpusIndex:
     return CorpusIndex([(row["chunk_id"], row["text"]) for row in rows])
 
 
+# each toolset's tools for a task
+TOOLSETS: dict[str, Callable[[Any], TaskTools | None]] = {
+    "world": lambda task: WorldTools(task.world),
+    "replay": lambda task: ReplayTools(task.environment),
+    "search": lambda task: SearchTools(corpus_index()),
+    "none": lambda task: None,
+}
+
+
 def task_tools(task: Any) -> TaskTools | None:
     """The tools of `task` (a TaskfoundryData), or None for a task without tools."""
-    if getattr(task, "world", None):
-        return WorldTools(task.world)
-    if getattr(task, "environment", None):
-        return ReplayTools(task.environment)
-    if getattr(task, "harness", None) == HARNESS:
-        return SearchTools(corpus_index())
-    return None
+    return TOOLSETS[task.toolset](task)
 
 
 class TaskToolset(vf.Toolset[vf.ToolsetConfig]):
