@@ -31,6 +31,7 @@ from flows.cli_args import (
     config_of,
     lake_of,
 )
+from flows.stops import ended_by_stop
 
 # commands that call model servers: their runs are checked for "every call failed"
 LLM_COMMANDS = frozenset(
@@ -54,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             if _is_model_server_error(exc):
                 print(f"foundry: {exc}", file=sys.stderr)
                 return EXIT_MODEL_SERVER
-            if not _is_stop(exc) and not interrupt.requested():
-                raise  # (after a stop request, what failed was cut short by it)
+            if not ended_by_stop(exc):
+                raise
             interrupt.request(getattr(exc, "signal", signal.SIGINT))  # (set unless Prefect's)
             print(
                 "foundry: stopped; what finished is kept in the lake, and the next run resumes"
@@ -66,15 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     if code == EXIT_OK and args.command in LLM_COMMANDS:
         return _check_llm_calls(args, started)
     return code
-
-
-def _is_stop(exc: BaseException) -> bool:
-    """Ctrl-C or SIGTERM: our handler's KeyboardInterrupt, or the TerminationSignal Prefect's
-    own SIGTERM handler raises inside a flow run."""
-    if isinstance(exc, KeyboardInterrupt | interrupt.Interrupted):
-        return True
-    prefect_exceptions = sys.modules.get("prefect.exceptions")
-    return prefect_exceptions is not None and isinstance(exc, prefect_exceptions.TerminationSignal)
 
 
 def _is_model_server_error(exc: BaseException) -> bool:

@@ -49,6 +49,7 @@ from flows.judge_variance import measure_variance, variance_sample
 from flows.runners import task_runner
 from flows.stage_runs import run_llm_batch, run_stages, solver_through_proxy
 from flows.stages import check_kinds, ingest_docs, llm_stages, stage_named
+from flows.stops import ended_by_stop
 from judges.agreement import seed_variance
 from judges.verifier_types import package_graders
 
@@ -83,8 +84,8 @@ def stage_context(
         yield ctx
         state = "completed"
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt | TerminationSignal) or interrupt.requested():
-            state = "interrupted"  # (after a stop request, what failed was cut short by it)
+        if ended_by_stop(exc):
+            state = "interrupted"
         raise
     finally:
         lake.finish_run(run_id, state, run_usage(lake, run_id))
