@@ -151,9 +151,9 @@ def packaged(task: dict[str, Any], version: Path, graders: Graders) -> str | Non
 def package_row(task: dict[str, Any], searches: int) -> dict[str, Any]:
     """A packaged task's row: its columns, and from its environment (`data.environments`) its
     turn limit (`searches`, the doc-search harness's), its prompt and the tools it is offered."""
-    row = {field: task[field] for field in PACKAGE_SCHEMA.names if field in task}  # + 2 below
+    row = {field: task[field] for field in PACKAGE_SCHEMA.names if field in task}
     environment = environment_of(task)
-    row["max_turns"] = environment.max_turns(task, searches)
+    row["max_turns"] = environment.max_turns(task, searches)  # (neither is a taskset column)
     row["toolset"] = environment.name
     row["prompt"] = environment.prompt(task)
     return row
