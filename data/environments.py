@@ -42,7 +42,8 @@ def _prompt_as_it_is(task: Row) -> list[dict[str, Any]]:
     return task["prompt"]
 
 
-def _lacks_nothing(task: Row, version: Path) -> str | None:
+def lacks_nothing(task: Row, version: Path) -> str | None:
+    """What a task that needs nothing more lacks: nothing."""
     return None
 
 
@@ -57,7 +58,7 @@ class Environment:
     claims: Callable[[Row], bool]
     max_turns: Callable[[Row, int], int]
     prompt: Callable[[Row], list[dict[str, Any]]] = _prompt_as_it_is
-    lacks: Callable[[Row, Path], str | None] = _lacks_nothing
+    lacks: Callable[[Row, Path], str | None] = lacks_nothing
     shipped: tuple[str, ...] = ()
 
 

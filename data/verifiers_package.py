@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data.config import CalibrateConfig
-from data.environments import environment_of, setup_of
+from data.environments import environment_of, lacks_nothing, setup_of
 from data.export import TASKSET_SCHEMA, search_turns
 from data.runtime import workspace_bundle
 
@@ -107,7 +107,7 @@ class Packaged:
     task of a taskset version lacks to be graded there (a reason of `REASONS`, or None)."""
 
     grader: str | None
-    lacks: Lacks | None = None
+    lacks: Lacks = lacks_nothing
     why_not: str = ""
 
 
@@ -144,8 +144,7 @@ def packaged(task: dict[str, Any], version: Path, graders: Graders) -> str | Non
     found = graders.get(kind)
     if found is None or found.grader is None:
         return f"verifier_{kind}"
-    lacking = found.lacks(task, version) if found.lacks else None
-    return lacking or environment_of(task).lacks(task, version)
+    return found.lacks(task, version) or environment_of(task).lacks(task, version)
 
 
 def package_row(task: dict[str, Any], searches: int) -> dict[str, Any]:

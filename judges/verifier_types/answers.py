@@ -14,6 +14,7 @@ from data.runtime.answer_match import normalize_answer
 from data.spans import answer_candidates
 from data.verifiers_package import Packaged
 from judges.rewards import score
+from judges.verifier_types.base import with_rubric
 
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 
@@ -57,11 +58,6 @@ def negatives(task: Task, passage: str) -> list[tuple[str, str]]:
 def is_gold(task: Task, attempt: str) -> bool:
     """Whether `attempt` gives the gold answer exactly (after normalisation)."""
     return score(task.verifier, attempt, task.answer).exact
-
-
-def with_rubric(spec: AnswerSpec, closing: list[str]) -> list[str]:
-    """`spec`'s rubric with the items that close the hacks found, each once."""
-    return list(dict.fromkeys([*spec.rubric, *closing]))
 
 
 def equivalence_rubric(spec: AnswerSpec, closing: list[str]) -> tuple[Remedy, AnswerSpec]:

@@ -42,6 +42,11 @@ def spaced(text: str) -> str:
     return " ".join(text.split())
 
 
+def with_rubric(spec: Any, closing: list[str]) -> list[str]:
+    """`spec`'s rubric with the items that close the hacks found, each once, in order."""
+    return list(dict.fromkeys([*spec.rubric, *closing]))
+
+
 def same_reply(task: Task, attempt: str) -> bool:
     """Whether `attempt` is the task's reference reply, up to case and white space."""
     return spaced(attempt).casefold() == spaced(task.answer).casefold()

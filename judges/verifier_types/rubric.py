@@ -5,7 +5,7 @@ from __future__ import annotations
 from data.records import Remedy, RubricSpec, Task
 from data.verifiers_package import Packaged
 from judges.rubric_grade import rubric_grade
-from judges.verifier_types.base import VerifierType
+from judges.verifier_types.base import VerifierType, with_rubric
 
 
 def _negatives(task: Task, passage: str) -> list[tuple[str, str]]:
@@ -19,7 +19,7 @@ def _negatives(task: Task, passage: str) -> list[tuple[str, str]]:
 
 def _tighter(spec: RubricSpec, closing: list[str]) -> list[tuple[Remedy, object]]:
     """The rubric with the items that close the hacks (none when it already has them)."""
-    items = list(dict.fromkeys([*spec.rubric, *closing]))
+    items = with_rubric(spec, closing)
     if items == spec.rubric:
         return []
     return [("rubric_items", spec.model_copy(update={"rubric": items}))]
