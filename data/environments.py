@@ -52,7 +52,8 @@ class Environment:
     """One environment: `name` (what the package's tool server offers: `world`, `replay`,
     `search`, `none`), which task rows are its own (`claims`), an attempt's turn limit from the
     row and the doc-search harness's (`max_turns`), the package's prompt for a row, what a row
-    lacks to be packaged (a reason, or None), and the version's files its tasks need."""
+    lacks to be packaged (a reason, or None), the version's files its tasks need, and whether
+    it offers tools at all."""
 
     name: str
     claims: Callable[[Row], bool]
@@ -60,6 +61,7 @@ class Environment:
     prompt: Callable[[Row], list[dict[str, Any]]] = _prompt_as_it_is
     lacks: Callable[[Row, Path], str | None] = lacks_nothing
     shipped: tuple[str, ...] = ()
+    with_tools: bool = True  # False: an attempt is the prompt and one reply
 
 
 def _with_search_instruction(task: Row) -> list[dict[str, Any]]:
@@ -94,7 +96,9 @@ SEARCH = Environment(
     lacks=lambda task, version: None if has_corpus(version) else "doc_search_without_corpus",
     shipped=(corpus_index.CORPUS_FILE,),
 )
-SINGLE_TURN = Environment("none", claims=lambda task: True, max_turns=lambda task, searches: 1)
+SINGLE_TURN = Environment(
+    "none", claims=lambda task: True, max_turns=lambda task, searches: 1, with_tools=False
+)
 
 # in the order a row is offered to them: the first that claims it is its environment
 REGISTERED: list[Environment] = [WORLD, REPLAY, SEARCH, SINGLE_TURN]

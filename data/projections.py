@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data.config import ExportFormat
+from data.environments import environment_of
 from data.export import MESSAGE
 from data.lake import Lake
 
@@ -96,7 +97,6 @@ SFT_SCHEMA = pa.schema(
 )
 # Attempts that count as accepted rollouts: a full pass of the task's verifier.
 ACCEPTED_REWARD = 1.0
-SINGLE_TURN_HARNESSES = {"closed_book", "code_single_turn"}
 
 
 @dataclass(frozen=True)
@@ -286,9 +286,10 @@ def _last_calls(lake: Lake, rollouts: list[str]) -> dict[str, dict[str, Any]]:
 def _transcript(
     attempt: dict[str, Any], task: dict[str, Any], call: dict[str, Any] | None
 ) -> tuple[list[dict[str, str]], list[Any]] | None:
-    """(messages, tools) of an accepted attempt: the task prompt and the reply for a
-    single-turn harness, else the episode as its last recorded call sent and received it."""
-    if attempt["harness"] in SINGLE_TURN_HARNESSES:
+    """(messages, tools) of an accepted attempt: the task prompt and the reply where the
+    attempt's environment offers no tools, else the episode as its last recorded call sent and
+    received it."""
+    if not environment_of({**task, "harness": attempt["harness"]}).with_tools:
         return [*task["prompt"], {"role": "assistant", "content": attempt["response"]}], []
     if call is None:
         return None

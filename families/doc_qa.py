@@ -13,6 +13,7 @@ Generation: the `generate` stage, chunk -> candidate tasks (`generators.doc_qa`)
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from data.config import FoundryConfig
@@ -29,7 +30,7 @@ from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.doc_search import NAME as DOC_SEARCH
 from harnesses.doc_search import DocSearch
-from harnesses.single_turn import OPEN_BOOK, SingleTurn
+from harnesses.single_turn import CLOSED_BOOK, OPEN_BOOK, SingleTurn
 from judges import answerability, hacks
 from judges.selfcheck import self_check
 
@@ -79,6 +80,21 @@ async def generate_one(
 GENERATE = LLMStage("generate", pending_generate, load_chunks, generate_one)
 
 
+def _doc_search(services: Services) -> Harness:
+    chunks = services.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
+    index = CorpusIndex([(r["chunk_id"], r["text"]) for r in chunks])
+    return DocSearch(index, max_turns=services.config.calibrate.max_turns)
+
+
+# the harnesses a document question is attempted in, by name: search over the corpus, or
+# one reply with the passages in the prompt (`open_book`) or without them (`closed_book`)
+HARNESSES: dict[str, Callable[[Services], Harness]] = {
+    DOC_SEARCH: _doc_search,
+    OPEN_BOOK: lambda services: SingleTurn(OPEN_BOOK),
+    CLOSED_BOOK: lambda services: SingleTurn(CLOSED_BOOK),
+}
+
+
 class DocQA(Family):
     kinds = (KIND,)
     stages = (GENERATE,)
@@ -91,11 +107,7 @@ class DocQA(Family):
         return config.calibrate.harness
 
     def harness(self, name: str, services: Services) -> Harness:
-        if name == DOC_SEARCH:
-            chunks = services.lake.rows("SELECT chunk_id, text FROM chunks ORDER BY chunk_id")
-            index = CorpusIndex([(r["chunk_id"], r["text"]) for r in chunks])
-            return DocSearch(index, max_turns=services.config.calibrate.max_turns)
-        return SingleTurn(name)
+        return HARNESSES[name](services)
 
     async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
         if not passage:

@@ -31,14 +31,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from data.environments import SEARCH_INSTRUCTION  # the exported package shows the same text
+from data.environments import SEARCH_INSTRUCTION, environment_of  # as the package shows it
 from data.records import ToolCall, ToolEnvironment, WorldSetup
 from data.runtime.corpus_index import CORPUS_FILE, CorpusIndex
-from data.runtime.corpus_index import HARNESS as DOC_SEARCH
 from data.runtime.world_runtime import World, WorldSpec
 from harnesses.tool_replay import EXTRA_TURNS, replay
 
-SINGLE_TURN = "single_turn"
 JSON_TYPES: dict[str, type] = {
     "string": str,
     "integer": int,
@@ -49,6 +47,7 @@ JSON_TYPES: dict[str, type] = {
 }
 RESERVED = {"reset", "get_reward"}  # names TRL gives their own meaning on an environment
 KEYWORD = inspect.Parameter.KEYWORD_ONLY
+Row = dict[str, Any]
 TOO_MANY_CALLS = "The tool-call limit of this task is reached: reply with your answer."
 
 
@@ -201,6 +200,84 @@ def search_environment(index: CorpusIndex, max_calls: int) -> type[DocSearchEnvi
     return type("DocSearchEnvironment", (DocSearchEnvironment,), attributes)
 
 
+Calls = list[tuple[str, dict[str, Any]]]
+
+
+def _spec_calls(row: Row) -> Calls | None:
+    """The gold calls a spec that checks calls holds (a world's or a trace's task)."""
+    calls = json.loads(row["verifier"]).get("tool_calls")
+    if calls is None:
+        return None
+    return [(c["name"], dict(c.get("arguments") or {})) for c in calls]
+
+
+def _search_calls(row: Row) -> Calls | None:
+    """A doc-search task's gold calls: those its spec checks where it checks calls, else search
+    its question and read its evidence passage."""
+    if (checked := _spec_calls(row)) is not None:
+        return checked
+    evidence = json.loads(row["evidence"]) if row.get("evidence") else None
+    if not evidence:
+        return None
+    question = row["prompt"][-1]["content"]
+    return [("search", {"query": question}), ("read", {"passage_id": evidence[0]["chunk_id"]})]
+
+
+def _world_id(row: Row) -> str:
+    return WorldSetup.model_validate_json(row["world"]).world_id
+
+
+def _world_factory(row: Row, version: Path, max_calls: int) -> type[WorldEnvironment]:
+    setup = WorldSetup.model_validate_json(row["world"])
+    return world_environment(WorldSpec.model_validate_json(setup.spec))
+
+
+def _tool_set(row: Row) -> str:
+    """The id of a trace's tool set: rows offering the same tools share an environment."""
+    recorded = ToolEnvironment.model_validate_json(row["replay"])
+    tools = json.dumps([t.model_dump() for t in recorded.tools], sort_keys=True)
+    return hashlib.sha256(tools.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the rows of one exported environment train: `kind`, the name of their TRL
+    environment (with `:<id>` where the tools differ per world or tool set, `named`), the
+    factory of that environment class (from a row, the version, the doc-search call limit),
+    and the calls of a row's gold episode for the warm start (None: nothing to warm up on)."""
+
+    kind: str
+    named: Callable[[Row], str]
+    factory: Callable[[Row, Path, int], Callable[[], Any]]
+    gold_calls: Callable[[Row], Calls | None] = _spec_calls
+
+
+# by the name of the exported environment (`data.environments`) whose rows train this way
+TRAINING: dict[str, Training] = {
+    "world": Training("world", named=lambda row: f"world:{_world_id(row)}", factory=_world_factory),
+    "replay": Training(
+        "replay",
+        named=lambda row: f"replay:{_tool_set(row)}",
+        factory=lambda row, version, max_calls: replay_environment(
+            ToolEnvironment.model_validate_json(row["replay"])
+        ),
+    ),
+    "search": Training(
+        "doc_search",
+        named=lambda row: "doc_search",
+        factory=lambda row, version, max_calls: search_environment(_corpus(version), max_calls),
+        gold_calls=_search_calls,
+    ),
+    "none": Training(
+        "single_turn",
+        named=lambda row: "single_turn",
+        factory=lambda row, version, max_calls: SingleTurnEnvironment,
+        gold_calls=lambda row: None,
+    ),
+}
+_BY_KIND = {training.kind: training for training in TRAINING.values()}
+
+
 @dataclass
 class Environments:
     """Every row's environment name, the factories by name, and rows left out by reason."""
@@ -215,34 +292,19 @@ class Environments:
 
 
 def environments_for(rows: Iterable[dict[str, Any]], version: Path, max_calls: int) -> Environments:
-    """The environment of each trainer row of taskset `version`: by its harness (doc search
-    over the version's corpus; a world's or a trace's tools by its columns), else single-turn.
-    `max_calls` bounds a doc-search episode, as the calibration's `max_turns` did."""
+    """The environment of each trainer row of taskset `version`: the training side of the
+    row's exported environment (`data.environments.environment_of`), or the reason it is left
+    out. `max_calls` bounds a doc-search episode, as the calibration's `max_turns` did."""
     found = Environments()
-    index: CorpusIndex | None = None
     for row in rows:
+        exported = environment_of(exported_view(row))
         try:
-            if _present(row.get("world")):
-                setup = WorldSetup.model_validate_json(row["world"])
-                name = f"world:{setup.world_id}"
-                if name not in found.factories:
-                    found.factories[name] = world_environment(
-                        WorldSpec.model_validate_json(setup.spec)
-                    )
-            elif _present(row.get("replay")):
-                recorded = ToolEnvironment.model_validate_json(row["replay"])
-                tools = json.dumps([t.model_dump() for t in recorded.tools], sort_keys=True)
-                name = "replay:" + hashlib.sha256(tools.encode()).hexdigest()[:12]
-                if name not in found.factories:
-                    found.factories[name] = replay_environment(recorded)
-            elif row.get("harness") == DOC_SEARCH:
-                if index is None:
-                    index = _corpus(version)
-                name = DOC_SEARCH
-                found.factories.setdefault(name, search_environment(index, max_calls))
-            else:
-                name = SINGLE_TURN
-                found.factories.setdefault(name, SingleTurnEnvironment)
+            if reason := exported.lacks(row, version):
+                raise FileNotFoundError(reason)
+            training = TRAINING[exported.name]
+            name = training.named(row)
+            if name not in found.factories:
+                found.factories[name] = training.factory(row, version, max_calls)
         except (ValueError, FileNotFoundError) as error:
             found.leave_out(_reason(error))
             continue
@@ -250,20 +312,24 @@ def environments_for(rows: Iterable[dict[str, Any]], version: Path, max_calls: i
     return found
 
 
-def _present(column: str | None) -> bool:
-    """Whether a JSON column holds a value (the projection writes a missing one as `null`)."""
-    return bool(column) and json.loads(column) is not None
+def exported_view(row: Row) -> Row:
+    """A trainer row as the exported taskset holds it: its tool-replay setup back in the
+    `environment` column (TRL reads `environment` as the name of the training environment, so
+    the trainer moves the setup to `replay`)."""
+    return {**row, "environment": row.get("replay")}
+
+
+def training_of(name: str) -> Training:
+    """The training side of the environment a trainer row is named to (`world:<id>`, ...)."""
+    return _BY_KIND[name.split(":", 1)[0]]
 
 
 def _corpus(version: Path) -> CorpusIndex:
-    path = version / CORPUS_FILE
-    if not path.is_file():
-        raise FileNotFoundError("corpus_missing")
-    table = pq.read_table(path, columns=["chunk_id", "text"]).to_pylist()
+    table = pq.read_table(version / CORPUS_FILE, columns=["chunk_id", "text"]).to_pylist()
     return CorpusIndex([(r["chunk_id"], r["text"]) for r in table])
 
 
 def _reason(error: Exception) -> str:
     if isinstance(error, FileNotFoundError):
-        return "doc_search_without_corpus"
+        return str(error)
     return "tools_not_offerable" if "cannot be" in str(error) else "bad_environment"

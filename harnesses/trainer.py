@@ -29,7 +29,7 @@ from typing import Any
 
 from data.rewarded import Rewarded
 from data.splits import EVAL, HELD_OUT, TRAIN
-from harnesses.train_environments import SINGLE_TURN, Environments, environments_for
+from harnesses.train_environments import Environments, environments_for, tools_of
 from harnesses.train_episodes import EpisodeRecorder
 from harnesses.warm_start import WarmStart, warm_start, warm_start_rows
 
@@ -277,7 +277,7 @@ def train_grpo(
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics = output_dir / "metrics.jsonl"
     metrics.unlink(missing_ok=True)
-    with_tools = any(name != SINGLE_TURN for name in rows["environment"])
+    with_tools = any(tools_of(environments.factories[n]) for n in set(rows["environment"]))
     tokenizer = tool_tokenizer(policy) if with_tools else AutoTokenizer.from_pretrained(policy)
     warmed = 0
     if with_tools and settings.warm_start is not None:

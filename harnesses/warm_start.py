@@ -7,9 +7,10 @@ environment (the tool results are the environment's), and every assistant turn o
 what came before as the prompt, is one prompt-completion row for TRL's SFTTrainer (loss on
 the turn alone, never on a tool result).
 
-Gold episodes: a world task's gold calls then its answer; a tool-replay task's expected calls
-then its answer; a doc-search task searches its question, reads its evidence passage and
-answers. A task whose gold episode does not score 1 with the training reward is not used.
+Gold episodes: the gold calls of the task's training environment (`Training.gold_calls`: a
+world task's gold calls, a tool-replay task's expected calls, a doc-search task's search for
+its question and read of its evidence passage) then its answer. A task whose gold episode
+does not score 1 with the training reward is not used.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data.runtime.corpus_index import HARNESS as DOC_SEARCH
-from harnesses.train_environments import SINGLE_TURN, tool_schemas
+from harnesses.train_environments import Calls, tool_schemas, training_of
 
 Row = dict[str, Any]
 Reward = Callable[..., list[float | None]]
@@ -36,24 +36,12 @@ class WarmStart:
     calls_only: bool = False  # the turns that call tools alone: the call format, cheaply
 
 
-def gold_calls(row: Row) -> list[tuple[str, dict[str, Any]]] | None:
-    """The calls a gold episode of trainer row `row` makes, or None for a row without tools."""
-    spec = json.loads(row["verifier"])
-    if spec.get("tool_calls") is not None:  # a spec that checks calls holds the gold ones
-        return [(c["name"], dict(c.get("arguments") or {})) for c in spec["tool_calls"]]
-    if row.get("harness") == DOC_SEARCH and row.get("evidence"):
-        evidence = json.loads(row["evidence"])
-        if not evidence:
-            return None
-        question = row["prompt"][-1]["content"]
-        return [("search", {"query": question}), ("read", {"passage_id": evidence[0]["chunk_id"]})]
-    return None
-
-
-def gold_episode(row: Row, environment: Any) -> tuple[list[Row], list[Row]] | None:
-    """(prompt, completion) of `row`'s gold episode played in `environment` (an instance of
-    its training environment), as TRL's GRPOTrainer would hold it; None without one."""
-    calls = gold_calls(row)
+def gold_episode(
+    row: Row, environment: Any, calls: Calls | None
+) -> tuple[list[Row], list[Row]] | None:
+    """(prompt, completion) of `row`'s gold episode, `calls` then its answer, played in
+    `environment` (an instance of its training environment), as TRL's GRPOTrainer would hold
+    it; None without gold calls."""
     if not calls:
         return None
     prompt = [dict(m) for m in row["prompt"]]
@@ -82,10 +70,11 @@ def warm_start_rows(
     turn, or with `calls_only` each turn that calls a tool."""
     sft: list[Row] = []
     for row, name in zip(rows, names, strict=True):
-        if name == SINGLE_TURN:
+        calls = training_of(name).gold_calls(row)
+        if not calls:
             continue
         environment = factories[name]()
-        episode = gold_episode(row, environment)
+        episode = gold_episode(row, environment, calls)
         if episode is None:
             continue
         prompt, completion = episode

@@ -56,13 +56,7 @@ def _axes() -> dict[str, tuple[set[str], set[str], set[str], Path, dict[str, int
             ENVIRONMENT_CONSTANTS,
             set(),
             ROOT / "data" / "environments.py",
-            {
-                "data/projections.py": 1,
-                "families/doc_qa.py": 1,
-                "harnesses/train_environments.py": 1,
-                "harnesses/trainer.py": 1,
-                "harnesses/warm_start.py": 2,
-            },
+            {},
         ),
         "task kind": (set(kinds()), set(), set(), ROOT / "families", {}),
     }

@@ -27,6 +27,7 @@ from harnesses.train_environments import (
     tool_method,
     tool_schemas,
     tools_of,
+    training_of,
     world_environment,
 )
 from harnesses.train_episodes import EpisodeRecorder, openai_messages
@@ -166,7 +167,7 @@ def test_gold_episodes_score_1_and_warm_start_on_every_assistant_turn():
     }
     name = f"world:{spec.world_id}"
     factories = {name: world_environment(spec)}
-    prompt, completion = gold_episode(row, factories[name]())
+    prompt, completion = gold_episode(row, factories[name](), training_of(name).gold_calls(row))
     assert [m["role"] for m in completion] == ["assistant", "tool", "assistant"]
     assert completion[1]["content"] == reference.call("check_stock", {"sku": "TENT-2P"}).message()
     sft = warm_start_rows([row], [name], factories, verifier_reward)
