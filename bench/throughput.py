@@ -36,8 +36,9 @@ from data.lake import Lake  # noqa: E402
 from data.llm import LLMClient, LLMError  # noqa: E402
 from families.stage import LLMStage, StageContext, batches  # noqa: E402
 from flows.stage_runs import run_llm_batch, solver_through_proxy  # noqa: E402
-from flows.stages import ingest_docs, llm_stages  # noqa: E402
+from flows.stages import llm_stages  # noqa: E402
 from harnesses.proxy import running_proxy  # noqa: E402
+from sources.documents import ingest_docs  # noqa: E402
 from tests.fakes import openai_server  # noqa: E402
 from tests.fakes.oracle import Oracle  # noqa: E402
 from tests.fakes.scripted_llm import fake_endpoints  # noqa: E402

@@ -207,15 +207,6 @@ class ReportsConfig(Settings):
     attempt_max_tokens: int = Field(default=320, ge=32)  # a solver's report
 
 
-class SourcesConfig(Settings):
-    """What the scheduled (`nightly`) deployment runs the pipeline on."""
-
-    docs: list[str] = Field(default_factory=list)
-    repos: list[str] = Field(default_factory=list)
-    traces: list[str] = Field(default_factory=list)
-    worlds: list[str] = Field(default_factory=list)  # world spec files (.toml, .json) or folders
-
-
 class ServeConfig(Settings):
     """`foundry serve`: the deployments it registers and serves."""
 
@@ -312,7 +303,9 @@ class FoundryConfig(Settings):
     reports: ReportsConfig = ReportsConfig()
     export: ExportConfig = ExportConfig()
     budget: BudgetConfig = BudgetConfig()
-    sources: SourcesConfig = SourcesConfig()
+    # what the scheduled (`nightly`) deployment runs the pipeline on: items by source type
+    # (`sources.REGISTERED`: docs, repos, traces, worlds), checked against the registry
+    sources: dict[str, list[str]] = Field(default_factory=dict)
     scope: ScopeConfig = ScopeConfig()
     runner: RunnerConfig = RunnerConfig()
     serve: ServeConfig = ServeConfig()

@@ -2,7 +2,8 @@
 
 `family_of(kind)` is how the stages, calibration, repair, review and export learn what a task
 of that kind needs, instead of branching on its kind; `generation_stages()` is what the
-pipeline runs to make the candidates, before it verifies and calibrates them.
+pipeline runs to make the candidates, before it verifies and calibrates them, after the
+sandbox stages (`sandbox_stages()`) that make the items some of them start from.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from families import (
     world_tool_use,
 )
 from families.base import Family
-from families.stage import LLMStage
+from families.stage import LLMStage, SandboxStage
 
 REGISTERED: list[Family] = [
     doc_qa.FAMILY,
@@ -58,6 +59,17 @@ def generation_stages() -> list[LLMStage]:
     stages: dict[str, LLMStage] = {}
     for family in REGISTERED:
         for stage in family.stages:
+            if stages.setdefault(stage.name, stage) is not stage:
+                raise ValueError(f"two different stages are named {stage.name!r}")
+    return list(stages.values())
+
+
+def sandbox_stages() -> list[SandboxStage]:
+    """The registered families' sandbox stages in registry order, each once (`replay` feeds
+    both commit replay and commit sequence)."""
+    stages: dict[str, SandboxStage] = {}
+    for family in REGISTERED:
+        for stage in family.sandbox_stages:
             if stages.setdefault(stage.name, stage) is not stage:
                 raise ValueError(f"two different stages are named {stage.name!r}")
     return list(stages.values())

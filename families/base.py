@@ -20,7 +20,7 @@ from data.lake import Lake
 from data.llm import LLMClient
 from data.records import Consensus, Direction, Gate, ItemStatus, Task, Verdict
 from data.runtime.sandbox import Limits
-from families.stage import LLMStage
+from families.stage import LLMStage, SandboxStage
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material
 from generators.knobs import Ladder, Level
@@ -67,6 +67,9 @@ class Family(ABC):
     # the LLM stages that make its candidates, in the order they run (a stage shared with
     # another family, the same object in both, runs once)
     stages: tuple[LLMStage, ...] = ()
+    # the sandbox stages that make the items its LLM stages (or its tasks) start from, run
+    # before every LLM stage (a shared one, the same object in both, runs once)
+    sandbox_stages: tuple[SandboxStage, ...] = ()
     ladder: Ladder | None = None  # difficulty levels the repair loop moves tasks along
     # how the judge panel is shown its rewarded attempts, the hack patterns it may name and the
     # remedy where one exists (`judges.hacks`); None: its attempts are not reviewed

@@ -7,18 +7,53 @@ one (`generators.bug_injection`); a variant or sibling is checked in the sandbox
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Iterable
 
 from data.llm import LLMClient
 from data.records import Direction, Task
 from families.base import Services
 from families.code import CodeFamily, repo_of, variant_in_sandbox
+from families.code_stages import Made, RepositoryStage
+from families.stage import SandboxStage, StageContext, pending_items
 from generators import bug_injection
 from generators.doc_qa_variants import Material
+from generators.function_rebuild import RepoAtHead
 from generators.knobs import Level
+
+
+def pending_injections(ctx: StageContext) -> list[str]:
+    """Repositories not yet given bugs to fix (none if `code.max_bugs` is 0 or bug-fix tasks
+    are out of scope)."""
+    if ctx.config.code.max_bugs == 0 or not ctx.config.scope.makes(bug_injection.KIND):
+        return []
+    return pending_items(ctx, "inject", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
+
+
+def inject_bugs(ctx: StageContext) -> Counter:
+    """Put bugs into each pending repository's covered functions (`generators.bug_injection`)
+    and record the tasks, each function's outcome (stage `inject_target`) and the
+    repository's."""
+
+    def make(repo: RepoAtHead, ctx: StageContext) -> Iterable[Made]:
+        code = ctx.config.code
+        return bug_injection.inject_tasks(repo, ctx.limits, code.max_bugs, code.max_prompt_chars)
+
+    stage = RepositoryStage("inject", "injected", "no_breaking_mutation", "bug-fix")
+    return stage.run(ctx, pending_injections(ctx), make)
+
+
+INJECT = SandboxStage(
+    "inject",
+    pending_injections,
+    inject_bugs,
+    help="bug-fix tasks: put a bug into covered functions, kept where tests fail",
+)
 
 
 class BugInjection(CodeFamily):
     kinds = (bug_injection.KIND,)
+    sandbox_stages = (INJECT,)
     ladder = bug_injection.LADDER
 
     async def variant(

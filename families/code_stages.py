@@ -17,7 +17,6 @@ from pathlib import Path
 
 from data.llm import LLMClient
 from data.records import Commit, CommitReplay, Record, Status, Task
-from data.repos import ingest_repo
 from data.runtime.errors import ReasonedError
 from data.runtime.python_env import EnvError
 from data.runtime.sandbox import Limits
@@ -25,23 +24,16 @@ from families.code import repo_at
 from families.stage import (
     LLMStage,
     Outcome,
+    SandboxStage,
     StageContext,
     batches,
     pending_in_window,
-    pending_items,
 )
-from generators import bug_injection
 from generators.checks import CheckFailure
 from generators.commit_replay import Unusable, analyse, tests_at
 from generators.commit_sequence import Link, chains, sequence_task
-from generators.function_rebuild import Rejected, RepoAtHead, rebuild_tasks
+from generators.function_rebuild import Rejected, RepoAtHead
 from generators.replay_tasks import RepoOrigin, replay_task
-
-
-def ingest_repository(origin: str, rev: str | None, ctx: StageContext) -> Counter:
-    """Mirror a git repository and record its commits (`data.repos`)."""
-    return ingest_repo(origin, ctx.lake, ctx.config.home, ctx.run_id, rev, ctx.progress)
-
 
 # --- replay: ingested commit -> F2P / P2P tests and a checked reference patch ------------
 
@@ -100,6 +92,14 @@ def replay_commits(ctx: StageContext) -> Counter:
     return counts
 
 
+REPLAY = SandboxStage(
+    "replay",
+    pending_replays,
+    replay_commits,
+    help="run ingested commits' tests in the sandbox: fail-to-pass, pass-to-pass",
+)
+
+
 def check_repo_tests(ctx: StageContext, repo_ids: list[str], limits: Limits) -> Counter:
     """Run each repository's suite once at its HEAD (stage `repo_tests`) unless done before."""
     checked = ctx.lake.finished_items("repo_tests")
@@ -150,55 +150,14 @@ def _replay_one(
     return ctx.status("replay", item, "done", "replayed", detail), result
 
 
-# --- rebuild and inject: repository -> function-rebuild and bug-fix tasks ------------------
+# --- a repository at its HEAD -> tasks, in the sandbox (function rebuild, bug injection) ---
 
 Made = Task | Rejected
 MakeTasks = Callable[[RepoAtHead, StageContext], Iterable[Made]]
 
 
-def pending_rebuilds(ctx: StageContext) -> list[str]:
-    """Repositories whose functions have not been tried yet (none if `code.max_functions` is
-    0 or function-rebuild tasks are out of scope)."""
-    if ctx.config.code.max_functions == 0 or not ctx.config.scope.makes("function_rebuild"):
-        return []
-    return pending_items(ctx, "rebuild", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
-
-
-def pending_injections(ctx: StageContext) -> list[str]:
-    """Repositories not yet given bugs to fix (none if `code.max_bugs` is 0 or bug-fix tasks
-    are out of scope)."""
-    if ctx.config.code.max_bugs == 0 or not ctx.config.scope.makes(bug_injection.KIND):
-        return []
-    return pending_items(ctx, "inject", "SELECT repo_id AS id FROM repos ORDER BY repo_id")
-
-
-def rebuild_functions(ctx: StageContext) -> Counter:
-    """Try each pending repository's functions (`generators.function_rebuild`) and record the
-    tasks, each candidate's outcome (stage `rebuild_target`) and the repository's."""
-
-    def make(repo: RepoAtHead, ctx: StageContext) -> Iterable[Made]:
-        code = ctx.config.code
-        return rebuild_tasks(repo, ctx.limits, code.max_functions, code.max_prompt_chars)
-
-    stage = _RepositoryStage("rebuild", "rebuilt", "no_covered_function", "function-rebuild")
-    return stage.run(ctx, pending_rebuilds(ctx), make)
-
-
-def inject_bugs(ctx: StageContext) -> Counter:
-    """Put bugs into each pending repository's covered functions (`generators.bug_injection`)
-    and record the tasks, each function's outcome (stage `inject_target`) and the
-    repository's."""
-
-    def make(repo: RepoAtHead, ctx: StageContext) -> Iterable[Made]:
-        code = ctx.config.code
-        return bug_injection.inject_tasks(repo, ctx.limits, code.max_bugs, code.max_prompt_chars)
-
-    stage = _RepositoryStage("inject", "injected", "no_breaking_mutation", "bug-fix")
-    return stage.run(ctx, pending_injections(ctx), make)
-
-
 @dataclass(frozen=True)
-class _RepositoryStage:
+class RepositoryStage:
     """A sandbox stage that makes tasks from each repository at its HEAD, one candidate
     function at a time: the stage `name` records each repository's outcome, `<name>_target`
     each function's."""
@@ -304,7 +263,13 @@ async def describe_one(
     )
 
 
-DESCRIBE = LLMStage("describe", pending_describe, load_replays, describe_one)
+DESCRIBE = LLMStage(
+    "describe",
+    pending_describe,
+    load_replays,
+    describe_one,
+    help="write commit-replay tasks: a statement for each replayed commit",
+)
 
 
 # --- sequence: consecutive described commits -> commit-sequence task -------------------------
@@ -371,4 +336,10 @@ async def sequence_one(
     return Outcome(status, {"tasks": [task]})
 
 
-SEQUENCE = LLMStage("sequence", pending_sequences, load_sequences, sequence_one)
+SEQUENCE = LLMStage(
+    "sequence",
+    pending_sequences,
+    load_sequences,
+    sequence_one,
+    help="commit-sequence tasks: consecutive described commits as ordered steps",
+)

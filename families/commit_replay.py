@@ -4,11 +4,12 @@ commits are replayed in the sandbox (`families.code_stages.replay_commits`), the
 stage writes each replayed commit's statement. See `families.code`."""
 
 from families.code import CodeFamily
-from families.code_stages import DESCRIBE
+from families.code_stages import DESCRIBE, REPLAY
 
 
 class CommitReplay(CodeFamily):
     kinds = ("commit_replay",)
+    sandbox_stages = (REPLAY,)
     stages = (DESCRIBE,)
 
 

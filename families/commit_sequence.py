@@ -3,11 +3,12 @@ commit's tests. Generation: the `sequence` stage chains the commit-replay tasks 
 stage made (which it therefore needs too). See `families.code`."""
 
 from families.code import CodeFamily
-from families.code_stages import DESCRIBE, SEQUENCE
+from families.code_stages import DESCRIBE, REPLAY, SEQUENCE
 
 
 class CommitSequence(CodeFamily):
     kinds = ("commit_sequence",)
+    sandbox_stages = (REPLAY,)
     stages = (DESCRIBE, SEQUENCE)
 
 

@@ -77,7 +77,13 @@ async def generate_one(
     return candidates_outcome(ctx, "generate", chunk_id, "candidate", results)
 
 
-GENERATE = LLMStage("generate", pending_generate, load_chunks, generate_one)
+GENERATE = LLMStage(
+    "generate",
+    pending_generate,
+    load_chunks,
+    generate_one,
+    help="write candidate tasks from chunks",
+)
 
 
 def _doc_search(services: Services) -> Harness:

@@ -82,7 +82,13 @@ async def report_one(
     return candidates_outcome(ctx, STAGE, source_id, "report_candidate", results)
 
 
-REPORTS = LLMStage(STAGE, pending_reports, load_documents, report_one)
+REPORTS = LLMStage(
+    STAGE,
+    pending_reports,
+    load_documents,
+    report_one,
+    help="report tasks: a report brief from each document, graded by its rubric",
+)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The stage protocol: the run's context, an item's outcome, the shape of an LLM stage.
+"""The stage protocol: the run's context, an item's outcome, the shape of an LLM stage and of a
+sandbox stage.
 
 It lives below `flows` so that a family can declare the stages that make its candidates
 (`Family.stages`); the flows run them. No Prefect here: stages are plain functions over the
@@ -8,6 +9,7 @@ lake, so tests need no server.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +102,19 @@ class LLMStage(Generic[Input]):
     work: Callable[[StageContext, str, Input, LLMClient], Awaitable[Outcome]]
     independent_batches: bool = True  # False: a batch reads what earlier ones wrote
     every_judge: bool = False  # True: judges below their controls' bar take part too
+    help: str = ""  # what it does, for its command (`foundry <name>`); "": it has none
+
+
+@dataclass(frozen=True)
+class SandboxStage:
+    """A stage that runs ingested code in the sandbox, with no LLM: its pending items, and the
+    run over all of them (it writes its own shards and statuses; counts by outcome). The
+    pipeline runs these before the LLM stages, whose items they make."""
+
+    name: str
+    pending: Callable[[StageContext], list[str]]
+    run: Callable[[StageContext], Counter]
+    help: str  # what it does, for its command (`foundry <name>`)
 
 
 def batches(items: Sequence[str], size: int) -> list[list[str]]:

@@ -4,7 +4,6 @@ turn rated traces into tasks (the LLM stages of the trace families, `families.tr
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,6 @@ import numpy as np
 from data.embeddings import as_matrix, embed, near_duplicates
 from data.llm import LLMClient, LLMError
 from data.records import Intent, Record, Task, Trace, content_id
-from data.trace_ingest import ingest_traces
 from families.stage import LLMStage, Outcome, StageContext, pending_in_window
 from generators.checks import CheckFailure
 from generators.intents import EXAMPLE_CHARS, EXAMPLES, cluster_requests, label_cluster
@@ -24,11 +22,6 @@ from judges.trace_outcome import rate
 # the kinds `trace_tasks` makes (the trace families', `families.trace_answer` and
 # `families.tool_replay`): these stages run while one of them is in scope
 TRACE_KINDS: tuple[str, ...] = ("trace_answer", "near_miss", "tool_replay")
-
-
-def ingest_trace_files(paths: list[str], ctx: StageContext) -> Counter:
-    """Read, scrub, embed and store the traces under `paths`; record every input's outcome."""
-    return ingest_traces(paths, ctx.lake, ctx.config.traces, ctx.run_id, ctx.progress)
 
 
 # intents: every ingested trace's request -> clusters named by the generator model
@@ -87,7 +80,13 @@ async def cluster_intents(
     )
 
 
-INTENTS = LLMStage("intents", pending_intents, load_requests, cluster_intents)
+INTENTS = LLMStage(
+    "intents",
+    pending_intents,
+    load_requests,
+    cluster_intents,
+    help="cluster the traces' requests and name each cluster's intent",
+)
 
 
 # trace_tasks: rated trace -> reference, near-miss and tool-replay tasks
@@ -203,5 +202,10 @@ def _duplicate_task(task: Task, loaded: TraceInput, threshold: float) -> str:
 
 # a batch deduplicates against the tasks of the batches before it: one batch at a time
 TRACE_TASKS = LLMStage(
-    "trace_tasks", pending_trace_tasks, load_traces, trace_tasks_one, independent_batches=False
+    "trace_tasks",
+    pending_trace_tasks,
+    load_traces,
+    trace_tasks_one,
+    independent_batches=False,
+    help="rate traces with the judge panel and turn them into tasks",
 )

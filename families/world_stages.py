@@ -1,97 +1,29 @@
-"""World stages: ingest hand-written world specs, build worlds from traces' tool calls, and
-plant tool-use tasks on every world fit to use (the LLM stages of `families.world_tool_use`)."""
+"""World stages: build worlds from traces' tool calls, and plant tool-use tasks on every world
+fit to use (the LLM stages of `families.world_tool_use`; hand-written specs come in through
+`sources.worlds`)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
-from pathlib import Path
 
 import duckdb
 from pydantic import ValidationError
 
 from data.llm import LLMClient, LLMError
-from data.readers import Rejected, regular_file
-from data.records import Status, WorldSource, content_id, utcnow
+from data.records import WorldSource, content_id, utcnow
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import world_tasks
 from generators.checks import CheckFailure
 from generators.trace_world_draft import draft_spec
 from generators.trace_worlds import observe, write_spec
 from harnesses.observed_calls import Observation
-from harnesses.world import World, WorldSpec, load_world_spec
+from harnesses.world import WorldSpec
 from judges.world_fidelity import FidelityReport, fidelity
 
 KIND = world_tasks.KIND
-SPEC_SUFFIXES = (".toml", ".json")
-STAGE = "ingest_worlds"
-MAX_SPEC_BYTES = 16_000_000  # a larger spec file is refused unread
 
 
-# ingest: world spec files -> worlds
-
-
-def ingest_world_files(paths: list[str], ctx: StageContext) -> Counter:
-    """Load every world spec under `paths` (files, or folders of `.toml` / `.json` specs);
-    a spec that does not load is recorded with its reason and the rest go on."""
-    worlds: list[WorldSource] = []
-    statuses: list[Status] = []
-    for path in _spec_files(paths):
-        refusal = _refusal(path)
-        if refusal:
-            statuses.append(ctx.status(STAGE, str(path), "rejected", *refusal))
-            continue
-        try:
-            spec = load_world_spec(path)
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-            reason = "unreadable_file" if isinstance(exc, OSError) else "invalid_world_spec"
-            statuses.append(ctx.status(STAGE, str(path), "rejected", reason, _first_line(exc)))
-            continue
-        problem = _start_problem(spec)
-        if problem:
-            statuses.append(
-                ctx.status(STAGE, str(path), "rejected", "world_does_not_start", problem)
-            )
-            continue
-        worlds.append(_record(spec, f"file:{path}", "hand", None))
-        statuses.append(ctx.status(STAGE, str(path), "done", "ingested", spec.world_id))
-    ctx.lake.write("worlds", worlds, ctx.run_id)
-    ctx.lake.write("status", statuses, ctx.run_id)
-    ctx.progress(f"ingest_worlds: {len(worlds)} worlds from {len(statuses)} files")
-    return Counter(f"{s.status}:{s.reason}" for s in statuses)
-
-
-def _refusal(path: Path) -> tuple[str, str] | None:
-    """Why the spec file at `path` is not read (not a regular file, or too large), or None."""
-    info = regular_file(path)
-    if isinstance(info, Rejected):
-        return info.reason, info.detail
-    if info.st_size > MAX_SPEC_BYTES:
-        return "too_large", f"{info.st_size} bytes > {MAX_SPEC_BYTES}"
-    return None
-
-
-def _start_problem(spec: WorldSpec) -> str:
-    """Why a valid spec's world does not start (a seed row with a duplicate key, a value of the
-    wrong type), or ""."""
-    try:
-        World(spec).close()
-    except (duckdb.Error, ValueError) as exc:
-        return _first_line(exc)
-    return ""
-
-
-def _spec_files(paths: list[str]) -> list[Path]:
-    found: list[Path] = []
-    for path in map(Path, paths):
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in SPEC_SUFFIXES))
-        else:
-            found.append(path)
-    return found
-
-
-def _record(
+def world_record(
     spec: WorldSpec, origin: str, written_by: str, report: FidelityReport | None
 ) -> WorldSource:
     return WorldSource(
@@ -106,7 +38,8 @@ def _record(
     )
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error's first line (a validation error's first problem), for a status detail."""
     if isinstance(exc, ValidationError):
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"])
@@ -148,7 +81,7 @@ async def build_trace_world(
     except CheckFailure as failure:
         return Outcome(ctx.status("trace_worlds", item, "rejected", failure.reason))
     except ValueError as exc:  # the tools' names or fields make no valid spec
-        return Outcome(ctx.status("trace_worlds", item, "rejected", "no_draft", _first_line(exc)))
+        return Outcome(ctx.status("trace_worlds", item, "rejected", "no_draft", first_line(exc)))
     report, written_by = await asyncio.to_thread(fidelity, best, observation), "draft"
     parts = []
     for round_ in range(config.refine_rounds):
@@ -169,7 +102,7 @@ async def build_trace_world(
         parts.append(ctx.status("trace_world_round", f"{item}#{round_}", "done", "written", detail))
         if rewritten.score > report.score:
             best, report, written_by = spec, rewritten, "model"
-    record = _record(best, f"traces:{observation.key}", written_by, report)
+    record = world_record(best, f"traces:{observation.key}", written_by, report)
     detail = f"{best.world_id} fidelity {report.score:.2f} over {report.calls} calls ({written_by})"
     if report.score < config.min_fidelity:
         mismatches = "; ".join(report.mismatches[:5])
@@ -181,7 +114,13 @@ async def build_trace_world(
     return Outcome(status, {"worlds": [record]}, parts)
 
 
-TRACE_WORLDS = LLMStage("trace_worlds", pending_trace_worlds, load_observations, build_trace_world)
+TRACE_WORLDS = LLMStage(
+    "trace_worlds",
+    pending_trace_worlds,
+    load_observations,
+    build_trace_world,
+    help="build tool worlds from the traces' tool calls; score their fidelity",
+)
 
 
 # world_tasks: a world fit to use -> planted tool-use tasks
@@ -214,11 +153,17 @@ async def world_tasks_one(
     try:
         results = await world_tasks.generate(world, client, ctx.config.worlds)
     except duckdb.Error as exc:  # a world from traces whose seed does not load
-        detail = _first_line(exc)
+        detail = first_line(exc)
         return Outcome(
             ctx.status("world_tasks", world_id, "rejected", "world_does_not_start", detail)
         )
     return candidates_outcome(ctx, "world_tasks", world_id, "world_candidate", results)
 
 
-WORLD_TASKS = LLMStage("world_tasks", pending_world_tasks, load_worlds, world_tasks_one)
+WORLD_TASKS = LLMStage(
+    "world_tasks",
+    pending_world_tasks,
+    load_worlds,
+    world_tasks_one,
+    help="plant tool-use tasks on the worlds: gold calls and final state",
+)

@@ -31,15 +31,16 @@ from flows.cli_args import (
     config_of,
     lake_of,
 )
+from flows.stages import llm_stages
 from flows.stops import ended_by_stop
+from sources import REGISTERED as SOURCES
+from sources import source_named
 
 # commands that call model servers: their runs are checked for "every call failed"
 LLM_COMMANDS = frozenset(
-    {
-        "run", "generate", "describe", "sequence", "intents", "trace-tasks", "trace-worlds",
-        "world-tasks", "verify", "review", "repair", "calibrate", "judges", "evaluate", "loop",
-    }
-)  # fmt: skip
+    {"run", "calibrate", "judges", "evaluate", "loop"}
+    | {stage.name.replace("_", "-") for stage in llm_stages() if stage.help}
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,11 +122,10 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
 
     common = {"home": args.home, "config": args.config}
     if args.command == "run":
+        sources = {source.name: getattr(args, source.name) for source in SOURCES}
+        sources[SOURCES[0].name] += args.paths
         summary = pipeline.pipeline_flow(
-            paths=args.paths,
-            repos=args.repo,
-            traces=args.traces,
-            worlds=args.worlds,
+            sources=sources,
             out=args.out,
             band=band,
             max_tokens=args.max_tokens,
@@ -146,7 +146,7 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
                 f" ${cost['usd_per_accepted_task']:.4f}, {per_task:,} tokens"
             )
         for world in summary["funnel"]["worlds"]:
-            if world["origin"] == "traces":
+            if world["fidelity"] is not None:  # built from traces, its fidelity measured
                 print(
                     f"world from traces {world['world_id']}: fidelity {world['fidelity']:.2f}"
                     f" ({world['written_by']}, {world['outcome']}), {world['tasks']} tasks"
@@ -158,31 +158,15 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
                 f"stopped at the budget: {spent['tokens']:,} tokens, ${spent['cost_usd']:.4f};"
                 " the rest is pending for the next run"
             )
-    elif args.command == "ingest" and args.kind == "repo":
-        counts = pipeline.ingest_repo_flow(origin=args.origin, rev=args.rev, **common)
-        print(json.dumps(counts, indent=2))
-    elif args.command == "ingest" and args.kind == "traces":
-        print(json.dumps(pipeline.ingest_traces_flow(paths=args.paths, **common), indent=2))
-    elif args.command == "ingest" and args.kind == "worlds":
-        print(json.dumps(pipeline.ingest_worlds_flow(paths=args.paths, **common), indent=2))
     elif args.command == "ingest":
-        print(json.dumps(pipeline.ingest_flow(paths=args.paths, **common), indent=2))
-    elif args.command in (
-        "generate",
-        "describe",
-        "sequence",
-        "intents",
-        "trace-tasks",
-        "trace-worlds",
-        "world-tasks",
-        "verify",
-        "review",
-        "repair",
-        "replay",
-        "rebuild",
-        "inject",
-    ):
-        flow = getattr(pipeline, f"{args.command.replace('-', '_')}_flow")
+        source = source_named(args.kind)
+        options = {o: getattr(args, o) for o in source.options if getattr(args, o) is not None}
+        counts = pipeline.ingest_flow(
+            source=source.name, items=args.items, options=options, **common
+        )
+        print(json.dumps(counts, indent=2))
+    elif args.command.replace("-", "_") in pipeline.STAGE_FLOWS:
+        flow = pipeline.STAGE_FLOWS[args.command.replace("-", "_")]
         print(json.dumps(flow(**common), indent=2))
     elif args.command == "calibrate":
         counts = pipeline.calibrate_flow(solver=args.solver, solver_url=args.solver_url, **common)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import get_args
 
 from data.config import ExportFormat
+from flows.stages import command_stages
+from sources import REGISTERED as SOURCES
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -44,15 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", parents=[common], help="ingest PATHs, run every stage, export")
-    run.add_argument("paths", nargs="*", help="documents or folders (default: bundled samples)")
+    for source in SOURCES:
+        flags = [f"--{name}" for name in (source.name, *source.aliases)]
+        run.add_argument(
+            *flags, dest=source.name, action="append", default=[], help=f"also {source.items}"
+        )
+    bare = SOURCES[0]  # the first source type's items may be given bare
     run.add_argument(
-        "--repo", action="append", default=[], help="also a git repository: path or URL"
-    )
-    run.add_argument(
-        "--traces", action="append", default=[], help="also production traces: file or folder"
-    )
-    run.add_argument(
-        "--worlds", action="append", default=[], help="also tool world specs: file or folder"
+        "paths", nargs="*", help=f"{bare.items}, as --{bare.name} (default: bundled samples)"
     )
     run.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
     run.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
@@ -72,44 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     ingest = sub.add_parser("ingest", help="add sources to the lake")
-    kinds = ingest.add_subparsers(dest="kind", required=True)
-    docs = kinds.add_parser(
-        "docs",
-        parents=[common],
-        help="documents (.md .txt .html .pdf .docx .pptx .xlsx .csv .epub .ipynb .rst .adoc)"
-        " or folders",
-    )
-    docs.add_argument("paths", nargs="+")
-    repo = kinds.add_parser("repo", parents=[common], help="a git repository: path or URL")
-    repo.add_argument("origin", help="a local repository or a git URL")
-    repo.add_argument("--rev", help="a git rev-list range, e.g. v1.0..main (default: HEAD)")
-    traces = kinds.add_parser(
-        "traces",
-        parents=[common],
-        help="production traces: OpenAI-style JSONL, OTel GenAI spans (JSON), proxy records",
-    )
-    traces.add_argument("paths", nargs="+", help="files or folders (.jsonl .json .parquet)")
-    worlds = kinds.add_parser(
-        "worlds", parents=[common], help="simulated tool worlds: world spec files (.toml .json)"
-    )
-    worlds.add_argument("paths", nargs="+", help="files or folders (.toml .json)")
-
-    for name, text in (
-        ("generate", "write candidate tasks from chunks"),
-        ("verify", "judge candidates: answerable with source, not without"),
-        ("review", "rubrics from failed attempts; mine and remedy reward hacks"),
-        ("repair", "move out-of-band tasks one difficulty level toward the band"),
-        ("replay", "run ingested commits' tests in the sandbox: fail-to-pass, pass-to-pass"),
-        ("describe", "write commit-replay tasks: a statement for each replayed commit"),
-        ("rebuild", "function-rebuild tasks: take covered functions' bodies out, in the sandbox"),
-        ("inject", "bug-fix tasks: put a bug into covered functions, kept where tests fail"),
-        ("sequence", "commit-sequence tasks: consecutive described commits as ordered steps"),
-        ("intents", "cluster the traces' requests and name each cluster's intent"),
-        ("trace-tasks", "rate traces with the judge panel and turn them into tasks"),
-        ("trace-worlds", "build tool worlds from the traces' tool calls; score their fidelity"),
-        ("world-tasks", "plant tool-use tasks on the worlds: gold calls and final state"),
-    ):
-        sub.add_parser(name, parents=[common], help=text)
+    types = ingest.add_subparsers(dest="kind", required=True)
+    for source in SOURCES:
+        reader = types.add_parser(
+            source.name, aliases=list(source.aliases), parents=[common], help=source.help
+        )
+        reader.add_argument("items", nargs="+", help=source.items)
+        for option, text in source.options.items():
+            reader.add_argument(f"--{option}", help=text)
+    for stage in command_stages():
+        sub.add_parser(stage.name.replace("_", "-"), parents=[common], help=stage.help)
     calibrate = sub.add_parser(
         "calibrate", parents=[common], help="measure solver pass rates and bands"
     )

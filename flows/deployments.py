@@ -1,9 +1,9 @@
 """The deployments `foundry serve` registers and serves against a Prefect server.
 
 - `nightly`: the whole pipeline on the configured `[sources]`, on the `[serve] cron` schedule;
-- `adhoc`: a backfill as one form in the UI ("Custom run"): sources, task kinds, the days of
-  the commits and traces, limits, band, models and budget as typed parameters over the
-  configuration;
+- `adhoc`: a backfill as one form in the UI ("Custom run"): sources (a list per registered
+  source type), task kinds, the days of the commits and traces, limits, band, models and budget
+  as typed parameters over the configuration;
 - `train`: `foundry train` on a taskset, on its own work pool (`[serve] train_pool`: a GPU
   host's) when deployed to pools;
 - `loop`: `foundry loop`, its training step run by the `train` deployment.
@@ -19,22 +19,29 @@ from typing import Any, Literal
 
 from prefect import Flow, flow, serve
 from prefect.deployments.runner import RunnerDeployment
+from pydantic import Field, create_model
 
 from data.config import FoundryConfig
 from families import kinds as registered_kinds
 from flows.loop import loop_flow
 from flows.pipeline import pipeline_flow, run_pipeline
 from flows.train import train_flow
+from sources import REGISTERED as SOURCES
+from sources import check_sources
 
 RegisteredKind = Literal[tuple(registered_kinds())]  # the form offers each one to tick
 
 
+# the adhoc form's sources: a list of items for each registered source type
+SourceLists = create_model(
+    "SourceLists",
+    **{s.name: (list[str], Field(default_factory=list, description=s.items)) for s in SOURCES},
+)
+
+
 @flow(name="adhoc")
 def adhoc_flow(
-    docs: tuple[str, ...] = (),
-    repos: tuple[str, ...] = (),
-    traces: tuple[str, ...] = (),
-    worlds: tuple[str, ...] = (),
+    sources: SourceLists | None = None,  # type: ignore[valid-type]
     kinds: tuple[RegisteredKind, ...] = (),
     since: date | None = None,
     until: date | None = None,
@@ -55,10 +62,8 @@ def adhoc_flow(
     """A backfill: ingest what is given, run every stage over what is pending, export.
 
     Args:
-        docs: document files or folders to ingest (.md .txt .html)
-        repos: git repositories to ingest: paths or URLs
-        traces: production trace files or folders (.jsonl .json .parquet)
-        worlds: simulated tool world specs, files or folders (.toml .json)
+        sources: what to ingest, by source type: document files or folders, git repositories
+            (paths or URLs), production trace files or folders, tool world specs
         kinds: make only these task kinds (default: every kind)
         since: only commits authored and traces recorded on or after this day (UTC)
         until: only commits authored and traces recorded on or before this day (UTC)
@@ -94,17 +99,14 @@ def adhoc_flow(
             overrides.setdefault(section, {})[key] = value
     band = None if (band_low, band_high) == (0.0, 1.0) else (band_low, band_high)
     return run_pipeline(
-        paths=list(docs),
+        sources=sources.model_dump() if sources else None,
         home=home,
         config=config,
         out=None,
         band=band,
-        repos=list(repos),
-        traces=list(traces),
         max_tokens=max_tokens,
         max_cost_usd=max_cost_usd,
         overrides=overrides or None,
-        worlds=list(worlds),
     )
 
 
@@ -114,6 +116,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent  # where work-pool workers loa
 def specs(cfg: FoundryConfig, config: str | None) -> list[tuple[Flow, str, dict[str, Any]]]:
     """Each deployment's flow, entrypoint and settings: `nightly` (the pipeline on
     `cfg.sources`, on `cfg.serve.cron`) and `adhoc`."""
+    check_sources(cfg.sources)
     common = {
         "home": str(cfg.home.resolve()),
         "config": str(Path(config).resolve()) if config else None,
@@ -121,13 +124,7 @@ def specs(cfg: FoundryConfig, config: str | None) -> list[tuple[Flow, str, dict[
     nightly = {
         "name": "nightly",
         "cron": cfg.serve.cron,
-        "parameters": {
-            "paths": cfg.sources.docs,
-            "repos": cfg.sources.repos,
-            "traces": cfg.sources.traces,
-            "worlds": cfg.sources.worlds,
-            **common,
-        },
+        "parameters": {"sources": cfg.sources, **common},
         "description": "The whole pipeline on the configured sources, on a schedule",
     }
     adhoc = {

@@ -39,7 +39,6 @@ from data.loop_rounds import loop_rows
 from data.records import LoopRound, ProxyCall, content_id, utcnow
 from data.served_policy import EMBEDDED, Policy, parse_policy
 from families.stage import StageContext
-from families.trace_stages import ingest_trace_files
 from flows.evaluate import as_solver, evaluate_flow
 from flows.pipeline import export_task, run_llm_stages, stage_context
 from flows.stages import (
@@ -50,6 +49,7 @@ from flows.stages import (
 )
 from flows.train import train_flow
 from judges.evaluation import split_task_ids
+from sources.traces import ingest_trace_files
 
 Trainer = Literal["grpo", "deployment", "given"]
 DEFAULT_ROUNDS = 2

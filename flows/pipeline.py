@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
@@ -30,34 +30,20 @@ from data.lake import Lake
 from data.model_servers import resolve_endpoints
 from data.projections import Projection, project
 from data.runtime import interrupt
-from data.sample_repo import LEDGERLINE, PARCELRATE, SampleRepo, build_sample_repo
-from families import export_kinds
-from families.code_stages import (
-    ingest_repository,
-    inject_bugs,
-    pending_injections,
-    pending_rebuilds,
-    pending_replays,
-    rebuild_functions,
-    replay_commits,
-)
-from families.stage import LLMStage, StageContext
-from families.trace_stages import ingest_trace_files
-from families.world_stages import ingest_world_files
+from families import export_kinds, sandbox_stages
+from families.stage import LLMStage, SandboxStage, StageContext
 from flows.artifacts import publish_run_artifacts
 from flows.judge_variance import measure_variance, variance_sample
 from flows.runners import task_runner
 from flows.stage_runs import run_llm_batch, run_stages, solver_through_proxy
-from flows.stages import check_kinds, ingest_docs, llm_stages, stage_named
+from flows.stages import check_kinds, command_stages, llm_stages, sandbox_named, stage_named
 from flows.stops import ended_by_stop
 from judges.agreement import seed_variance
 from judges.verifier_types import package_graders
+from sources import REGISTERED as SOURCES
+from sources import check_sources, source_named
 
-SAMPLES = Path(__file__).resolve().parent.parent / "data" / "samples"
-SAMPLE_DOCS = SAMPLES / "docs"
-SAMPLE_TRACES = SAMPLES / "traces"
-SAMPLE_WORLDS = SAMPLES / "worlds"
-SOURCE_TABLES = ("sources", "repos", "traces", "worlds")
+SourceName = Literal[tuple(source.name for source in SOURCES)]  # a form offers each one
 BATCH_STOP_WAIT_S = 10.0  # on a stop, how long the batches in flight get to write their work
 
 
@@ -94,39 +80,16 @@ def stage_context(
 # --- tasks (batches) ---------------------------------------------------------------------
 
 
-@task(name="ingest-docs", cache_policy=NO_CACHE)
-def ingest_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
-    return dict(ingest_docs(paths, ctx))
+@task(name="ingest", cache_policy=NO_CACHE, task_run_name="ingest-{source}")
+def ingest_task(
+    source: str, items: list[str], options: dict[str, Any], ctx: StageContext
+) -> dict[str, Any]:
+    return source_named(source).read(items, ctx, options)
 
 
-@task(name="ingest-repo", cache_policy=NO_CACHE)
-def ingest_repo_task(origin: str, rev: str | None, ctx: StageContext) -> dict[str, int]:
-    return dict(ingest_repository(origin, rev, ctx))
-
-
-@task(name="ingest-traces", cache_policy=NO_CACHE)
-def ingest_traces_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
-    return dict(ingest_trace_files(paths, ctx))
-
-
-@task(name="ingest-worlds", cache_policy=NO_CACHE)
-def ingest_worlds_task(paths: list[str], ctx: StageContext) -> dict[str, int]:
-    return dict(ingest_world_files(paths, ctx))
-
-
-@task(name="replay-commits", cache_policy=NO_CACHE)
-def replay_task(ctx: StageContext) -> dict[str, int]:
-    return dict(replay_commits(ctx))
-
-
-@task(name="rebuild-functions", cache_policy=NO_CACHE)
-def rebuild_task(ctx: StageContext) -> dict[str, int]:
-    return dict(rebuild_functions(ctx))
-
-
-@task(name="inject-bugs", cache_policy=NO_CACHE)
-def inject_task(ctx: StageContext) -> dict[str, int]:
-    return dict(inject_bugs(ctx))
+@task(name="sandbox", cache_policy=NO_CACHE, task_run_name="{stage}")
+def sandbox_task(stage: str, ctx: StageContext) -> dict[str, int]:
+    return dict(sandbox_named(stage).run(ctx))
 
 
 @task(name="llm-batch", cache_policy=NO_CACHE, task_run_name="{stage}-batch-{index}")
@@ -256,84 +219,48 @@ def _model_servers(ctx: StageContext):
 
 
 @flow(name="ingest", log_prints=False)
-def ingest_flow(paths: list[str], home: str | None = None, config: str | None = None) -> dict:
+def ingest_flow(
+    source: SourceName,
+    items: list[str],
+    options: dict[str, str] | None = None,
+    home: str | None = None,
+    config: str | None = None,
+) -> dict:
+    """Ingest `items` as sources of type `source` (`sources.REGISTERED`: documents, git
+    repositories, production traces, tool world specs), with that type's `options` (a
+    repository's `rev`)."""
     with stage_context("ingest", home, config) as ctx:
-        return ingest_task(paths, ctx)
+        return ingest_task(source, items, options or {}, ctx)
 
 
-@flow(name="ingest-repo", log_prints=False)
-def ingest_repo_flow(
-    origin: str, rev: str | None = None, home: str | None = None, config: str | None = None
-) -> dict:
-    """Mirror the git repository at `origin` (a path or URL) and record the commits of `rev`
-    (a `git rev-list` range; default the history of HEAD)."""
-    with stage_context("ingest-repo", home, config) as ctx:
-        return ingest_repo_task(origin, rev, ctx)
+def _sandbox_flow(stage: SandboxStage):
+    """The flow of sandbox stage `stage`."""
 
-
-@flow(name="ingest-traces", log_prints=False)
-def ingest_traces_flow(
-    paths: list[str], home: str | None = None, config: str | None = None
-) -> dict:
-    """Read production traces (OpenAI-style JSONL, OpenTelemetry GenAI spans, the proxy's
-    records), scrub them, and store them for clustering and task generation."""
-    with stage_context("ingest-traces", home, config) as ctx:
-        return ingest_traces_task(paths, ctx)
-
-
-@flow(name="ingest-worlds", log_prints=False)
-def ingest_worlds_flow(
-    paths: list[str], home: str | None = None, config: str | None = None
-) -> dict:
-    """Load simulated tool worlds (`.toml` / `.json` world specs, or folders of them)."""
-    with stage_context("ingest-worlds", home, config) as ctx:
-        return ingest_worlds_task(paths, ctx)
-
-
-@flow(name="replay")
-def replay_flow(home: str | None = None, config: str | None = None) -> dict:
-    """Replay ingested commits in the sandbox: F2P / P2P tests and a checked reference patch."""
-    with stage_context("replay", home, config) as ctx:
-        return replay_task(ctx)
-
-
-@flow(name="rebuild")
-def rebuild_flow(home: str | None = None, config: str | None = None) -> dict:
-    """Function-rebuild tasks from ingested repositories: each covered function's body taken
-    out and tried in the sandbox."""
-    with stage_context("rebuild", home, config) as ctx:
-        return rebuild_task(ctx)
-
-
-@flow(name="inject")
-def inject_flow(home: str | None = None, config: str | None = None) -> dict:
-    """Bug-fix tasks from ingested repositories: a bug put into each covered function, kept
-    where the tests notice it, in the sandbox."""
-    with stage_context("inject", home, config) as ctx:
-        return inject_task(ctx)
-
-
-def _llm_stage_flow(name: str, first: tuple[str, ...] = ()):
-    """The flow of LLM stage `name`, after the stages `first` (what it relies on)."""
-
-    @flow(name=name)
+    @flow(name=stage.name, description=stage.help)
     def stage_flow(home: str | None = None, config: str | None = None) -> dict:
-        with stage_context(name, home, config) as ctx:
-            return run_llm_stages([*first, name], ctx)[name]
+        with stage_context(stage.name, home, config) as ctx:
+            return sandbox_task(stage.name, ctx)
 
     return stage_flow
 
 
-generate_flow = _llm_stage_flow("generate")
-describe_flow = _llm_stage_flow("describe")
-sequence_flow = _llm_stage_flow("sequence")
-intents_flow = _llm_stage_flow("intents")
-trace_tasks_flow = _llm_stage_flow("trace_tasks")
-trace_worlds_flow = _llm_stage_flow("trace_worlds")
-world_tasks_flow = _llm_stage_flow("world_tasks")
-verify_flow = _llm_stage_flow("verify", first=("controls",))  # the judges' figures first
-review_flow = _llm_stage_flow("review")
-repair_flow = _llm_stage_flow("repair")
+def _llm_stage_flow(stage: LLMStage):
+    """The flow of LLM stage `stage`, after the stages it relies on (`FIRST`)."""
+
+    @flow(name=stage.name, description=stage.help)
+    def stage_flow(home: str | None = None, config: str | None = None) -> dict:
+        with stage_context(stage.name, home, config) as ctx:
+            return run_llm_stages([*FIRST.get(stage.name, ()), stage.name], ctx)[stage.name]
+
+    return stage_flow
+
+
+FIRST = {"verify": ("controls",)}  # the judges' figures before their verdicts
+# the flow of each stage with a command of its own, by stage name
+STAGE_FLOWS = {
+    stage.name: _sandbox_flow(stage) if isinstance(stage, SandboxStage) else _llm_stage_flow(stage)
+    for stage in command_stages()
+}
 
 
 @flow(name="calibrate")
@@ -396,43 +323,36 @@ def export_flow(
 
 @flow(name="pipeline")
 def pipeline_flow(
-    paths: list[str] | None = None,
+    sources: dict[str, list[str]] | None = None,
     home: str | None = None,
     config: str | None = None,
     out: str | None = None,
     band: tuple[float, float] | None = None,
-    repos: list[str] | None = None,
-    traces: list[str] | None = None,
     max_tokens: int | None = None,
     max_cost_usd: float | None = None,
     overrides: dict[str, Any] | None = None,
-    worlds: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Ingest `paths` (documents), `repos` (git repositories: paths or URLs), `traces`
-    (production trace files) and `worlds` (tool world specs), or, when none is given and the
-    lake is empty, the bundled samples of each; run every stage over what is not done yet, and
-    export. `max_tokens` and `max_cost_usd` override the configured budget, `overrides` any
-    setting (nested as in the file)."""
-    return run_pipeline(
-        paths, home, config, out, band, repos, traces, max_tokens, max_cost_usd, overrides, worlds
-    )
+    """Ingest `sources` (items by source type: `docs`, `repos`, `traces`, `worlds`), or, when
+    none is given and the lake has no source yet, the bundled samples of each type; run every
+    stage over what is not done yet, and export. `max_tokens` and `max_cost_usd` override the
+    configured budget, `overrides` any setting (nested as in the file)."""
+    return run_pipeline(sources, home, config, out, band, max_tokens, max_cost_usd, overrides)
 
 
 def run_pipeline(
-    paths: list[str] | None,
+    sources: dict[str, list[str]] | None,
     home: str | None,
     config: str | None,
     out: str | None,
     band: tuple[float, float] | None,
-    repos: list[str] | None,
-    traces: list[str] | None,
     max_tokens: int | None,
     max_cost_usd: float | None,
     overrides: dict[str, Any] | None,
-    worlds: list[str] | None = None,
 ) -> dict[str, Any]:
     """The pipeline flow's work, inside whichever flow calls it (so its tasks and artifacts
     belong to that flow's run)."""
+    given = {name: list(items) for name, items in (sources or {}).items() if items}
+    check_sources(given)
     with stage_context("run", home, config, overrides) as ctx, ExitStack() as servers:
         if max_tokens is not None or max_cost_usd is not None:
             limits = ctx.config.budget
@@ -441,39 +361,21 @@ def run_pipeline(
                 max_cost_usd if max_cost_usd is not None else limits.max_cost_usd,
             )
         summary: dict[str, Any] = {}
-        empty = not any(ctx.lake.shards(table) for table in SOURCE_TABLES)
-        if not paths and not repos and not traces and not worlds and empty:
-            paths, repos, traces, worlds = (
-                [str(SAMPLE_DOCS)],
-                [str(_sample_repo(ctx, sample)) for sample in (LEDGERLINE, PARCELRATE)],
-                [str(SAMPLE_TRACES)],
-                [str(SAMPLE_WORLDS)],
-            )
-            ctx.progress(
-                f"no sources yet: ingesting the bundled samples ({SAMPLE_DOCS},"
-                f" {', '.join(repos)}, {SAMPLE_TRACES}, {SAMPLE_WORLDS})"
-            )
+        empty = not any(ctx.lake.shards(table) for s in SOURCES for table in s.tables)
+        if not given and empty:
+            given = {source.name: source.sample(ctx) for source in SOURCES}
+            samples = ", ".join(item for items in given.values() for item in items)
+            ctx.progress(f"no sources yet: ingesting the bundled samples ({samples})")
         # a run that brings new sources has model work ahead: its servers are started and
         # checked first, so a server that cannot be used stops it before any stage runs
-        resolved = (
-            servers.enter_context(_model_servers(ctx))
-            if paths or repos or traces or worlds
-            else None
-        )
-        if paths:
-            summary["ingest"] = ingest_task(paths, ctx)
-        if traces:
-            summary["ingest_traces"] = ingest_traces_task(traces, ctx)
-        if worlds:
-            summary["ingest_worlds"] = ingest_worlds_task(worlds, ctx)
-        for origin in repos or []:
-            summary.setdefault("ingest_repo", {})[origin] = ingest_repo_task(origin, None, ctx)
-        if pending_replays(ctx):
-            summary["replay"] = replay_task(ctx)
-        if pending_rebuilds(ctx):
-            summary["rebuild"] = rebuild_task(ctx)
-        if pending_injections(ctx):
-            summary["inject"] = inject_task(ctx)
+        resolved = servers.enter_context(_model_servers(ctx)) if given else None
+        for source in SOURCES:
+            if given.get(source.name):
+                ingested = ingest_task(source.name, given[source.name], {}, ctx)
+                summary.setdefault("ingest", {})[source.name] = ingested
+        for stage in sandbox_stages():
+            if stage.pending(ctx):
+                summary[stage.name] = sandbox_task(stage.name, ctx)
         summary.update(run_llm_stages([s.name for s in llm_stages()], ctx, resolved))
         summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
         summary["budget"] = ctx.budget.report()
@@ -483,9 +385,3 @@ def run_pipeline(
             ctx, summary["export"], summary["funnel"]["stages"]
         )
         return summary
-
-
-def _sample_repo(ctx: StageContext, sample: SampleRepo) -> Path:
-    """A bundled sample repository, built under the home the first time."""
-    path = ctx.config.home / "samples" / sample.name
-    return path if (path / ".git").is_dir() else build_sample_repo(path, sample)

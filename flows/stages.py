@@ -13,14 +13,12 @@ processed twice after a crash still appears once.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from data.config import ConfigError
 from data.endpoints import Endpoint
 from data.funnel import MEASURED_BY
-from data.ingest import ingest_documents
 from data.llm import LLMClient
 from data.records import (
     Attempt,
@@ -28,13 +26,14 @@ from data.records import (
     Task,
     content_id,
 )
-from families import family_of, generation_stages
+from families import family_of, generation_stages, sandbox_stages
 from families import kinds as registered_kinds
 from families.base import Checked
 from families.stage import (
     EVALUATE,
     LLMStage,
     Outcome,
+    SandboxStage,
     StageContext,
     kinds_in_scope,
     load_tasks,
@@ -67,14 +66,6 @@ def check_kinds(kinds: Sequence[str] | None) -> None:
         raise ConfigError(
             f"scope.kinds: no task family makes {unknown[0]!r} (known kinds: {', '.join(known)})"
         )
-
-
-# --- ingest ------------------------------------------------------------------------------
-
-
-def ingest_docs(paths: list[str], ctx: StageContext) -> Counter:
-    """Read, normalise, chunk and deduplicate documents; record every file's outcome."""
-    return ingest_documents(paths, ctx.lake, ctx.config.ingest, ctx.run_id, ctx.progress)
 
 
 # controls: before verify, each judge on control items made from the run's chunks
@@ -281,13 +272,6 @@ def stage_named(name: str) -> LLMStage:
     raise KeyError(f"no LLM stage {name!r}")
 
 
-# repair: out-of-band task -> a variant one difficulty level harder or easier
-
-
-# The `neighbours` chunks nearest each given chunk by embedding cosine (ranked on ids alone,
-# then joined to their text); vectors of another width or of zero length are never neighbours.
-
-
 # steer (`foundry loop`): a train task -> a task toward the new policy's band or its failure
 
 STEER = "steer"
@@ -376,10 +360,28 @@ CHECK_STAGES = (
     LLMStage(
         "controls", pending_controls, load_control_material, measure_controls, every_judge=True
     ),
-    LLMStage("verify", pending_verify, load_tasks_with_passages, verify_one),
+    LLMStage(
+        "verify",
+        pending_verify,
+        load_tasks_with_passages,
+        verify_one,
+        help="judge candidates: answerable with source, not without",
+    ),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
-    LLMStage("review", pending_review, load_tasks_with_attempts, review_one),
-    LLMStage("repair", pending_repair, load_repair_material, repair_one),
+    LLMStage(
+        "review",
+        pending_review,
+        load_tasks_with_attempts,
+        review_one,
+        help="rubrics from failed attempts; mine and remedy reward hacks",
+    ),
+    LLMStage(
+        "repair",
+        pending_repair,
+        load_repair_material,
+        repair_one,
+        help="move out-of-band tasks one difficulty level toward the band",
+    ),
 )
 
 
@@ -388,3 +390,17 @@ def llm_stages() -> list[LLMStage]:
     stages (`families.generation_stages`), then the judges' control items, verify, calibrate,
     review and repair, which ask each task's family what it needs."""
     return [*generation_stages(), *CHECK_STAGES]
+
+
+def sandbox_named(name: str) -> SandboxStage:
+    """A registered family's sandbox stage."""
+    for stage in sandbox_stages():
+        if stage.name == name:
+            return stage
+    raise KeyError(f"no sandbox stage {name!r}")
+
+
+def command_stages() -> list[LLMStage | SandboxStage]:
+    """The stages with a command and a flow of their own (`foundry <name>`, `_` as `-`): the
+    sandbox stages, then the LLM stages that say what they do (`calibrate` has its own)."""
+    return [*sandbox_stages(), *(stage for stage in llm_stages() if stage.help)]

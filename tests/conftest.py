@@ -19,8 +19,9 @@ from data.runtime.python_env import ENV_CACHE_VARIABLE
 from families import export_kinds
 from families.stage import StageContext
 from flows.stage_runs import one_at_a_time, run_llm_batch, run_stages, solver_through_proxy
-from flows.stages import ingest_docs, llm_stages
+from flows.stages import llm_stages
 from judges.verifier_types import package_graders
+from sources.documents import ingest_docs
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import fake_endpoints
@@ -138,7 +139,7 @@ def agentic_taskset(tmp_path_factory):
     """A taskset of tasks with tools, the oracle as every model: doc-QA tasks calibrated in the
     doc-search environment (three sample documents) and world tasks on the bundled worlds,
     exported with its `trl` projection: (context, version folder)."""
-    from families.world_stages import ingest_world_files
+    from sources.worlds import ingest_world_files
 
     root = tmp_path_factory.mktemp("agentic")
     ctx = make_context(

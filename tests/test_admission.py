@@ -13,7 +13,7 @@ from data.gates import GATE_ORDER
 from data.git import git
 from data.repos import ingest_repo
 from data.runtime.code_grading import edits_of
-from families.code_stages import inject_bugs
+from families.bug_injection import inject_bugs
 from generators.mutations import mutants_of_change
 from judges.score import Score
 from judges.unit_tests import FRESH_RUNS, GateFailure, UnitTests, do_nothing

@@ -1,6 +1,6 @@
 """One home per concept: code outside a registry does not branch on the names the registry
-owns. For each axis (verifier types, trainer environments, task kinds) an AST count of the
-places that do: an isinstance check against a verifier spec class, or a comparison (or
+owns. For each axis (verifier types, trainer environments, task kinds, source types) an AST
+count of the places that do: an isinstance check against a verifier spec class, or a comparison (or
 membership test) with a registered name written out or with a constant that holds one. The
 files left are listed with their counts; a new branch, or a new file, fails, and a file that
 drops one must lower its count (issue 42 moves the rest into registries). A name kept in a set
@@ -16,9 +16,10 @@ import pytest
 
 from data.records import VerifierSpec
 from families import kinds
+from sources import REGISTERED as SOURCES
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("data", "harnesses", "generators", "judges", "families", "flows")
+LAYERS = ("data", "harnesses", "generators", "judges", "families", "sources", "flows")
 SPECS = typing.get_args(typing.get_args(VerifierSpec)[0])
 # the harness (trainer environment) names, and the constants the code keeps them in
 ENVIRONMENTS = {
@@ -59,6 +60,7 @@ def _axes() -> dict[str, tuple[set[str], set[str], set[str], Path, dict[str, int
             {},
         ),
         "task kind": (set(kinds()), set(), set(), ROOT / "families", {}),
+        "source type": ({s.name for s in SOURCES}, set(), set(), ROOT / "sources", {}),
     }
 
 

@@ -17,8 +17,9 @@ from data.export import export_taskset
 from data.git import git
 from data.repos import ingest_repo
 from families import export_kinds, family_of
+from families.bug_injection import inject_bugs, pending_injections
 from families.code import repo_of
-from families.code_stages import inject_bugs, pending_injections, replay_commits
+from families.code_stages import replay_commits
 from generators.bug_injection import KIND, LADDER, make_variant
 from generators.function_targets import targets
 from generators.mutations import candidates, mutations

@@ -27,7 +27,8 @@ from data.sample_repo import build_sample_repo
 from data.verifiers_package import taskset_id
 from families import export_kinds, family_of
 from families.code import CodeFamily, repo_of
-from families.code_stages import pending_rebuilds, rebuild_functions, replay_commits
+from families.code_stages import replay_commits
+from families.function_rebuild import pending_rebuilds, rebuild_functions
 from flows.cli import main
 from generators.checks import CheckFailure, added_lines, check_no_leak
 from generators.code_tasks import show_files

@@ -15,7 +15,8 @@ from data.repos import ingest_repo
 from data.runtime.python_env import requirements_of
 from data.runtime.sandbox import Limits
 from data.sample_repo import build_sample_repo
-from families.code_stages import pending_replays, rebuild_functions, replay_commits
+from families.code_stages import pending_replays, replay_commits
+from families.function_rebuild import rebuild_functions
 from generators.commit_replay import Unusable, analyse
 from tests.conftest import make_context
 from tests.test_repos import IDENTITY

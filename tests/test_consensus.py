@@ -4,10 +4,10 @@ import pytest
 
 from data.config import VerifyConfig
 from data.llm import LLMError
-from flows.stages import ingest_docs
 from judges import answerability
 from judges.agreement import cohen_kappa, format_judge_report, judge_report
 from judges.consensus import decide, majority, quorum, rule_from, unanimous
+from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

@@ -26,7 +26,6 @@ from data.records import (
     Usage,
 )
 from families import export_kinds, family_of
-from flows.stages import ingest_docs
 from generators import doc_report
 from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure
@@ -34,6 +33,7 @@ from judges import hacks
 from judges.review import review
 from judges.verifier_types import grade, package_graders
 from judges.verifier_types.trainer_rewards import judge_reward
+from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM

@@ -11,8 +11,8 @@ from data.export import export_taskset
 from data.records import Evidence
 from data.runtime.corpus_index import CorpusIndex
 from families import export_kinds
-from flows.stages import ingest_docs
 from harnesses.doc_search import DocSearch
+from sources.documents import ingest_docs
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM

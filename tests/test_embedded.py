@@ -24,7 +24,7 @@ from data.config import FoundryConfig
 from data.embedded import EMBEDDED_MODEL_ALIAS, embedded_server, locate_gguf
 from data.llm import LLMClient
 from data.model_servers import resolve_endpoints
-from flows.stages import ingest_docs
+from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, make_context, run_llm_stages
 from tests.fakes.fault_proxy import FaultProxy
 

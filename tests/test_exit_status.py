@@ -14,7 +14,7 @@ from pathlib import Path
 from data.embedded import free_port
 from data.lake import Lake
 from data.model_servers import PROBE_TOOL_NAME
-from flows.stages import ingest_docs
+from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, make_context
 from tests.fakes.openai_server import FakeOpenAIServer
 

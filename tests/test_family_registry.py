@@ -17,10 +17,11 @@ from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from flows.cli import main
 from flows.pipeline import stage_context
-from flows.stages import check_kinds, ingest_docs, llm_stages, stage_named
+from flows.stages import check_kinds, llm_stages, stage_named
 from generators.candidates import Candidate, Rejection
 from harnesses.base import Harness
 from harnesses.single_turn import SingleTurn
+from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 
 KIND = "word_count"

@@ -13,11 +13,13 @@ from data.repos import ingest_repo
 from data.sample_repo import build_sample_repo
 from data.trace_ingest import ingest_traces
 from families import REGISTERED, export_kinds
-from families.code_stages import inject_bugs, rebuild_functions, replay_commits
-from families.world_stages import ingest_world_files
-from flows.stages import ingest_docs
+from families.bug_injection import inject_bugs
+from families.code_stages import replay_commits
+from families.function_rebuild import rebuild_functions
 from judges.unit_tests import unit_test_reward
 from judges.verifier_types.trainer_rewards import judge_reward, verifier_reward
+from sources.documents import ingest_docs
+from sources.worlds import ingest_world_files
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

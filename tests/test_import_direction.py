@@ -3,7 +3,8 @@ only from where it says.
 
 `data/` imports no other layer; `harnesses/` only `data`; `generators/` and `judges/` only
 `harnesses` and `data` (a generator never a judge, a judge never a generator); `families/` any
-layer but `flows`; only `flows/` imports `prefect`. The training room (the trainer, its
+layer but `sources` and `flows`; `sources/` the families, harnesses and data; only `flows/`
+imports `prefect`. The training room (the trainer, its
 environments, episodes and warm start) is imported by itself and `flows/` alone. The runtime room
 (`data/runtime/`, shipped whole in exported packages) imports nothing of ours outside itself.
 Every import counts: top-level ones, ones inside functions and ones under `if TYPE_CHECKING:`.
@@ -18,13 +19,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("data", "harnesses", "generators", "judges", "families", "flows")
+LAYERS = ("data", "harnesses", "generators", "judges", "families", "sources", "flows")
 MAY_IMPORT = {
     "data": {"data"},
     "harnesses": {"harnesses", "data"},
     "generators": {"generators", "harnesses", "data"},
     "judges": {"judges", "harnesses", "data"},
     "families": {"families", "generators", "judges", "harnesses", "data"},
+    "sources": {"sources", "families", "harnesses", "data"},
     "flows": set(LAYERS),
 }
 # room -> (its modules, the layers besides itself that may import them)

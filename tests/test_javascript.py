@@ -12,8 +12,10 @@ from data.git import git
 from data.repos import ingest_repo
 from data.sample_repo import PARCELRATE, build_sample_repo
 from families import export_kinds
+from families.bug_injection import inject_bugs
 from families.code import repo_of
-from families.code_stages import inject_bugs, rebuild_functions, replay_commits
+from families.code_stages import replay_commits
+from families.function_rebuild import rebuild_functions
 from generators import bug_injection
 from generators.function_targets import targets
 from generators.mutations import candidates, mutations

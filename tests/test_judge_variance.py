@@ -6,9 +6,9 @@ from data.config import FoundryConfig
 from data.endpoints import role_configs
 from flows.cli import main
 from flows.judge_variance import measure_variance, variance_sample
-from flows.stages import ingest_docs
 from judges.agreement import format_judge_report, judge_report
 from judges.variance import reseeded
+from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

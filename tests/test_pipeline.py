@@ -12,7 +12,7 @@ from datasets import load_dataset
 from data.export import export_taskset
 from data.funnel import funnel
 from families import export_kinds
-from flows.stages import ingest_docs
+from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

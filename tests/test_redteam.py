@@ -15,7 +15,7 @@ from data.repos import ingest_repo
 from data.runtime.code_grading import Point, outside_checks
 from data.runtime.sandbox import Limits
 from data.runtime.trial import steps_in_tree
-from families.code_stages import inject_bugs
+from families.bug_injection import inject_bugs
 from flows.cli import main
 from judges.redteam import answer_attacks
 from judges.redteam.answer_attacks import AnswerAttack

@@ -25,7 +25,6 @@ from data.records import (
 from families import export_kinds
 from families.doc_qa import FAMILY as DOC_QA
 from flows.repair import Move, Stop, next_move
-from flows.stages import ingest_docs
 from generators.checks import CheckFailure, lexical_overlap
 from generators.doc_qa import LADDER, SYSTEM_PROMPT
 from generators.doc_qa_variants import (
@@ -36,6 +35,7 @@ from generators.doc_qa_variants import (
     bare_question,
     make_variant,
 )
+from sources.documents import ingest_docs
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.hint_deaf_oracle import HintDeafOracle
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -12,13 +12,13 @@ from data.export import export_taskset
 from data.llm import LLMError
 from data.records import AnswerSpec, Attempt, ExactOrF1Spec, LLMEquivalenceSpec, Usage
 from families import export_kinds
-from flows.stages import ingest_docs
 from judges import hacks, rubrics
 from judges.review import review
 from judges.review_report import format_review_report, review_report
 from judges.rewards import score
 from judges.rubrics import rubric_item
 from judges.verifier_types import grade
+from sources.documents import ingest_docs
 from tests.conftest import make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

@@ -14,16 +14,15 @@ from data.records import Status
 from data.sample_repo import build_sample_repo
 from data.trace_conversation import Conversation, moment
 from data.trace_formats import read_file
-from families.code_stages import (
-    ingest_repository,
-    pending_describe,
-    pending_injections,
-    pending_rebuilds,
-    pending_replays,
-)
+from families.bug_injection import pending_injections
+from families.code_stages import pending_describe, pending_replays
 from families.doc_qa import pending_generate
-from families.trace_stages import ingest_trace_files, pending_intents, pending_trace_tasks
-from flows.stages import check_kinds, ingest_docs, pending_calibrate, pending_verify
+from families.function_rebuild import pending_rebuilds
+from families.trace_stages import pending_intents, pending_trace_tasks
+from flows.stages import check_kinds, pending_calibrate, pending_verify
+from sources.documents import ingest_docs
+from sources.repositories import ingest_repository
+from sources.traces import ingest_trace_files
 from tests.conftest import SAMPLE_DOCS, make_context
 from tests.test_lake import make_task
 from tests.test_traces import SAMPLE_TRACES

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from flows.artifacts import KEYS
+from sources import names as source_names
 from tests.conftest import SAMPLE_DOCS
 from tests.processes import BIN, running_prefect_server, started, stop
 
@@ -62,13 +63,18 @@ def test_serve_registers_the_deployments_and_runs_an_adhoc_backfill(
             )
             nightly = client.read_deployment_by_name("pipeline/nightly")
             assert nightly.schedules[0].schedule.cron == "0 3 * * *"
-            form = adhoc.parameter_openapi_schema["properties"]
-            assert {"docs", "kinds", "since", "max_chunks", "band_low", "solver_model"} <= set(form)
+            schema = adhoc.parameter_openapi_schema
+            form = schema["properties"]
+            assert {"sources", "kinds", "since", "max_chunks", "band_low", "solver_model"} <= set(
+                form
+            )
+            # a list of items for each registered source type
+            assert set(schema["definitions"]["SourceLists"]["properties"]) == set(source_names())
             assert {"format": "date", "type": "string"} in form["since"]["anyOf"]
             run = run_deployment(
                 "adhoc/adhoc",
                 parameters={
-                    "docs": [str(corpus)],
+                    "sources": {"docs": [str(corpus)]},
                     "kinds": ["doc_qa"],
                     "since": "2026-01-01",
                     "max_chunks": 3,
@@ -136,7 +142,8 @@ def test_deployments_for_a_work_pool_run_on_its_worker(prefect_server, oracle_se
         assert loop.parameters["trainer"] == "deployment"
         assert loop.parameters["train_deployment"] == "train/train"
         run = client.create_flow_run_from_deployment(
-            adhoc.id, parameters={"docs": [str(SAMPLE_DOCS / "river-kelm.md")], "max_chunks": 2}
+            adhoc.id,
+            parameters={"sources": {"docs": [str(SAMPLE_DOCS / "river-kelm.md")]}, "max_chunks": 2},
         )
     log = tmp_path / "worker.log"
     worker = started([prefect, "worker", "start", "--pool", "foundry", "--run-once"], env, log)

@@ -17,7 +17,6 @@ from data.export import export_taskset
 from data.projections import project
 from data.trace_ingest import ingest_traces
 from families import export_kinds
-from families.world_stages import ingest_world_files
 from generators import world_tasks
 from generators.checks import CheckFailure
 from generators.world_plant import description, named_records, plant_distractors
@@ -29,6 +28,7 @@ from harnesses.world_replay import gold_calls
 from judges import world_state
 from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward
+from sources.worlds import ingest_world_files
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM

@@ -1,0 +1,37 @@
+"""What a source type declares: the one record the CLI, the Prefect flows and deployments, the
+adhoc form and the pipeline read, so a new type of source is a module and a registry line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from families.stage import StageContext
+
+# a source's reader: its items (paths, URLs), the run, the options its CLI offers -> outcomes
+Reader = Callable[[list[str], StageContext, Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One type of source.
+
+    `name` is its key everywhere: `foundry ingest NAME`, `foundry run --NAME`, `[sources] NAME`
+    in the configuration, the pipeline's and the adhoc form's `sources` field. `read` ingests
+    items into the lake (recording each item's outcome, never raising for a bad one) and returns
+    the counts by outcome; `tables` are the lake tables it fills (a lake with none of any
+    source's rows gets the bundled samples); `sample` gives the bundled sample's items, made
+    under the run's home where they need building. `options` are the extra flags of its ingest
+    command (name -> help), passed to `read`; `aliases` other names its ingest command answers.
+    """
+
+    name: str
+    help: str
+    items: str  # what one item is, for the CLI and the form
+    read: Reader
+    tables: tuple[str, ...]
+    sample: Callable[[StageContext], list[str]]
+    options: Mapping[str, str] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
