@@ -273,17 +273,26 @@ class ScopeConfig(Settings):
         return (start is None or when >= start) and (end is None or when < end)
 
 
-ExportFormat = Literal["trl", "verifiers", "prime-rl", "sft"]
-
-
 class ExportConfig(Settings):
     name: str = "docqa"
     rows_per_part: int = Field(default=50_000, ge=1)
-    # trainer projections written with each export (data/projections.py)
-    formats: list[ExportFormat] = Field(default_factory=list)
+    # trainer projections written with each export (`data.projections.REGISTERED`)
+    formats: list[str] = Field(default_factory=list)
     # of the groups of related tasks, the share drawn to the eval split (data/splits.py); a
     # group keeps the side it was first drawn to, whatever this says later
     eval_share: float = Field(default=DEFAULT_EVAL_SHARE, ge=0, le=1)
+
+    @field_validator("formats")
+    @classmethod
+    def _registered(cls, formats: list[str]) -> list[str]:
+        from data.projections import formats as registered  # it reads this module's settings
+
+        unknown = [f for f in formats if f not in registered()]
+        if unknown:
+            raise ValueError(
+                f"unknown format {unknown[0]!r}; choose from {', '.join(registered())}"
+            )
+        return formats
 
 
 class FoundryConfig(Settings):

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,14 @@ from data.runtime.corpus_index import CORPUS_FILE
 from data.runtime.corpus_index import HARNESS as SEARCH_HARNESS
 from data.runtime.workspace_bundle import FOLDER as BUNDLES
 from data.runtime.workspace_bundle import bundle_name, pack
-from data.splits import DEFAULT_EVAL_SHARE, GROUPING, WITHHELD, SplitPlan, group_keys, plan_splits
+from data.splits import (
+    DEFAULT_EVAL_SHARE,
+    WITHHELD,
+    Grouping,
+    SplitPlan,
+    group_keys,
+    plan_splits,
+)
 from data.taskset_card import Tally, dataset_card
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -183,6 +191,7 @@ def export_taskset(
     solver: str | None = None,
     *,
     kinds: ExportKinds,
+    groupings: Sequence[Grouping],
     search_turns: int | None = None,
     eval_share: float = DEFAULT_EVAL_SHARE,
     name_by_solver: bool = True,
@@ -191,7 +200,8 @@ def export_taskset(
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
     (exported as `<name>-<solver>`); `kinds` says which kinds wait for review and which carry
-    a trace; `search_turns` is the doc-search harness's turn limit the run calibrated with,
+    a trace, `groupings` how the tasks of each source type group (`sources.groupings()`);
+    `search_turns` is the doc-search harness's turn limit the run calibrated with,
     recorded with the corpus for whoever runs those tasks again. Each task is put in the `train`
     or `eval` split, groups of related tasks on one side (`data.splits`; about `eval_share` of
     the groups drawn to eval, sides kept in the lake). Rows stream from the lake in batches into
@@ -213,7 +223,7 @@ def export_taskset(
     fingerprint = _Fingerprint()
     trees: dict[str, dict[str, Any]] = {}  # bundle name -> a code task's workspace
     params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high]
-    splits = _split_plan(lake, params, eval_share)
+    splits = _split_plan(lake, params, eval_share, groupings)
     try:
         with _PartWriter(tmp, rows_per_part) as parts:
             for batch in lake.batches(sql, params, ROWS_PER_BATCH):
@@ -243,7 +253,7 @@ def export_taskset(
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
     manifest["split"] = {
         "eval_share": eval_share,
-        "grouping": GROUPING,
+        "grouping": {g.label: g.text for g in groupings},
         "tasks": splits.counts(),
         "groups": splits.groups,
         "withheld": {WITHHELD: len(splits.withheld)} if splits.withheld else {},
@@ -261,11 +271,13 @@ def export_taskset(
     return ExportResult(final, tally.n_tasks, written=True)
 
 
-def _split_plan(lake: Lake, params: list[Any], eval_share: float) -> SplitPlan:
+def _split_plan(
+    lake: Lake, params: list[Any], eval_share: float, groupings: Sequence[Grouping]
+) -> SplitPlan:
     """The sides of the tasks the export chooses, given the groups' sides kept in the lake; the
     groups this export is the first to place are kept there too."""
     keys_of = {
-        row["task_id"]: group_keys(row)
+        row["task_id"]: group_keys(row, groupings)
         for batch in lake.batches(_GROUPS_SQL.format(measured=MEASURED_BY), params, ROWS_PER_BATCH)
         for row in batch
     }

@@ -1,6 +1,7 @@
 """Train/eval splits that do not leak: related tasks always land on the same side.
 
-Each exported task has group keys: the source documents it draws on, the repository commits it
+Each exported task has group keys, as the type of source it is made from says (`Grouping`, one
+per source type in `sources/`): the source documents it draws on, the repository commits it
 starts from or reproduces, its production trace and intent cluster, or the world goal it was
 planted from. Tasks sharing a key form one group, and a group is on one side only, so a policy
 is never evaluated on a fact, a commit, a request type or a goal it was trained on.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,34 +27,31 @@ SPLITS = (TRAIN, EVAL)
 DEFAULT_EVAL_SHARE = 0.2  # of the groups of related tasks, the share drawn to eval
 WITHHELD = "groups_on_both_sides"
 HELD_OUT = "eval_split"  # why a trainer's input leaves an eval task out
-# What a group is, per kind of task, as the manifest states it.
-GROUPING = {
-    "documents": "document: every source document a question draws on",
-    "code": "commit: the repository commits a task starts from or reproduces",
-    "traces": "trace and intent: the production trace and the intent cluster it is in",
-    "worlds": "goal: the world and the goal a task is planted from",
-}
+Row = dict[str, Any]
 
 
-def group_keys(row: dict[str, Any]) -> list[str]:
-    """The group keys of one taskset row (its `workspace`, `world`, `trace_id`, `intent`,
-    `source` and `lineage` columns), sorted."""
-    knobs = json.loads(row["lineage"]).get("knobs", {})
-    workspace = json.loads(row.get("workspace") or "null")
-    if workspace:
-        reproduced = [knobs.get("commit", ""), *str(knobs.get("commits", "")).split("+")]
-        commits = {workspace["base"], *filter(None, reproduced)}
-        return sorted(f"commit:{sha}" for sha in commits)  # a sha names its tree anywhere
-    world = json.loads(row.get("world") or "null")
-    if world:
-        goal = str(knobs.get("goal", "")).split("?")[0]  # the goal, whatever field it asks
-        return [f"goal:{world['world_id']}/{goal}"]
-    if row.get("trace_id"):
-        keys = [f"trace:{row['trace_id']}"]
-        return sorted(keys + ([f"intent:{row['intent']}"] if row.get("intent") else []))
-    spans = json.loads(row.get("source") or "[]")
-    documents = {f"document:{span['source_id']}" for span in spans if span.get("source_id")}
-    return sorted(documents) or [f"task:{row['task_id']}"]
+@dataclass(frozen=True)
+class Grouping:
+    """How the tasks made from one type of source group: `label` and `text` say so in the
+    manifest; `keys` gives a taskset row's group keys, or none where the row is not from it."""
+
+    label: str
+    text: str
+    keys: Callable[[Row], list[str]]
+
+
+def group_keys(row: Row, groupings: Sequence[Grouping]) -> list[str]:
+    """The group keys of one taskset row, sorted: those of the first of `groupings` that has
+    any for it, else the task's own (a group of one)."""
+    for grouping in groupings:
+        if keys := grouping.keys(row):
+            return sorted(keys)
+    return [f"task:{row['task_id']}"]
+
+
+def knobs_of(row: Row) -> dict[str, Any]:
+    """The generator's knobs of a taskset row (its `lineage` column)."""
+    return json.loads(row["lineage"]).get("knobs", {})
 
 
 def drawn_split(key: str, eval_share: float) -> str:

@@ -31,9 +31,10 @@ from flows.cli_args import (
     config_of,
     lake_of,
 )
-from flows.stages import llm_stages
+from flows.stages import command_stages, llm_stages
 from flows.stops import ended_by_stop
 from sources import REGISTERED as SOURCES
+from sources import bare as bare_source
 from sources import source_named
 
 # commands that call model servers: their runs are checked for "every call failed"
@@ -123,7 +124,7 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
     common = {"home": args.home, "config": args.config}
     if args.command == "run":
         sources = {source.name: getattr(args, source.name) for source in SOURCES}
-        sources[SOURCES[0].name] += args.paths
+        sources[bare_source().name] += args.paths
         summary = pipeline.pipeline_flow(
             sources=sources,
             out=args.out,
@@ -165,8 +166,8 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
             source=source.name, items=args.items, options=options, **common
         )
         print(json.dumps(counts, indent=2))
-    elif args.command.replace("-", "_") in pipeline.STAGE_FLOWS:
-        flow = pipeline.STAGE_FLOWS[args.command.replace("-", "_")]
+    elif args.command.replace("-", "_") in {stage.name for stage in command_stages()}:
+        flow = pipeline.stage_flow(args.command.replace("-", "_"))
         print(json.dumps(flow(**common), indent=2))
     elif args.command == "calibrate":
         counts = pipeline.calibrate_flow(solver=args.solver, solver_url=args.solver_url, **common)

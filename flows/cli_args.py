@@ -7,11 +7,11 @@ import argparse
 import os
 from datetime import date
 from pathlib import Path
-from typing import get_args
 
-from data.config import ExportFormat
+from data.projections import REGISTERED as PROJECTIONS
 from flows.stages import command_stages
 from sources import REGISTERED as SOURCES
+from sources import bare as bare_source
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         run.add_argument(
             *flags, dest=source.name, action="append", default=[], help=f"also {source.items}"
         )
-    bare = SOURCES[0]  # the first source type's items may be given bare
+    bare = bare_source()
     run.add_argument(
         "paths", nargs="*", help=f"{bare.items}, as --{bare.name} (default: bundled samples)"
     )
@@ -98,11 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--format",
         action="append",
-        choices=get_args(ExportFormat),
+        choices=[p.name for p in PROJECTIONS],
         dest="formats",
-        help="also write this trainer projection (repeatable; default: [export] formats):"
-        " trl (GRPOTrainer), verifiers (classic columns + v1 taskset package),"
-        " prime-rl (rl.toml source), sft (accepted rollouts as messages)",
+        help="also write this trainer projection (repeatable; default: [export] formats): "
+        + ", ".join(f"{p.name} ({p.help})" for p in PROJECTIONS),
     )
     export.add_argument(
         "--push-to-hub", metavar="REPO", help="push the version to this Hugging Face dataset repo"

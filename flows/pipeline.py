@@ -12,10 +12,11 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from prefect import flow, task
+from prefect import Flow, flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture, as_completed, wait
@@ -41,9 +42,8 @@ from flows.stops import ended_by_stop
 from judges.agreement import seed_variance
 from judges.verifier_types import package_graders
 from sources import REGISTERED as SOURCES
-from sources import check_sources, source_named
+from sources import check_sources, groupings, source_named
 
-SourceName = Literal[tuple(source.name for source in SOURCES)]  # a form offers each one
 BATCH_STOP_WAIT_S = 10.0  # on a stop, how long the batches in flight get to write their work
 
 
@@ -117,6 +117,7 @@ def export_task(
         ctx.config.export.rows_per_part,
         solver,
         kinds=export_kinds(),
+        groupings=groupings(),
         search_turns=ctx.config.calibrate.max_turns,
         eval_share=ctx.config.export.eval_share,
         name_by_solver=name_by_solver,
@@ -220,7 +221,7 @@ def _model_servers(ctx: StageContext):
 
 @flow(name="ingest", log_prints=False)
 def ingest_flow(
-    source: SourceName,
+    source: str,
     items: list[str],
     options: dict[str, str] | None = None,
     home: str | None = None,
@@ -256,11 +257,15 @@ def _llm_stage_flow(stage: LLMStage):
 
 
 FIRST = {"verify": ("controls",)}  # the judges' figures before their verdicts
-# the flow of each stage with a command of its own, by stage name
-STAGE_FLOWS = {
-    stage.name: _sandbox_flow(stage) if isinstance(stage, SandboxStage) else _llm_stage_flow(stage)
-    for stage in command_stages()
-}
+
+
+@cache
+def stage_flow(name: str) -> Flow:
+    """The flow of stage `name`, one of those with a command of their own (`command_stages`)."""
+    stage = next(stage for stage in command_stages() if stage.name == name)
+    if isinstance(stage, SandboxStage):
+        return _sandbox_flow(stage)
+    return _llm_stage_flow(stage)
 
 
 @flow(name="calibrate")

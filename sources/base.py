@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from data.splits import Grouping
 from families.stage import StageContext
 
 # a source's reader: its items (paths, URLs), the run, the options its CLI offers -> outcomes
@@ -23,8 +24,10 @@ class Source:
     items into the lake (recording each item's outcome, never raising for a bad one) and returns
     the counts by outcome; `tables` are the lake tables it fills (a lake with none of any
     source's rows gets the bundled samples); `sample` gives the bundled sample's items, made
-    under the run's home where they need building. `options` are the extra flags of its ingest
-    command (name -> help), passed to `read`; `aliases` other names its ingest command answers.
+    under the run's home where they need building. `grouping` is how the tasks made from it
+    group for the train/eval split (`data.splits`). `bare`: its items are also `foundry run`'s
+    positional arguments. `options` are the extra flags of its ingest command (name -> help),
+    passed to `read`; `aliases` other names its ingest command answers.
     """
 
     name: str
@@ -33,5 +36,7 @@ class Source:
     read: Reader
     tables: tuple[str, ...]
     sample: Callable[[StageContext], list[str]]
+    grouping: Grouping
+    bare: bool = False
     options: Mapping[str, str] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()

@@ -4,12 +4,14 @@ passage (document questions, reports) generate from the chunks."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from data.ingest import ingest_documents
+from data.splits import Grouping, Row
 from families.stage import StageContext
 from sources.base import Source
 
@@ -25,6 +27,12 @@ def _read(items: list[str], ctx: StageContext, options: Mapping[str, Any]) -> di
     return dict(ingest_docs(items, ctx))
 
 
+def document_keys(row: Row) -> list[str]:
+    """Every source document a task's passages come from."""
+    spans = json.loads(row.get("source") or "[]")
+    return list({f"document:{span['source_id']}" for span in spans if span.get("source_id")})
+
+
 SOURCE = Source(
     name="docs",
     help="documents (.md .txt .html .pdf .docx .pptx .xlsx .csv .epub .ipynb .rst .adoc)"
@@ -32,5 +40,9 @@ SOURCE = Source(
     items="document files or folders",
     read=_read,
     tables=("sources",),
+    grouping=Grouping(
+        "documents", "document: every source document a question draws on", document_keys
+    ),
     sample=lambda ctx: [str(SAMPLE)],
+    bare=True,
 )

@@ -5,6 +5,7 @@ rebuilt from their patch series the first time."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 from data.repos import ingest_repo
 from data.sample_repo import LEDGERLINE, PARCELRATE, SampleRepo, build_sample_repo
+from data.splits import Grouping, Row, knobs_of
 from families.stage import StageContext
 from sources.base import Source
 
@@ -35,12 +37,26 @@ def _sample_repo(ctx: StageContext, sample: SampleRepo) -> Path:
     return path if (path / ".git").is_dir() else build_sample_repo(path, sample)
 
 
+def commit_keys(row: Row) -> list[str]:
+    """A code task's commits: the one its workspace starts from and those it reproduces (a sha
+    names its tree in any clone)."""
+    workspace = json.loads(row.get("workspace") or "null")
+    if not workspace:
+        return []
+    knobs = knobs_of(row)
+    reproduced = [knobs.get("commit", ""), *str(knobs.get("commits", "")).split("+")]
+    return [f"commit:{sha}" for sha in {workspace["base"], *filter(None, reproduced)}]
+
+
 SOURCE = Source(
     name="repos",
     help="git repositories: paths or URLs",
     items="git repositories: paths or URLs",
     read=_read,
     tables=("repos",),
+    grouping=Grouping(
+        "code", "commit: the repository commits a task starts from or reproduces", commit_keys
+    ),
     sample=lambda ctx: [str(_sample_repo(ctx, sample)) for sample in (LEDGERLINE, PARCELRATE)],
     options={"rev": "a git rev-list range, e.g. v1.0..main (default: HEAD)"},
     aliases=("repo",),

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from data.splits import Grouping, Row
 from data.trace_ingest import ingest_traces
 from families.stage import StageContext
 from sources.base import Source
@@ -25,11 +26,23 @@ def _read(items: list[str], ctx: StageContext, options: Mapping[str, Any]) -> di
     return dict(ingest_trace_files(items, ctx))
 
 
+def trace_keys(row: Row) -> list[str]:
+    """A trace task's production trace and the intent cluster it is in."""
+    if not row.get("trace_id"):
+        return []
+    return [f"trace:{row['trace_id']}", *([f"intent:{row['intent']}"] if row.get("intent") else [])]
+
+
 SOURCE = Source(
     name="traces",
     help="production traces: OpenAI-style JSONL, OTel GenAI spans (JSON), proxy records",
     items="trace files or folders (.jsonl .json .parquet)",
     read=_read,
     tables=("traces",),
+    grouping=Grouping(
+        "traces",
+        "trace and intent: the production trace and the intent cluster it is in",
+        trace_keys,
+    ),
     sample=lambda ctx: [str(SAMPLE)],
 )

@@ -5,6 +5,7 @@ tool-use tasks on them (worlds built from traces' tool calls come from `families
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +15,7 @@ import duckdb
 
 from data.readers import Rejected, regular_file
 from data.records import Status, WorldSource
+from data.splits import Grouping, Row, knobs_of
 from families.stage import StageContext
 from families.world_stages import first_line, world_record
 from harnesses.world import World, WorldSpec, load_world_spec
@@ -89,11 +91,21 @@ def _read(items: list[str], ctx: StageContext, options: Mapping[str, Any]) -> di
     return dict(ingest_world_files(items, ctx))
 
 
+def goal_keys(row: Row) -> list[str]:
+    """A world task's world and the goal it was planted from (whatever field the goal asks)."""
+    world = json.loads(row.get("world") or "null")
+    if not world:
+        return []
+    goal = str(knobs_of(row).get("goal", "")).split("?")[0]
+    return [f"goal:{world['world_id']}/{goal}"]
+
+
 SOURCE = Source(
     name="worlds",
     help="simulated tool worlds: world spec files (.toml .json)",
     items="world spec files or folders (.toml .json)",
     read=_read,
     tables=("worlds",),
+    grouping=Grouping("worlds", "goal: the world and the goal a task is planted from", goal_keys),
     sample=lambda ctx: [str(SAMPLE)],
 )

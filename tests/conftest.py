@@ -14,13 +14,14 @@ import pytest
 from data.config import FoundryConfig
 from data.export import export_taskset
 from data.lake import Lake
-from data.projections import FORMATS, project
+from data.projections import formats, project
 from data.runtime.python_env import ENV_CACHE_VARIABLE
 from families import export_kinds
 from families.stage import StageContext
 from flows.stage_runs import one_at_a_time, run_llm_batch, run_stages, solver_through_proxy
 from flows.stages import llm_stages
 from judges.verifier_types import package_graders
+from sources import groupings
 from sources.documents import ingest_docs
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -127,9 +128,11 @@ def docqa_taskset(tmp_path_factory):
     ingest_docs([str(d) for d in docs], ctx)
     with FakeOpenAIServer(Oracle()) as server:
         run_llm_stages(ctx, endpoints_for(server))
-    version = export_taskset(ctx.lake, "docqa", root / "tasksets", kinds=export_kinds()).path
+    version = export_taskset(
+        ctx.lake, "docqa", root / "tasksets", kinds=export_kinds(), groupings=groupings()
+    ).path
     projections = {
-        fmt: project(version, fmt, ctx.lake, graders=package_graders()) for fmt in FORMATS
+        fmt: project(version, fmt, ctx.lake, graders=package_graders()) for fmt in formats()
     }
     return ctx, version, projections
 
@@ -156,7 +159,12 @@ def agentic_taskset(tmp_path_factory):
     turns = ctx.config.calibrate.max_turns
     tasksets = root / "tasksets"
     version = export_taskset(
-        ctx.lake, "agentic", tasksets, kinds=export_kinds(), search_turns=turns
+        ctx.lake,
+        "agentic",
+        tasksets,
+        kinds=export_kinds(),
+        groupings=groupings(),
+        search_turns=turns,
     ).path
     project(version, "trl", ctx.lake, graders=package_graders())
     return ctx, version

@@ -10,6 +10,7 @@ from data.export import export_taskset
 from data.funnel import funnel
 from families import export_kinds
 from flows.cli import main
+from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -20,7 +21,9 @@ DOCS = [str(d) for d in sorted(SAMPLE_DOCS.glob("*.md"))[:2]]
 
 
 def task_ids(ctx):
-    result = export_taskset(ctx.lake, "docqa", ctx.config.home / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "docqa", ctx.config.home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     return sorted(pq.read_table(result.path / "part-00000.parquet")["task_id"].to_pylist())
 
 

@@ -23,6 +23,7 @@ from families.code_stages import replay_commits
 from generators.bug_injection import KIND, LADDER, make_variant
 from generators.function_targets import targets
 from generators.mutations import candidates, mutations
+from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -145,7 +146,9 @@ def bug_run(tmp_path_factory):
     counts = inject_bugs(ctx)
     with FakeOpenAIServer(Oracle(code=dict(PACKAGE))) as server:
         run_llm_stages(ctx, endpoints_for(server))
-    export = export_taskset(ctx.lake, "bugs", root / "tasksets", kinds=export_kinds())
+    export = export_taskset(
+        ctx.lake, "bugs", root / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
     return ctx, replayed, counts, rows
 

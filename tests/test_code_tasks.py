@@ -16,8 +16,8 @@ import pytest
 from data.export import export_taskset
 from data.funnel import format_funnel, funnel
 from data.git import checkout, git
-from data.prime_rl import write_rl_toml
 from data.projections import canonical_rows, project
+from data.projections.prime_rl import write_rl_toml
 from data.records import Task, Workspace
 from data.repos import ingest_repo
 from data.runtime import sandbox
@@ -45,6 +45,7 @@ from harnesses.workspace import files_at_start
 from judges.redteam.code_attacks import ATTACKS, hard_coded
 from judges.unit_tests import unit_test_reward
 from judges.verifier_types import package_graders
+from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -76,7 +77,9 @@ def code_run(tmp_path_factory):
     rebuild_functions(ctx)
     with FakeOpenAIServer(Oracle(code=head)) as server:
         run_llm_stages(ctx, endpoints_for(server))
-    export = export_taskset(ctx.lake, "code", root / "tasksets", kinds=export_kinds())
+    export = export_taskset(
+        ctx.lake, "code", root / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
     return ctx, repo, rows
 
@@ -86,7 +89,7 @@ def code_version(code_run, tmp_path_factory) -> Path:
     """The code run's taskset exported again, where only this module's tests add to it."""
     ctx, _, _ = code_run
     root = tmp_path_factory.mktemp("code-version")
-    return export_taskset(ctx.lake, "code", root, kinds=export_kinds()).path
+    return export_taskset(ctx.lake, "code", root, kinds=export_kinds(), groupings=groupings()).path
 
 
 def statuses(ctx, stage):
@@ -321,7 +324,9 @@ def test_a_too_hard_function_moves_one_level_easier(tmp_path):
     assert verify[variant.task_id]["reason"] == "gold_self_check_passed"
     assert calibrate[variant.task_id]["reason"] == "too_hard"
     rows = pq.read_table(
-        export_taskset(ctx.lake, "code", tmp_path / "out", kinds=export_kinds()).path
+        export_taskset(
+            ctx.lake, "code", tmp_path / "out", kinds=export_kinds(), groupings=groupings()
+        ).path
         / "part-00000.parquet"
     ).to_pylist()
     assert [r["task_id"] for r in rows] == [variant.task_id]  # one task per family

@@ -33,6 +33,7 @@ from judges import hacks
 from judges.review import review
 from judges.verifier_types import grade, package_graders
 from judges.verifier_types.trainer_rewards import judge_reward
+from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
@@ -282,7 +283,9 @@ def test_documents_to_exported_report_taskset(tmp_path, oracle_server):
     assert (
         family.reviewed and family.environment(tasks[accepted[0]], ctx.config, None) == "open_book"
     )
-    result = export_taskset(ctx.lake, "reports", tmp_path / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "reports", tmp_path / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
     variants = [t for t in tasks.values() if t.lineage.repair is not None]
     assert variants  # the oracle finds some reports too easy: one step harder, among distractors

@@ -12,6 +12,7 @@ from data.records import Evidence
 from data.runtime.corpus_index import CorpusIndex
 from families import export_kinds
 from harnesses.doc_search import DocSearch
+from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
@@ -104,7 +105,9 @@ def test_pipeline_calibrates_through_the_doc_search_harness(tmp_path, oracle_ser
     assert max(r["turns"] for r in per_rollout) == 3  # search, read, answer
     turns = ctx.config.calibrate.max_turns
     tasksets = home / "tasksets"
-    exported = export_taskset(ctx.lake, "docqa", tasksets, kinds=export_kinds(), search_turns=turns)
+    exported = export_taskset(
+        ctx.lake, "docqa", tasksets, kinds=export_kinds(), groupings=groupings(), search_turns=turns
+    )
     assert exported.n_tasks > 0
     # the environment travels with the tasks: every chunk calibration searched, in its order
     corpus = pq.read_table(exported.path / "corpus.parquet").to_pylist()

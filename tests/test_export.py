@@ -12,6 +12,7 @@ from data import export
 from data.export import export_taskset
 from data.lake import Lake
 from families import export_kinds
+from sources import groupings
 from tests.fakes.synthetic_lake import write_calibrated_tasks
 
 
@@ -21,7 +22,12 @@ def test_rows_stream_into_parts_in_order_and_a_same_export_writes_nothing(tmp_pa
     monkeypatch.setattr(export, "ROWS_PER_BATCH", 700)  # batches that straddle the parts
 
     first = export_taskset(
-        lake, "synthetic", tmp_path / "out", rows_per_part=1_000, kinds=export_kinds()
+        lake,
+        "synthetic",
+        tmp_path / "out",
+        rows_per_part=1_000,
+        kinds=export_kinds(),
+        groupings=groupings(),
     )
 
     manifest = json.loads((first.path / "manifest.json").read_text())
@@ -33,7 +39,12 @@ def test_rows_stream_into_parts_in_order_and_a_same_export_writes_nothing(tmp_pa
     assert manifest["models"]["solver"] == ["solver"]
 
     again = export_taskset(
-        lake, "synthetic", tmp_path / "out", rows_per_part=1_000, kinds=export_kinds()
+        lake,
+        "synthetic",
+        tmp_path / "out",
+        rows_per_part=1_000,
+        kinds=export_kinds(),
+        groupings=groupings(),
     )
     assert not again.written and again.path == first.path
     assert sorted(p.name for p in (tmp_path / "out" / "synthetic").iterdir()) == [
@@ -49,7 +60,9 @@ def test_export_memory_does_not_grow_with_the_taskset(tmp_path, monkeypatch):
     monkeypatch.setattr(export, "ROWS_PER_BATCH", 1_000)
 
     tracemalloc.start()
-    result = export_taskset(lake, "synthetic", tmp_path / "out", kinds=export_kinds())
+    result = export_taskset(
+        lake, "synthetic", tmp_path / "out", kinds=export_kinds(), groupings=groupings()
+    )
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
 
@@ -60,7 +73,11 @@ def test_export_memory_does_not_grow_with_the_taskset(tmp_path, monkeypatch):
 
 def test_an_empty_taskset_has_one_empty_part(tmp_path):
     result = export_taskset(
-        Lake(tmp_path / "home"), "empty", tmp_path / "out", kinds=export_kinds()
+        Lake(tmp_path / "home"),
+        "empty",
+        tmp_path / "out",
+        kinds=export_kinds(),
+        groupings=groupings(),
     )
     manifest = json.loads((result.path / "manifest.json").read_text())
     assert result.n_tasks == 0 and manifest["files"] == ["part-00000.parquet"]

@@ -21,6 +21,7 @@ from flows.stages import check_kinds, llm_stages, stage_named
 from generators.candidates import Candidate, Rejection
 from harnesses.base import Harness
 from harnesses.single_turn import SingleTurn
+from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 
@@ -129,7 +130,9 @@ def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, or
         ]
         assert stage_named(STAGE).work is count_words  # the runners find a batch's stage by name
         run_llm_stages(ctx, endpoints_for(oracle_server))
-        result = export_taskset(ctx.lake, "words", tmp_path / "tasksets", kinds=export_kinds())
+        result = export_taskset(
+            ctx.lake, "words", tmp_path / "tasksets", kinds=export_kinds(), groupings=groupings()
+        )
     assert STAGE not in [stage.name for stage in llm_stages()]  # registered for the test only
 
     tasks = {t.task_id: t for t in ctx.lake.records("tasks")}

@@ -18,6 +18,7 @@ from families.code_stages import replay_commits
 from families.function_rebuild import rebuild_functions
 from judges.unit_tests import unit_test_reward
 from judges.verifier_types.trainer_rewards import judge_reward, verifier_reward
+from sources import groupings
 from sources.documents import ingest_docs
 from sources.worlds import ingest_world_files
 from tests.conftest import endpoints_for, make_context, run_llm_stages
@@ -62,7 +63,9 @@ def scored_run(tmp_path_factory):
     with FakeOpenAIServer(Oracle(code=head)) as server:
         endpoints = endpoints_for(server)
         run_llm_stages(ctx, endpoints)
-        version = export_taskset(ctx.lake, "all", root / "tasksets", kinds=export_kinds())
+        version = export_taskset(
+            ctx.lake, "all", root / "tasksets", kinds=export_kinds(), groupings=groupings()
+        )
         yield ctx, canonical_rows(version.path), endpoints
 
 

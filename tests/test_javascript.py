@@ -19,6 +19,7 @@ from families.function_rebuild import rebuild_functions
 from generators import bug_injection
 from generators.function_targets import targets
 from generators.mutations import candidates, mutations
+from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -41,7 +42,9 @@ def js_run(tmp_path_factory):
     counts = replay_commits(ctx) + rebuild_functions(ctx) + inject_bugs(ctx)
     with FakeOpenAIServer(Oracle(code=head)) as server:
         run_llm_stages(ctx, endpoints_for(server))
-    export = export_taskset(ctx.lake, "js", root / "tasksets", kinds=export_kinds())
+    export = export_taskset(
+        ctx.lake, "js", root / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
     return ctx, counts, rows, export.path
 

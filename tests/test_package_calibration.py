@@ -9,8 +9,8 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from data.prime_rl import write_rl_toml
 from data.projections import canonical_rows, project
+from data.projections.prime_rl import write_rl_toml
 from data.verifiers_package import taskset_id
 from judges.verifier_types import package_graders
 from tests.test_world_package import installed, needs_verifiers, verifiers_figures

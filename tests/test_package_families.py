@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data.prime_rl import write_rl_toml
+from data.projections.prime_rl import write_rl_toml
 from data.records import (
     VERIFIER_SPEC,
     ExactOrF1Spec,

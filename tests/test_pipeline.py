@@ -12,6 +12,7 @@ from datasets import load_dataset
 from data.export import export_taskset
 from data.funnel import funnel
 from families import export_kinds
+from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -37,7 +38,9 @@ def test_documents_to_exported_taskset(tmp_path, oracle_server):
     ctx = make_context(home, calibrate={"k": 4})
     ingest_docs([str(small_corpus(tmp_path))], ctx)
     run_llm_stages(ctx, endpoints_for(oracle_server))
-    result = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
 
     assert result.written and result.n_tasks >= 5
     assert (home / "tasksets" / "docqa" / "latest").resolve() == result.path
@@ -86,20 +89,26 @@ def test_rerun_makes_no_calls_and_duplicates_nothing(tmp_path, oracle_server):
     ctx = make_context(home, calibrate={"k": 4})
     ingest_docs([str(corpus)], ctx)
     run_llm_stages(ctx, endpoints_for(oracle_server))
-    first = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    first = export_taskset(
+        ctx.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     calls, shards = len(oracle_server.requests), shard_count(home)
 
     again = make_context(home, run_id="run-2", calibrate={"k": 4})
     counts = ingest_docs([str(corpus)], again)
     assert counts == {"ingested": len(DOCS)}  # nothing new: no chunk outcomes at all
     assert run_llm_stages(again, endpoints_for(oracle_server)) == {}
-    second = export_taskset(again.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    second = export_taskset(
+        again.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     assert len(oracle_server.requests) == calls
     assert not second.written and second.path == first.path
     link = home / "tasksets" / "docqa" / "latest"
     link.unlink()
     link.symlink_to("v0000")  # as if a crash came after the new version, before the link
-    export_taskset(again.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    export_taskset(
+        again.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     assert link.resolve() == first.path
     new_shards = set(shard_count(home)) - set(shards)
     assert all(str(p).startswith("lake/status") for p in new_shards)  # re-ingest statuses only
@@ -187,7 +196,9 @@ def test_equivalence_verified_tasks_flow_through(tmp_path, oracle_server):
     ingest_docs([str(small_corpus(tmp_path))], ctx)
     counts = run_llm_stages(ctx, endpoints_for(oracle_server))
     assert not any(k.startswith("failed:") for k in counts)
-    result = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     table = pq.read_table(result.path / "part-00000.parquet")
     specs = [json.loads(v) for v in table.column("verifier").to_pylist()]
     assert result.n_tasks > 0 and {s["type"] for s in specs} == {"llm_equivalence"}

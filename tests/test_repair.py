@@ -35,6 +35,7 @@ from generators.doc_qa_variants import (
     bare_question,
     make_variant,
 )
+from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.hint_deaf_oracle import HintDeafOracle
@@ -327,7 +328,9 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
     assert len(oracle_server.requests) == requests
     assert len(ctx.lake.rows("SELECT task_id FROM tasks")) == len(tasks)
 
-    result = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     exported = exported_rows(ctx, result)
     families = [getattr(lineage_of(r).repair, "root", r["task_id"]) for r in exported]
     assert len(families) == len(set(families))  # one task per original
@@ -338,7 +341,14 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
     # asked for the hard ones only, a family is represented by its member in that range
     hard = exported_rows(
         ctx,
-        export_taskset(ctx.lake, "hard", home / "tasksets", (0.0, 0.1), kinds=export_kinds()),
+        export_taskset(
+            ctx.lake,
+            "hard",
+            home / "tasksets",
+            (0.0, 0.1),
+            kinds=export_kinds(),
+            groupings=groupings(),
+        ),
     )
     roots = {variants[t].repair.root for t in rescued}
     hard_roots = {

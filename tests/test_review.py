@@ -18,6 +18,7 @@ from judges.review_report import format_review_report, review_report
 from judges.rewards import score
 from judges.rubrics import rubric_item
 from judges.verifier_types import grade
+from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -214,7 +215,9 @@ def test_pipeline_remedies_hacked_tasks_and_reverifies_them_in_the_same_run(tmp_
     verified = ctx.lake.finished_items("verify")
     assert remedied and all(r["remedied_task_id"] in verified for r in remedied)
 
-    result = export_taskset(ctx.lake, "docqa", home / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     rows = ctx.lake.rows(f"SELECT * FROM read_parquet('{result.path}/part-*.parquet')")
     exported = {r["task_id"] for r in rows}
     assert not exported & {r["task_id"] for r in remedied}  # hacked originals stay behind

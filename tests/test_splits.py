@@ -15,6 +15,7 @@ from data.lake import Lake
 from data.splits import EVAL, HELD_OUT, TRAIN, drawn_split, group_keys, plan_splits
 from families import export_kinds
 from harnesses.trainer import trainable
+from sources import groupings
 from tests.fakes.synthetic_lake import write_calibrated_tasks
 
 
@@ -25,7 +26,9 @@ def _one_or_two_documents(number: int) -> list[str]:
 
 
 def _export(lake: Lake, out, eval_share: float):
-    result = export_taskset(lake, "split", out, kinds=export_kinds(), eval_share=eval_share)
+    result = export_taskset(
+        lake, "split", out, kinds=export_kinds(), groupings=groupings(), eval_share=eval_share
+    )
     rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
     return json.loads((result.path / "manifest.json").read_text()), rows
 
@@ -118,12 +121,12 @@ def test_group_keys_per_kind_of_task():
     }
     two_hop = {**base, "source": json.dumps([{"source_id": "d2"}, {"source_id": "d1"}])}
 
-    assert group_keys(sequence) == ["commit:aaa", "commit:bbb", "commit:ccc"]
-    assert group_keys(replay) == ["commit:aaa", "commit:bbb"]
-    assert group_keys(trace) == ["intent:refund", "trace:tr1"]
-    assert group_keys(world) == ["goal:shop@1#ab/find_customer"]
-    assert group_keys(two_hop) == ["document:d1", "document:d2"]
-    assert group_keys(base) == ["task:t"]
+    assert group_keys(sequence, groupings()) == ["commit:aaa", "commit:bbb", "commit:ccc"]
+    assert group_keys(replay, groupings()) == ["commit:aaa", "commit:bbb"]
+    assert group_keys(trace, groupings()) == ["intent:refund", "trace:tr1"]
+    assert group_keys(world, groupings()) == ["goal:shop@1#ab/find_customer"]
+    assert group_keys(two_hop, groupings()) == ["document:d1", "document:d2"]
+    assert group_keys(base, groupings()) == ["task:t"]
 
 
 def test_training_leaves_the_eval_split_out_and_counts_it():

@@ -26,6 +26,7 @@ from generators.trace_tasks import (
 from harnesses.tool_replay import NO_RESULT, ToolReplay, attempt_text, replay, same_value
 from judges import tool_calls
 from judges.selfcheck import self_check
+from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_traces import PLANTED, SAMPLE_TRACES
@@ -234,7 +235,9 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
     ctx = make_context(home, calibrate={"k": 4})
     ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
     run_llm_stages(ctx, endpoints_for(oracle_server))
-    result = export_taskset(ctx.lake, "traces", home / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "traces", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
 
     rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
     kinds = {r["kind"] for r in rows}
@@ -268,7 +271,9 @@ def test_verifier_reward_reads_the_exported_taskset_as_trl_would(tmp_path, oracl
     ctx = make_context(home, calibrate={"k": 2}, scope={"kinds": list(TRACE_KINDS)})
     ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
     run_llm_stages(ctx, endpoints_for(oracle_server))
-    result = export_taskset(ctx.lake, "traces", home / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "traces", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     rows = load_dataset("parquet", data_files=str(result.path / "part-*.parquet"), split="train")
     columns = {name: rows[name] for name in rows.column_names if name != "prompt"}
     # the gold answers as conversational completions score 1 where no model is needed

@@ -28,6 +28,7 @@ from harnesses.world_replay import gold_calls
 from judges import world_state
 from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward
+from sources import groupings
 from sources.worlds import ingest_world_files
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.oracle import Oracle
@@ -247,7 +248,9 @@ def test_worlds_and_traces_to_an_exported_taskset_a_trainer_scores(tmp_path, ora
     )
     assert rollouts[0]["n"] > 0  # every turn went through the recording proxy
 
-    result = export_taskset(ctx.lake, "worlds", home / "tasksets", kinds=export_kinds())
+    result = export_taskset(
+        ctx.lake, "worlds", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
     rows = [r for r in pq.read_table(result.path / "part-00000.parquet").to_pylist()]
     worlds = [r for r in rows if r["kind"] == "world_tool_use"]
     assert worlds and all(r["world"] and json.loads(r["tools"]) for r in worlds)

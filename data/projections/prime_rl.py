@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from data.projections.base import Inputs, Projector, Row
 from data.records import POOL_CEILINGS
 from data.splits import EVAL, HELD_OUT
 from data.verifiers_package import Graders, packaged, taskset_id, tools_of
@@ -94,3 +95,10 @@ def rl_toml(
         )
         lines.append(f"select.exclude.keys = {json.dumps(sorted([*hackable, *held_out]))}")
     return "\n".join(lines) + "\n"
+
+
+def _write(out: Path, version: Path, tasks: list[Row], inputs: Inputs) -> tuple[int, dict]:
+    return write_rl_toml(out / "rl.toml", version, tasks, inputs.graders)
+
+
+PROJECTION = Projector("prime-rl", "rl.toml source", _write)
