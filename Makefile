@@ -61,9 +61,10 @@ test: install $(VERIFIERS_STAMP) browser
 test-full: install $(VERIFIERS_STAMP)
 	FOUNDRY_FULL_SIZE=1 FOUNDRY_CRASH_SEEDS=3,11,17,23 $(PYTEST) -m full
 
-# The Prefect UI at http://127.0.0.1:4200 with the nightly and adhoc deployments served;
-# Ctrl-C stops both: foundry serve first (it pauses its schedules through the server), then
-# the server (in a session of its own, so that Ctrl-C reaches it only through the trap).
+# The Prefect UI at http://127.0.0.1:4200 with foundry serve's four deployments served
+# (pipeline/nightly, adhoc/adhoc, train/train, loop/loop). Ctrl-C stops both: foundry serve
+# first (it pauses its schedules through the server), then the server (in a session of its
+# own, so that Ctrl-C reaches it only through the trap).
 ui: install
 	setsid $(VENV)/bin/prefect server start --host 127.0.0.1 --port 4200 & server=$$!; \
 	PREFECT_API_URL=http://127.0.0.1:4200/api $(VENV)/bin/foundry serve & serve=$$!; \

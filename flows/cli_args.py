@@ -36,10 +36,30 @@ def band_of(values: list[str] | None) -> tuple[float, float] | None:
     return low, high
 
 
+def home_options(default: object = None) -> argparse.ArgumentParser:
+    """`--home` and `--config`, as a parent parser. A second-level command (`ingest docs`) takes
+    them with `argparse.SUPPRESS` as default, so that its None does not overwrite what its group
+    parsed before it (`foundry ingest --home H docs`)."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--home",
+        metavar="DIR",
+        default=default,
+        help="data folder (default $FOUNDRY_HOME, else the configuration's home, else ./.foundry)",
+    )
+    options.add_argument(
+        "--config",
+        metavar="FILE",
+        default=default,
+        help="foundry.toml to use (default $FOUNDRY_CONFIG, else ./foundry.toml, else"
+        " HOME/foundry.toml, else the built-in defaults)",
+    )
+    return options
+
+
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--home", help="data folder (default $FOUNDRY_HOME or ./.foundry)")
-    common.add_argument("--config", help="foundry.toml to use")
+    common = home_options()
+    below_group = home_options(argparse.SUPPRESS)
     parser = argparse.ArgumentParser(
         prog="foundry", description="Verifiable RL tasksets from your documents."
     )
@@ -49,36 +69,58 @@ def build_parser() -> argparse.ArgumentParser:
     for source in SOURCES:
         flags = [f"--{name}" for name in (source.name, *source.aliases)]
         run.add_argument(
-            *flags, dest=source.name, action="append", default=[], help=f"also {source.items}"
+            *flags,
+            dest=source.name,
+            action="append",
+            default=[],
+            metavar="ITEM",
+            help=f"also ingest {source.items} (repeatable)",
         )
     bare = bare_source()
     run.add_argument(
-        "paths", nargs="*", help=f"{bare.items}, as --{bare.name} (default: bundled samples)"
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help=f"{bare.items}, as --{bare.name} (none given and an empty lake: the bundled"
+        " samples of every source type)",
     )
-    run.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
-    run.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
-    run.add_argument("--max-tokens", type=int, help="stop at this many live LLM tokens")
-    run.add_argument("--max-cost", type=float, help="stop at this LLM cost in USD")
+    run.add_argument(
+        "--out", metavar="DIR", help="export under this folder instead of $FOUNDRY_HOME/tasksets"
+    )
+    run.add_argument(
+        "--band", nargs=2, metavar=("LO", "HI"), help="export only tasks with LO<=p<=HI"
+    )
+    run.add_argument(
+        "--max-tokens", type=int, metavar="N", help="stop at this many live LLM tokens"
+    )
+    run.add_argument("--max-cost", type=float, metavar="USD", help="stop at this LLM cost")
     run.add_argument(
         "--kind",
         action="append",
+        metavar="KIND",
         help="make only this task kind, one a registered family makes (repeatable; default:"
         " every kind)",
     )
     run.add_argument(
-        "--since", type=date.fromisoformat, help="only commits and traces from this day (UTC)"
+        "--since",
+        type=date.fromisoformat,
+        metavar="DAY",
+        help="only commits and traces from this day (YYYY-MM-DD, UTC)",
     )
     run.add_argument(
-        "--until", type=date.fromisoformat, help="only commits and traces up to this day (UTC)"
+        "--until",
+        type=date.fromisoformat,
+        metavar="DAY",
+        help="only commits and traces up to this day (YYYY-MM-DD, UTC)",
     )
 
-    ingest = sub.add_parser("ingest", help="add sources to the lake")
+    ingest = sub.add_parser("ingest", parents=[common], help="add sources to the lake")
     types = ingest.add_subparsers(dest="kind", required=True)
     for source in SOURCES:
         reader = types.add_parser(
-            source.name, aliases=list(source.aliases), parents=[common], help=source.help
+            source.name, aliases=list(source.aliases), parents=[below_group], help=source.help
         )
-        reader.add_argument("items", nargs="+", help=source.items)
+        reader.add_argument("items", nargs="+", metavar="ITEM", help=source.items)
         for option, text in source.options.items():
             reader.add_argument(f"--{option}", help=text)
     for stage in command_stages():
@@ -87,14 +129,27 @@ def build_parser() -> argparse.ArgumentParser:
         "calibrate", parents=[common], help="measure solver pass rates and bands"
     )
     calibrate.add_argument(
-        "--solver", help="re-calibrate every verified task against this model, kept beside"
+        "--solver",
+        metavar="MODEL",
+        help="re-calibrate every verified task against this model, kept beside the first",
     )
-    calibrate.add_argument("--solver-url", help="its server (default: the configured solver's)")
+    calibrate.add_argument(
+        "--solver-url", metavar="URL", help="its server (default: the configured solver's)"
+    )
 
     export = sub.add_parser("export", parents=[common], help="write a taskset version")
-    export.add_argument("--out", help="export under this folder instead of $FOUNDRY_HOME/tasksets")
-    export.add_argument("--band", nargs=2, metavar=("LO", "HI"), help="export only LO<=p<=HI")
-    export.add_argument("--solver", help="use this model's re-calibration (foundry calibrate)")
+    export.add_argument(
+        "--out", metavar="DIR", help="export under this folder instead of $FOUNDRY_HOME/tasksets"
+    )
+    export.add_argument(
+        "--band", nargs=2, metavar=("LO", "HI"), help="export only tasks with LO<=p<=HI"
+    )
+    export.add_argument(
+        "--solver",
+        metavar="MODEL",
+        help="use this model's re-calibration (foundry calibrate --solver), exported as"
+        " <name>-<model>",
+    )
     export.add_argument(
         "--format",
         action="append",
@@ -110,22 +165,31 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser(
         "train", parents=[common], help="GRPO-train a policy on a taskset (TRL), its rewards"
     )
-    train.add_argument("--taskset", required=True, help="a taskset folder or one of its versions")
     train.add_argument(
-        "--model", default="embedded", help="policy: embedded (SmolLM2-135M), a folder or hub id"
+        "--taskset", required=True, metavar="DIR", help="a taskset folder or one of its versions"
+    )
+    train.add_argument(
+        "--model",
+        default="embedded",
+        metavar="MODEL",
+        help="policy: embedded (SmolLM2-135M, the default), a folder or hub id",
     )
     train.add_argument(
         "--smoke", action="store_true", help="one CPU step, one task per environment: the wiring"
     )
-    train.add_argument("--steps", type=int, help="training steps (default 200)")
+    train.add_argument("--steps", type=int, metavar="N", help="training steps (default 200)")
     train.add_argument(
-        "--learning-rate", type=float, help="instead of the default (1e-6 on CPU and GPU)"
+        "--learning-rate",
+        type=float,
+        metavar="LR",
+        help="instead of the default (1e-6 on CPU and GPU)",
     )
     train.add_argument(
         "--completion-tokens",
         type=int,
         metavar="N",
-        help="longest completion (default 512 on CPU; short answers train faster with less)",
+        help="longest completion (default 512 on CPU, 256 on GPU; short answers train faster"
+        " with less)",
     )
     train.add_argument(
         "--shuffle-rewards",
@@ -137,7 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train only on the tasks calibration put in the band (the rest teach nothing)",
     )
-    train.add_argument("--out", help="output folder (default $FOUNDRY_HOME/train/NAME-VERSION)")
+    train.add_argument(
+        "--out", metavar="DIR", help="output folder (default $FOUNDRY_HOME/train/NAME-VERSION)"
+    )
     train.add_argument(
         "--judge", action="store_true", help="also reward judged verifiers with the judge panel"
     )
@@ -154,7 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="policies' pass rates on a taskset's held-out split, each task in its environment",
     )
-    evaluate.add_argument("taskset", help="a taskset folder or one of its versions")
+    evaluate.add_argument(
+        "taskset", metavar="TASKSET", help="a taskset folder or one of its versions"
+    )
     evaluate.add_argument(
         "--policy",
         action="append",
@@ -182,7 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="rounds of export, train, held-out evaluation, re-measure and steering by the"
         " new policy's failures",
     )
-    loop.add_argument("--rounds", type=int, default=2, help="rounds to have run (default 2)")
+    loop.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        metavar="N",
+        help="rounds to have run, finished ones kept (default 2)",
+    )
     loop.add_argument(
         "--policy",
         default="embedded",
@@ -203,47 +277,71 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --trainer given: the policy round N makes (repeat, one per round)",
     )
     loop.add_argument(
-        "--name", default="loop", help="the loop's name: its taskset is <export name>-<name>"
+        "--name",
+        default="loop",
+        metavar="NAME",
+        help="the loop's name: its taskset is <export name>-<name> (default loop)",
     )
     loop.add_argument(
         "--attempts", type=int, default=4, metavar="K", help="attempts per eval task (default 4)"
     )
-    loop.add_argument("--steps", type=int, help="training steps per round")
-    loop.add_argument("--learning-rate", type=float, help="the training's learning rate")
+    loop.add_argument("--steps", type=int, metavar="N", help="training steps per round")
+    loop.add_argument(
+        "--learning-rate", type=float, metavar="LR", help="the training's learning rate"
+    )
     loop.add_argument(
         "--completion-tokens", type=int, metavar="N", help="the training's longest completion"
     )
     loop.add_argument("--json", action="store_true", help="machine-readable output")
 
-    judges = sub.add_parser("judges", help="judge quality figures")
+    judges = sub.add_parser("judges", parents=[common], help="judge quality figures")
     judge_commands = judges.add_subparsers(dest="judges_command", required=True)
     report = judge_commands.add_parser(
-        "report", parents=[common], help="agreement, kappa, errors, seed variance"
+        "report", parents=[below_group], help="agreement, kappa, errors, seed variance"
     )
     report.add_argument("--json", action="store_true", help="machine-readable output")
     variance = judge_commands.add_parser(
-        "variance", parents=[common], help="re-ask open-book verdicts with other seeds"
+        "variance", parents=[below_group], help="re-ask open-book verdicts with other seeds"
     )
-    variance.add_argument("--tasks", type=int, default=20, help="how many judged tasks")
-    variance.add_argument("--seeds", type=int, default=2, help="other seeds per verdict")
     variance.add_argument(
-        "--temperature", type=float, help="sample the judges at this temperature instead"
+        "--tasks", type=int, default=20, metavar="N", help="how many judged tasks (default 20)"
+    )
+    variance.add_argument(
+        "--seeds", type=int, default=2, metavar="S", help="other seeds per verdict (default 2)"
+    )
+    variance.add_argument(
+        "--temperature",
+        type=float,
+        metavar="T",
+        help="sample the judges at this temperature instead",
     )
 
     proxy = sub.add_parser(
         "proxy", parents=[common], help="record every call to an OpenAI-compatible server"
     )
-    proxy.add_argument("--upstream", required=True, help="the server's base URL (…/v1)")
-    proxy.add_argument("--port", type=int, default=8400)
-    proxy.add_argument("--host", default="127.0.0.1")
+    proxy.add_argument(
+        "--upstream", required=True, metavar="URL", help="the server's base URL (…/v1)"
+    )
+    proxy.add_argument(
+        "--port", type=int, default=8400, metavar="N", help="port to listen on (default 8400)"
+    )
+    proxy.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address to listen on (default 127.0.0.1; beyond loopback only with an access key)",
+    )
     proxy.add_argument(
         "--access-key",
+        metavar="KEY",
         default=os.environ.get("FOUNDRY_PROXY_KEY"),
         help="the key clients must send as X-Proxy-Key (default $FOUNDRY_PROXY_KEY); needed"
         " when --host is not loopback",
     )
     proxy.add_argument(
-        "--api-key", help="key for the upstream (else each client's own key is forwarded)"
+        "--api-key",
+        metavar="KEY",
+        help="key for the upstream (else each client's own key is forwarded)",
     )
     proxy.add_argument(
         "--raw",
@@ -255,15 +353,23 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve",
         parents=[common],
-        help="register and serve the nightly and adhoc deployments on a Prefect server",
+        help="register the pipeline/nightly, adhoc/adhoc, train/train and loop/loop deployments"
+        " with the Prefect server at $PREFECT_API_URL and run their flow runs until stopped",
     )
     serve.add_argument(
-        "--wait", type=float, default=120.0, help="seconds to wait for the server to answer"
+        "--wait",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for the server's health check to answer before giving up with"
+        " exit status 2 (default 120)",
     )
     serve.add_argument(
         "--pool",
+        metavar="NAME",
         help="register the deployments for this work pool and exit: its workers (`prefect"
-        " worker start --pool NAME`, on any host with this checkout at the same path) run them",
+        " worker start --pool NAME`, on any host with this checkout at the same path) run them;"
+        " train/train goes to [serve] train_pool where set",
     )
 
     redteam = sub.add_parser(
@@ -277,7 +383,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     redteam.add_argument("--quick", action="store_true", help="one attack of each class")
     redteam.add_argument(
-        "--wall-s", type=float, default=30.0, help="each sandboxed run's time limit (default 30)"
+        "--wall-s",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="each sandboxed run's time limit (default 30)",
     )
 
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
@@ -288,9 +398,10 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="a static HTML page: funnel, difficulty, judge agreement, cost, sample tasks",
     )
-    page.add_argument("--out", required=True, help="the HTML file to write")
+    page.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
     page.add_argument(
         "--taskset",
+        metavar="DIR",
         help="a taskset folder or one of its versions (default: the configured taskset's latest)",
     )
     return parser

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from data.runtime import interrupt
-from flows.cli_args import EXIT_OK, QUIET_PREFECT, config_of, lake_of
+from flows.cli_args import EXIT_OK, EXIT_USAGE, QUIET_PREFECT, config_of, lake_of
 
 
 def proxy(args: argparse.Namespace) -> int:
@@ -24,7 +24,7 @@ def proxy(args: argparse.Namespace) -> int:
         require_key_off_loopback(args.host, args.access_key)
     except ValueError as exc:
         print(f"foundry proxy: {exc} (--access-key or $FOUNDRY_PROXY_KEY)", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     cfg = config_of(args)
     lake = Lake(cfg.home)
     scrubber = None if args.raw else scrubber_for(cfg.traces)
@@ -49,7 +49,9 @@ def proxy(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Wait for the Prefect server at PREFECT_API_URL, then serve the deployments."""
+    """Wait up to `--wait` seconds for the Prefect server at PREFECT_API_URL to answer, then
+    serve the deployments until stopped (with `--pool`: register them for that pool and
+    exit)."""
     import time
 
     import httpx
@@ -61,7 +63,7 @@ def serve(args: argparse.Namespace) -> int:
             " PREFECT_API_URL=http://127.0.0.1:4200/api, or run `make ui`, which does both",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_USAGE
     deadline = time.monotonic() + args.wait
     while True:
         try:
@@ -71,7 +73,7 @@ def serve(args: argparse.Namespace) -> int:
             pass
         if time.monotonic() > deadline:
             print(f"foundry serve: no Prefect server answers at {api}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         time.sleep(1)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
@@ -180,7 +182,7 @@ def report(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         if args.taskset:
             print(f"foundry report: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         version = None  # nothing exported yet: the page says so
     report = render_report(Lake(cfg.home), version)
     path = write_report(report, Path(args.out))

@@ -59,27 +59,34 @@ def adhoc_flow(
     home: str | None = None,
     config: str | None = None,
 ) -> dict[str, Any]:
-    """A backfill: ingest what is given, run every stage over what is pending, export.
+    """A backfill: ingest what is given, run every stage over what is pending, export. A
+    field left empty keeps the configuration's setting (docs/deployment.md).
 
     Args:
-        sources: what to ingest, by source type: document files or folders, git repositories
-            (paths or URLs), production trace files or folders, tool world specs
-        kinds: make only these task kinds (default: every kind)
+        sources: what to ingest, a list of items for each registered source type, each field
+            saying what it takes; documents are files or folders in any format the readers
+            take: Markdown, plain text, HTML, PDF, Word, PowerPoint, Excel, CSV, EPUB, Jupyter
+            notebooks, reStructuredText and AsciiDoc
+        kinds: make only these task kinds (none ticked: `[scope] kinds`, by default every kind)
         since: only commits authored and traces recorded on or after this day (UTC)
         until: only commits authored and traces recorded on or before this day (UTC)
-        max_chunks: generate from at most this many chunks
-        max_replays: describe at most this many replayed commits
-        max_functions: function-rebuild candidates per repository
-        max_bugs: functions given a bug to fix, per repository
-        max_traces: turn at most this many traces into tasks
+        max_chunks: generate from at most this many chunks of the lake, done ones included
+            (`[generate]`)
+        max_replays: describe at most this many replayed commits, in all (`[code]`)
+        max_functions: function-rebuild candidates per repository (`[code]`)
+        max_bugs: functions given a bug to fix, per repository (`[code]`)
+        max_traces: turn at most this many traces into tasks, in all (`[traces]`)
         band_low: export only tasks with a pass rate of at least this
         band_high: export only tasks with a pass rate of at most this
-        generator_model: the generator role's model (on its configured server)
-        solver_model: the solver role's model (on its configured server)
-        max_tokens: stop at this many live LLM tokens
-        max_cost_usd: stop at this LLM cost
+        generator_model: the generator role's model, on its configured server (ignored where
+            the role is on the embedded model)
+        solver_model: the solver role's model, on its configured server (ignored where
+            the role is on the embedded model)
+        max_tokens: stop at this many live LLM tokens (`[budget]`)
+        max_cost_usd: stop at this LLM cost (`[budget]`)
         home: the foundry home (default: the server's)
-        config: a foundry.toml to use
+        config: a foundry.toml to use (default: the one `foundry serve` was given, else the
+            usual lookup)
     """
     overrides: dict[str, Any] = {}
     limits = {
@@ -115,7 +122,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent  # where work-pool workers loa
 
 def specs(cfg: FoundryConfig, config: str | None) -> list[tuple[Flow, str, dict[str, Any]]]:
     """Each deployment's flow, entrypoint and settings: `nightly` (the pipeline on
-    `cfg.sources`, on `cfg.serve.cron`) and `adhoc`."""
+    `cfg.sources`, on `cfg.serve.cron`), `adhoc`, `train` and `loop`."""
     check_sources(cfg.sources)
     common = {
         "home": str(cfg.home.resolve()),

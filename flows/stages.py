@@ -365,7 +365,8 @@ CHECK_STAGES = (
         pending_verify,
         load_tasks_with_passages,
         verify_one,
-        help="judge candidates: answerable with source, not without",
+        help="judge candidates (after the judges' control items): answerable with source, not"
+        " without",
     ),
     LLMStage("calibrate", pending_calibrate, load_tasks, calibrate_into("calibrate")),
     LLMStage(
