@@ -3,7 +3,8 @@
 Exit status: 0 when what could be done was done (items rejected for their content are not
 failures); 1 on an unexpected error; 2 for a usage or configuration error; 3 when a model server
 the run needs could not be used; 4 when every LLM call of the run failed; 130 / 143 when stopped
-by SIGINT / SIGTERM (what finished is kept, and the next run resumes the rest).
+by SIGINT / SIGTERM (what finished is kept, and the next run resumes the rest); 141 when the
+reader of its output went away (`foundry stats | head`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from data.runtime import interrupt
 from flows import cli_tools
 from flows.cli_args import (
     EXIT_ALL_CALLS_FAILED,
+    EXIT_BROKEN_PIPE,
     EXIT_MODEL_SERVER,
     EXIT_OK,
     EXIT_USAGE,
@@ -50,9 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     with interrupt.stop_on_signals():
         try:
             code = _dispatch(args)
+            sys.stdout.flush()  # a reader gone shows here, not after the exit status is set
         except (ConfigError, argparse.ArgumentTypeError) as exc:
             print(f"foundry: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        except BrokenPipeError:  # the reader went away (`foundry stats | head`): say no more
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_BROKEN_PIPE
         except BaseException as exc:
             if _is_model_server_error(exc):
                 print(f"foundry: {exc}", file=sys.stderr)

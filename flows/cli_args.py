@@ -17,6 +17,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_MODEL_SERVER = 3
 EXIT_ALL_CALLS_FAILED = 4
+EXIT_BROKEN_PIPE = 141  # as a shell reports a command that SIGPIPE ended
 # the environment a command that runs flows or serves deployments sets (unless already set)
 QUIET_PREFECT = {
     "DO_NOT_TRACK": "1",

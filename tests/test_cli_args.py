@@ -5,6 +5,9 @@ result."""
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +59,15 @@ def test_home_and_config_default_to_none_at_either_level(group, command, rest):
 def test_one_level_can_give_home_and_the_other_config():
     args = build_parser().parse_args(["ingest", "--home", "h", "docs", "--config", "c", "p"])
     assert (args.home, args.config, args.items) == ("h", "c", ["p"])
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(tmp_path):
+    foundry = Path(sys.executable).parent / "foundry"
+    piped = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f"'{foundry}' stats --home '{tmp_path}' | true"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 141, piped.stderr[-2000:]
+    assert "Traceback" not in piped.stderr and "BrokenPipeError" not in piped.stderr
