@@ -19,8 +19,8 @@ It prints:
 - where `metrics.jsonl`, `summary.json` and this benchmark's `bench.json` went.
 
 Per-step times come from the moments each step's line reaches `metrics.jsonl` (polled).
-`--cpu-smoke` runs `smoke_settings()` instead (two tiny CPU steps) to check the wiring on a
-machine without a GPU. Run from the repository root (needs the `train` extra):
+`--cpu-smoke` runs `smoke_settings()` instead (one GRPO step after a short warm start) to
+check the wiring on a machine without a GPU. Run from the repository root (needs the `train` extra):
 
 `.venv/bin/python bench/train_gpu.py --data TASKSET_VERSION_OR_TRL_FOLDER [--steps 40] [--out DIR]`
 """
