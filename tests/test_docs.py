@@ -1,6 +1,7 @@
 """The docs say what the code does: every `foundry …` command shown in the README and `docs/`
 names a real subcommand and only flags it has, every `make …` target exists, every TOML block
-loads as a configuration (each key commented out in it too), and every relative link resolves.
+loads as a configuration (each key commented out in it too), and every relative link resolves,
+to a heading where it names one.
 The checker is tried on a page with a removed flag, an unknown target, a bad key and a dead
 link: each is reported."""
 
@@ -103,11 +104,23 @@ def page_problems(page: Path, text: str, makefile: str) -> list[str]:
         if language == "toml":
             problems += [f"{page.name}: {p}" for p in toml_problems(body)]
     for target in LINK.findall(text):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+        if re.match(r"[a-z]+:", target):
             continue
-        if not (page.parent / target.split("#")[0]).exists():
+        path, _, anchor = target.partition("#")
+        linked = page.parent / path if path else page
+        if not linked.exists():
             problems.append(f"{page.name}: dead link {target}")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            problems.append(f"{page.name}: no heading for #{anchor} in {linked.name}")
     return problems
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped but for
+    hyphens, spaces as hyphens."""
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    headings = re.findall(r"^#+\s+(.+?)\s*$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
 
 
 def toml_problems(body: str) -> list[str]:
@@ -140,8 +153,9 @@ def test_the_check_reports_a_removed_flag_a_missing_target_a_bad_key_and_a_dead_
         "Run `foundry export --format trl --zip` then `make shipit`.\n\n"
         "```bash\nfoundry ingest docs PATH… --rev HEAD\nfoundry frobnicate\n```\n\n"
         '```toml\n[export]\nformats = ["trl"]\n# colour = "blue"\n```\n\n'
-        "See [the page](missing.md).\n"
+        "See [the page](missing.md) and [its part](#nowhere).\n"
     )
+    page.write_text(text)
     problems = page_problems(page, text, "run:\n\ttrue\n")
     assert any("no flag --zip" in p for p in problems)
     assert any("no flag --rev" in p for p in problems)  # a repository's flag, not a document's
@@ -149,4 +163,5 @@ def test_the_check_reports_a_removed_flag_a_missing_target_a_bad_key_and_a_dead_
     assert any("no make target 'shipit'" in p for p in problems)
     assert any("colour" in p for p in problems)
     assert any("dead link missing.md" in p for p in problems)
-    assert len(problems) == 6
+    assert any("no heading for #nowhere" in p for p in problems)
+    assert len(problems) == 7
