@@ -1,8 +1,10 @@
 """Answer candidates: the short spans of a sentence that make checkable answers.
 
 Numbers (with their decimal and thousands marks), month-and-year dates, and runs of capitalised
-words (a sentence-initial single word such as "The" or "It" is not a name). Working backwards,
-the answer is chosen among these before any question exists.
+words (a sentence-initial single word such as "The" or "It" is not a name, nor is a single
+common word wherever it stands: "True", "All", "However", "Unfortunately" capitalised by a
+heading, a list item or a code literal). Working backwards, the answer is chosen among these
+before any question exists.
 """
 
 from __future__ import annotations
@@ -17,6 +19,21 @@ _SPAN = re.compile(
     rf"|(?P<name>{_NAME_WORD}(?:(?: of| de| and)? {_NAME_WORD})*)"
 )
 _LEADING_ARTICLE = re.compile(r"^(The|A|An) ")
+# words that carry no fact of their own: a blank over one asks nothing a passage answers
+BOOLEANS = frozenset({"true", "false", "yes", "no", "none", "null"})
+COMMON_WORDS = BOOLEANS | frozenset(
+    """a about above after again against all also although always an and another any anything
+    are as at be because been before being below both but by can could did do does doing done
+    down during each either else even ever every few for from further had has have having he
+    her here hers him his how however i if in indeed instead into is it its itself just least
+    less many may maybe me might more most much must my neither never nor not nothing now of
+    off often on once only or other otherwise our out over own perhaps please quite rather
+    really same she should since so some something sometimes still such than that the their
+    them then there therefore these they this those though through thus to too under
+    unfortunately fortunately unless until up upon us usually very was we were what whatever
+    when where whether which while who whom whose why will with within without would yet you
+    your note first second finally also however moreover furthermore overall""".split()  # noqa: SIM905 (a readable block)
+)
 
 
 def answer_candidates(sentence: str) -> list[str]:
@@ -25,7 +42,7 @@ def answer_candidates(sentence: str) -> list[str]:
     for match in _SPAN.finditer(sentence):
         span = match.group().rstrip(".,")
         if match.lastgroup == "name":
-            if match.start() == 0 and " " not in span:
+            if " " not in span and (match.start() == 0 or is_common(span)):
                 continue
             span = _LEADING_ARTICLE.sub("", span)
             if not span or span[0].islower():
@@ -33,3 +50,8 @@ def answer_candidates(sentence: str) -> list[str]:
         if span and span not in found:
             found.append(span)
     return found
+
+
+def is_common(text: str) -> bool:
+    """Whether `text` has no word but common ones (words that carry no fact of their own)."""
+    return all(word in COMMON_WORDS for word in re.findall(r"[\w']+", text.casefold()))

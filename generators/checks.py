@@ -6,6 +6,8 @@ import re
 import unicodedata
 from difflib import SequenceMatcher
 
+from data.spans import BOOLEANS, is_common
+
 BLANK = "___"
 NEAR_MISS_RATIO = 0.85
 STEM_CHARS = 5
@@ -13,6 +15,13 @@ STOPWORDS = frozenset(
     ["a", "an", "the", "of", "and", "or", "in", "on", "at", "to", "for", "by", "with", "from"]
 )
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+# markup a reader should have rendered away: MyST and Sphinx roles, reStructuredText directives
+# and field options, MyST directive fences, HTML tags
+MARKUP = re.compile(
+    r"\{[\w:-]+\}`|(?<![\w`]):[\w:-]+:`|\.\. [\w:-]+::|(?<![\w`]):[\w-]+:(?=\s|$)"
+    r"|\{eval-rst\}|</?[a-z][a-z0-9]*(\s[^<>]*)?>"
+)
+LEAD = re.compile(r"^\s*fill in the blank:\s*", re.I)
 
 
 class CheckFailure(Exception):
@@ -36,7 +45,8 @@ def contains(haystack: str, needle: str) -> bool:
 
 
 def check_answer(chunk_text: str, evidence: str, answer: str, max_answer_words: int) -> None:
-    """The evidence is quoted from the chunk and the answer is a short span of the evidence."""
+    """The evidence is quoted from the chunk and the answer is a short span of the evidence
+    that states a fact: not a boolean, not only common words."""
     if not evidence.strip() or not answer.strip():
         raise CheckFailure("empty")
     if len(answer.split()) > max_answer_words:
@@ -47,10 +57,15 @@ def check_answer(chunk_text: str, evidence: str, answer: str, max_answer_words: 
         raise CheckFailure("answer_not_in_evidence")
     if loose(answer).rstrip(".") == loose(evidence).rstrip("."):
         raise CheckFailure("answer_is_whole_evidence")
+    if loose(answer).strip(" .!?") in BOOLEANS:
+        raise CheckFailure("answer_is_boolean")
+    if is_common(answer):
+        raise CheckFailure("answer_is_filler")
 
 
 def check_question(question: str, answer: str, max_question_chars: int) -> None:
-    """The question is a question, not too long, and does not give its answer away."""
+    """The question is a question, not too long, does not give its answer away, holds no
+    leftover markup and asks about something (a content word besides the blank)."""
     if not question.strip():
         raise CheckFailure("empty")
     if len(question) > max_question_chars:
@@ -61,6 +76,10 @@ def check_question(question: str, answer: str, max_question_chars: int) -> None:
         raise CheckFailure("question_contains_answer")
     if _near_miss(question, answer):
         raise CheckFailure("question_implies_answer")
+    if MARKUP.search(question):
+        raise CheckFailure("markup_in_question")
+    if is_common(LEAD.sub("", question).replace(BLANK, " ")):
+        raise CheckFailure("question_without_content")
 
 
 def check_hint(hint: str, answer: str) -> None:

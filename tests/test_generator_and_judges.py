@@ -217,3 +217,36 @@ def test_cloze_blanks_the_answer_as_a_whole_word():
     assert doc_qa.cloze(evidence, "18") == (
         "Fill in the blank: The 1887 charter granted ___ acres to the town."
     )
+
+
+def test_degenerate_candidates_are_rejected_each_with_its_reason():
+    """The candidates a 135M generator made from real documentation (issue 44): a question with
+    no content word, a blank over a boolean or a common word, markup a reader left behind."""
+    for question, reason in [
+        ("...?", "question_without_content"),
+        ("Fill in the blank: Note that it is ___.", "question_without_content"),
+        ("What does {func}`load_dataset` return for ___?", "markup_in_question"),
+        ("Which option of .. function:: takes ___?", "markup_in_question"),
+        ("Is the entry hidden with :noindex: in ___?", "markup_in_question"),
+        ("What does <code>load</code> take, ___?", "markup_in_question"),
+    ]:
+        with pytest.raises(CheckFailure) as failure:
+            check_question(question, "1887", 300)
+        assert failure.value.reason == reason, question
+    evidence = "Unfortunately True is returned, and All objects of Carrow Hill stay."
+    for answer, reason in [
+        ("True", "answer_is_boolean"),
+        ("Unfortunately", "answer_is_filler"),
+        ("All", "answer_is_filler"),
+    ]:
+        with pytest.raises(CheckFailure) as failure:
+            check_answer(evidence, evidence, answer, 5)
+        assert failure.value.reason == reason, answer
+    check_answer(evidence, evidence, "Carrow Hill", 5)  # a name still is an answer
+    check_question("Fill in the blank: It is made by ___.", "Pellan Instruments", 300)
+    check_question("When did it open at 10:30?", "1887", 300)  # a time is not markup
+
+
+def test_a_single_common_word_is_never_an_answer_candidate_wherever_it_stands():
+    sentence = "It returns True. Unfortunately, All of the Tessaly Port ferries stop in March 1902."
+    assert answer_candidates(sentence) == ["Tessaly Port", "March 1902"]
