@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from data.export import ExportKinds
+from data.registry import registered_for_now
 from families import (
     bug_injection,
     commit_replay,
@@ -95,8 +96,5 @@ def registered(family: Family) -> Iterator[Family]:
     taken = set(kinds()) & set(family.kinds)
     if taken:
         raise ValueError(f"kinds already registered: {sorted(taken)}")
-    REGISTERED.append(family)
-    try:
+    with registered_for_now(REGISTERED, family):
         yield family
-    finally:
-        REGISTERED.remove(family)

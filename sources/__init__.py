@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from data.config import ConfigError
+from data.registry import registered_for_now
 from data.splits import Grouping
 from sources import documents, repositories, traces, worlds
 from sources.base import Source
@@ -57,8 +58,5 @@ def registered(source: Source) -> Iterator[Source]:
     e.g. in a test module), last: its rows are offered to it for split keys after the others'."""
     if source.name in names():
         raise ValueError(f"a source type is already called {source.name!r}")
-    REGISTERED.append(source)
-    try:
+    with registered_for_now(REGISTERED, source):
         yield source
-    finally:
-        REGISTERED.remove(source)

@@ -26,6 +26,7 @@ from data.projections import prime_rl, sft, trl, verifiers
 from data.projections.base import Inputs, Projector, canonical_rows, last_user_message
 from data.projections.sft import SFT_SCHEMA, episode_message
 from data.projections.trl import trl_row
+from data.registry import registered_for_now
 
 if TYPE_CHECKING:
     from data.verifiers_package import Graders
@@ -62,11 +63,8 @@ def registered(projector: Projector) -> Iterator[Projector]:
     a test module)."""
     if projector.name in formats():
         raise ValueError(f"a projection is already called {projector.name!r}")
-    REGISTERED.append(projector)
-    try:
+    with registered_for_now(REGISTERED, projector):
         yield projector
-    finally:
-        REGISTERED.remove(projector)
 
 
 @dataclass(frozen=True)
