@@ -15,9 +15,18 @@ class Span:
     end: int
 
 
+PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+
+
 def split_sentences(text: str) -> list[str]:
-    """Sentences of a paragraph (a simple rule: end mark, space, capital or digit)."""
-    return [s.strip() for s in SENTENCE_END.split(text) if s.strip()]
+    """Sentences of a text (a simple rule: end mark, space, capital or digit); a sentence never
+    runs across a blank line (a heading, list item or table row is a paragraph of its own)."""
+    return [
+        sentence.strip()
+        for paragraph in PARAGRAPH_BREAK.split(text)
+        for sentence in SENTENCE_END.split(paragraph)
+        if sentence.strip()
+    ]
 
 
 def chunk_text(text: str, max_chars: int, min_chars: int) -> list[Span]:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from data.converters import Converted, Section
+from data.converted import Converted, Section
 
 MEGABYTE = 1 << 20
 

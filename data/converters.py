@@ -7,10 +7,9 @@ section, so a task's source can point at its page. Tables stay tables: one row a
 joined by " | ", the header row repeated at the top of every block of `TABLE_ROWS` rows.
 
 The libraries: pypdf (BSD; the text layer only: a page without one is recorded as such, never
-guessed by OCR), python-docx and python-pptx (MIT), openpyxl (MIT), docutils (public domain,
-BSD) for reStructuredText; EPUB (a zip of XHTML) and Jupyter notebooks (JSON) need none.
-AsciiDoc has no maintained converter under a permissive licence: it is read as light markup
-(headings, attributes, block delimiters and inline marks taken out; `include::` not followed).
+guessed by OCR), python-docx and python-pptx (MIT), openpyxl (MIT); EPUB (a zip of XHTML) and
+Jupyter notebooks (JSON) need none. Markdown, reStructuredText and AsciiDoc are rendered as a
+reader sees them by `data.markup`.
 
 Run through `data.conversion`, in a child process with time and memory limits: a converter
 that hangs or crashes costs its file only. `python -m data.converters FILE` prints the JSON.
@@ -22,86 +21,17 @@ import csv
 import io
 import json
 import posixpath
-import re
 import sys
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from data.converted import Converted, Section, Unusable, table_blocks
 from data.html_text import html_text
-
-TABLE_ROWS = 20  # rows per block of a table (each block repeats the header row)
-OUTPUT_CHARS = 1000  # a notebook cell output longer than this is left out
-CELL_CHARS = 200  # a table cell is cut to this many characters
-
-
-@dataclass(frozen=True)
-class Section:
-    location: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Converted:
-    title: str
-    sections: list[Section]
-    notes: list[str] = field(default_factory=list)  # what was left out, e.g. pages without text
-
-
-class Unusable(Exception):
-    """The file is of its format but holds nothing to use (`reason`: a stable label)."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
-
-
-# --- tables -------------------------------------------------------------------------------
-
-
-def table_blocks(rows: Sequence[Sequence[Any]], where: str) -> list[Section]:
-    """A table as sections of up to `TABLE_ROWS` rows, each headed by the first row; the
-    location names the rows (1-based, the header being row 1)."""
-    lines = [[_cell(value) for value in row] for row in rows]
-    lines = [_trimmed(row) for row in lines if any(row)]
-    if not lines:
-        return []
-    header, body = lines[0], lines[1:]
-    if not body:
-        return [Section(f"{where}, row 1", " | ".join(header))]
-    blocks = []
-    for start in range(0, len(body), TABLE_ROWS):
-        block = body[start : start + TABLE_ROWS]
-        text = "\n".join(" | ".join(row) for row in [header, *block])
-        blocks.append(Section(f"{where}, rows {start + 2}-{start + 1 + len(block)}", text))
-    return blocks
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return " ".join(str(value).split())[:CELL_CHARS]
-
-
-def _trimmed(row: list[str]) -> list[str]:
-    while row and not row[-1]:
-        row = row[:-1]
-    return row
-
-
-def markdown_text(markdown: str) -> tuple[str, str]:
-    """Markdown's first heading and its text without heading marks, bold and code marks."""
-    heading = re.search(r"^#{1,6}\s+(.+)$", markdown, flags=re.MULTILINE)
-    body = re.sub(r"^#{1,6}\s+", "", markdown, flags=re.MULTILINE)
-    body = re.sub(r"(\*\*|__|`)", "", body)
-    return (heading.group(1).strip() if heading else ""), body
-
+from data.markup import Prose, asciidoc, markdown, render_markdown, rst
 
 # --- formats ------------------------------------------------------------------------------
 
@@ -217,40 +147,32 @@ def csv_table(path: Path) -> Converted:
 
 
 def notebook(path: Path) -> Converted:
+    """A notebook's Markdown cells rendered as prose, each its own section; code cells (their
+    source and outputs) are left out and counted in the notes."""
     document = json.loads(path.read_text(encoding="utf-8"))
     cells = document.get("cells") if isinstance(document, dict) else None
     if not isinstance(cells, list):
         raise Unusable("not_a_notebook", "no list of cells (nbformat 4)")
-    sections, title = [], ""
+    sections, title, code_cells = [], "", 0
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict):
             continue
-        parts = [_joined(cell.get("source"))]
-        if cell.get("cell_type") == "markdown":
-            heading, parts[0] = markdown_text(parts[0])
-            title = title or heading
-        for output in cell.get("outputs") or []:
-            shown = _output_text(output)
-            if shown and len(shown) <= OUTPUT_CHARS:
-                parts.append(f"Output: {shown}")
-        if any(p.strip() for p in parts):
-            sections.append(Section(f"cell {number}", "\n\n".join(p for p in parts if p.strip())))
-    return Converted(title or path.stem, sections)
+        if cell.get("cell_type") == "code":
+            code_cells += 1
+            continue
+        prose = Prose()
+        render_markdown(_joined(cell.get("source")), prose)
+        rendered = prose.converted("")
+        title = title or rendered.title
+        text = "\n\n".join(section.text for section in rendered.sections)
+        if text.strip():
+            sections.append(Section(f"cell {number}", text))
+    notes = [f"code cells left out: {code_cells}"] if code_cells else []
+    return Converted(title or path.stem, sections, notes)
 
 
 def _joined(source: Any) -> str:
     return "".join(source) if isinstance(source, list) else str(source or "")
-
-
-def _output_text(output: Any) -> str:
-    if not isinstance(output, dict):
-        return ""
-    if output.get("output_type") == "stream":
-        return _joined(output.get("text")).strip()
-    if output.get("output_type") == "error":
-        return f"{output.get('ename', '')}: {output.get('evalue', '')}".strip(": ")
-    data = output.get("data") or {}
-    return _joined(data.get("text/plain")).strip() if isinstance(data, dict) else ""
 
 
 def epub(path: Path) -> Converted:
@@ -282,64 +204,6 @@ def epub(path: Path) -> Converted:
     return Converted(title or path.stem, sections)
 
 
-def rst(path: Path) -> Converted:
-    from docutils import nodes
-    from docutils.core import publish_doctree
-
-    settings = {
-        "report_level": 5,
-        "halt_level": 5,
-        "file_insertion_enabled": False,  # `.. include::` would read other files
-        "raw_enabled": False,
-        "warning_stream": io.StringIO(),
-    }
-    tree = publish_doctree(path.read_text(encoding="utf-8-sig"), settings_overrides=settings)
-    for message in list(tree.findall(nodes.system_message)):  # docutils' own warnings
-        message.parent.remove(message)
-    title = str(tree.get("title") or "")
-    sections, opening = [], []
-    for child in tree.children:
-        if isinstance(child, nodes.section):
-            heading = child.next_node(nodes.title)
-            name = heading.astext() if heading is not None else ""
-            sections.append(Section(f"section {name}" if name else "section", child.astext()))
-        elif not isinstance(child, nodes.title | nodes.subtitle | nodes.docinfo):
-            opening.append(child.astext())
-    if any(p.strip() for p in opening):
-        sections.insert(0, Section("opening", "\n\n".join(opening)))
-    return Converted(title or path.stem, sections)
-
-
-_ADOC_HEADING = re.compile(r"^(={1,6})\s+(.+)$")
-_ADOC_SKIPPED = re.compile(
-    r"^(:[\w-]+:.*|\[.*\]|-{4,}|={4,}|\.{4,}|\*{4,}|_{4,}|\+{4,}|/{4,}|//.*|include::.*)$"
-)
-
-
-def asciidoc(path: Path) -> Converted:
-    title, heading, parts, sections = "", "", [], []
-
-    def close() -> None:
-        if any(p.strip() for p in parts):
-            sections.append(Section(_titled(heading), "\n".join(parts)))
-        parts.clear()
-
-    for line in path.read_text(encoding="utf-8-sig").splitlines():
-        match = _ADOC_HEADING.match(line)
-        if match and len(match.group(1)) == 1 and not title:
-            title = match.group(2).strip()
-            continue
-        if match:
-            close()
-            heading = match.group(2).strip()
-            continue
-        if _ADOC_SKIPPED.match(line.strip()):
-            continue
-        parts.append(re.sub(r"(?<![\w*_`])([*_`]{1,2})(\S(?:.*?\S)?)\1(?![\w*_`])", r"\2", line))
-    close()
-    return Converted(title or path.stem, sections)
-
-
 CONVERTERS: dict[str, tuple[str, Callable[[Path], Converted]]] = {
     ".pdf": ("pdf", pdf),
     ".docx": ("docx", docx),
@@ -348,6 +212,8 @@ CONVERTERS: dict[str, tuple[str, Callable[[Path], Converted]]] = {
     ".csv": ("csv", csv_table),
     ".ipynb": ("notebook", notebook),
     ".epub": ("epub", epub),
+    ".md": ("markdown", markdown),
+    ".markdown": ("markdown", markdown),
     ".rst": ("rst", rst),
     ".adoc": ("asciidoc", asciidoc),
     ".asciidoc": ("asciidoc", asciidoc),

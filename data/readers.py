@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data.conversion import ConversionError, convert
-from data.converters import CONVERTERS, Section, markdown_text
+from data.converted import Section
+from data.converters import CONVERTERS
 from data.html_text import html_text
 
 FORMATS = {
-    ".md": "markdown",
-    ".markdown": "markdown",
     ".txt": "text",
     ".html": "html",
     ".htm": "html",
@@ -160,9 +159,6 @@ def _to_text(decoded: str, fmt: str, path: Path) -> tuple[str, str]:
     if fmt == "html":
         title, text = html_text(decoded)
         return title.strip() or path.stem, text
-    if fmt == "markdown":
-        heading, body = markdown_text(decoded)
-        return heading or path.stem, body
     return path.stem, decoded
 
 
