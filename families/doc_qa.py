@@ -4,7 +4,9 @@ Environment: at the ladder's context levels the passages are in the prompt (`ope
 reply); at its search levels the solver finds the passage with search and read tools over the
 corpus (`doc_search`), or, where a user opts in with `calibrate.harness = "closed_book"`, gets
 the question alone. Verify: the verifier's self-check, then the judge panel with the passage
-(it must answer) and without it (it must not: the leak gate). Reviewed for rubrics and reward
+(it must answer) and without it (it must not: the leak gate); where every judge failed its
+control items, a fill-in-the-blank of a verbatim sentence meets the leak gate alone and any
+other question is held (`judges.answerability`). Reviewed for rubrics and reward
 hacks (`judges.hacks.ANSWERS`); the ladder runs from the evidence sentence in the prompt to a
 two-hop search.
 Generation: the `generate` stage, chunk -> candidate tasks (`generators.doc_qa`).
@@ -25,13 +27,13 @@ from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import doc_qa
 from generators.checks import CheckFailure
-from generators.doc_qa_variants import Material, at_level, make_variant
+from generators.doc_qa_variants import Material, answered_by_source, at_level, make_variant
 from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.doc_search import NAME as DOC_SEARCH
 from harnesses.doc_search import DocSearch
 from harnesses.single_turn import CLOSED_BOOK, OPEN_BOOK, SingleTurn
-from judges import answerability, hacks
+from judges import answerability, controls, hacks
 from judges.selfcheck import self_check
 
 KIND = "doc_qa"
@@ -121,8 +123,17 @@ class DocQA(Family):
         failure = await self_check(task, llm, passage)
         if failure is not None:
             return Checked("rejected", "verifier_self_check", failure)
-        decision = await answerability.judge(task, passage, llm, services.config.verify)
-        return Checked(decision.status, decision.reason, "", decision.verdicts, decision.consensus)
+        decision = await answerability.judge(
+            task,
+            passage,
+            llm,
+            services.config.verify,
+            trusted=controls.panel_trusted(llm, services.lake),
+            answered_by_source=answered_by_source(task, passage),
+        )
+        return Checked(
+            decision.status, decision.reason, decision.detail, decision.verdicts, decision.consensus
+        )
 
     async def variant(
         self,

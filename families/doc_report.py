@@ -33,7 +33,7 @@ from generators.doc_qa_variants import Material
 from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.single_turn import OPEN_BOOK, SingleTurn
-from judges import answerability, hacks
+from judges import answerability, controls, hacks
 from judges.selfcheck import self_check
 
 KIND = doc_report.KIND
@@ -137,9 +137,16 @@ class DocReport(Family):
         if failure is not None:
             return Checked("rejected", "verifier_self_check", failure)
         decision = await answerability.judge(
-            task, passages.joined, llm, services.config.verify, answerability.REPORTS
+            task,
+            passages.joined,
+            llm,
+            services.config.verify,
+            answerability.REPORTS,
+            trusted=controls.panel_trusted(llm, services.lake),
         )
-        return Checked(decision.status, decision.reason, "", decision.verdicts, decision.consensus)
+        return Checked(
+            decision.status, decision.reason, decision.detail, decision.verdicts, decision.consensus
+        )
 
     async def variant(
         self,

@@ -39,12 +39,14 @@ from generators.checks import (
     check_question,
     contains,
     lexical_overlap,
+    loose,
 )
 from generators.doc_qa import (
     GENERATOR,
     LADDER,
     SEARCH,
     VERSION,
+    cloze,
     draft_question,
     focus_sentences,
     task_prompt,
@@ -87,6 +89,17 @@ class Bridge:
 def bare_question(task: Task) -> str:
     """The task's question without the hint a variant may have appended."""
     return task.question.split(HINT_MARK, 1)[0]
+
+
+def answered_by_source(task: Task, passage: str) -> bool:
+    """Whether `passage` answers `task` by construction: its question (hint aside) is the
+    fill-in-the-blank of an evidence sentence `passage` holds verbatim, the blank being the
+    answer."""
+    question = loose(bare_question(task))
+    return any(
+        contains(passage, e.quote) and question == loose(cloze(e.quote, task.answer))
+        for e in task.evidence
+    )
 
 
 def answer_shape(answer: str) -> str:

@@ -7,6 +7,13 @@ answer or is general knowledge, and is rejected. A judge that errors (after the 
 casts no vote; when errors leave a decision open, the task is retried by a later run. What the
 judges are asked for is a `Book`: a short answer (`ANSWERS`), or a short report drawing on
 several passages (`REPORTS`, graded item by item against the task's rubric of facts).
+
+A panel whose every judge failed its control items (`judges.controls.panel_below_bar`) does not
+decide alone. Where the source answers the task by construction (a fill-in-the-blank of a
+sentence the passage holds verbatim, the blank being the answer: the family says so), the
+open-book panel is not asked and only the closed-book gate is, which can only reject; any other
+task is held undecided (`failed`, `held_judge_below_controls`), and a later run whose judges
+pass their controls decides it.
 """
 
 from __future__ import annotations
@@ -27,6 +34,16 @@ OPEN_BOOK = load_prompt(__file__, "open_book")
 CLOSED_BOOK = load_prompt(__file__, "closed_book")
 MAX_ANSWER_TOKENS = 48
 LEAK_RULE = "leak unless a majority fails"
+HELD = "held_judge_below_controls"
+HELD_DETAIL = (
+    "every judge failed its control items: its verdict would decide alone; held until a run"
+    " whose judges pass their controls (a stronger judge model) decides"
+)
+BY_CONSTRUCTION = (
+    "accepted_by_construction",
+    "every judge failed its control items; the source answers this question by construction"
+    " (the blank of a sentence it holds verbatim), and the closed-book gate passed",
+)
 
 Check = Literal["open_book", "closed_book"]
 
@@ -53,6 +70,7 @@ class Decision:
     reason: str
     verdicts: list[Verdict]
     consensus: list[Consensus]
+    detail: str = ""
 
 
 def leaks(votes: int, panel: int) -> bool:
@@ -125,9 +143,22 @@ async def open_book_verdicts(task: Task, passage: str, llm: LLMClient) -> list[V
 
 
 async def judge(
-    task: Task, passage: str, llm: LLMClient, config: VerifyConfig, book: Book = ANSWERS
+    task: Task,
+    passage: str,
+    llm: LLMClient,
+    config: VerifyConfig,
+    book: Book = ANSWERS,
+    *,
+    trusted: bool = True,
+    answered_by_source: bool = False,
 ) -> Decision:
-    """Run the open-book panel, then (if it passed) the closed-book leakage gate."""
+    """Run the open-book panel, then (if it passed) the closed-book leakage gate. With an
+    untrusted panel (every judge below its controls), a task `answered_by_source` (by
+    construction) meets only the closed-book gate, and any other is held undecided."""
+    if not trusted and not answered_by_source:
+        return Decision("failed", HELD, [], [], HELD_DETAIL)
+    if not trusted:
+        return await _closed_book_gate(task, llm, book, [], [], BY_CONSTRUCTION)
     question = task.question
     opened, open_consensus = await _panel(
         task,
@@ -142,18 +173,31 @@ async def judge(
         return Decision("failed", "judge_error", opened, [open_consensus])
     if open_consensus.decision == "fail":
         return Decision("rejected", "not_answerable_with_source", opened, [open_consensus])
+    return await _closed_book_gate(task, llm, book, opened, [open_consensus], ("accepted", ""))
+
+
+async def _closed_book_gate(
+    task: Task,
+    llm: LLMClient,
+    book: Book,
+    opened: list[Verdict],
+    open_consensus: list[Consensus],
+    accepted: tuple[str, str],
+) -> Decision:
+    """The panel without the source: a task it can answer is rejected as a leak."""
     closed, closed_consensus = await _panel(
         task,
         llm,
         "closed_book",
         book.closed,
-        {"question": question},
+        {"question": task.question},
         (LEAK_RULE, leaks),
         book.max_tokens,
     )
-    verdicts, consensus = opened + closed, [open_consensus, closed_consensus]
+    verdicts, consensus = opened + closed, [*open_consensus, closed_consensus]
     if closed_consensus.decision == "undecided":
         return Decision("failed", "judge_error", verdicts, consensus)
     if closed_consensus.decision == "pass":
         return Decision("rejected", "closed_book_leak", verdicts, consensus)
-    return Decision("done", "accepted", verdicts, consensus)
+    reason, detail = accepted
+    return Decision("done", reason, verdicts, consensus, detail)

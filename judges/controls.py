@@ -13,8 +13,9 @@ A judge is able when it is right on at least `[verify] control_accuracy` of each
 no one-sided habit passes: saying yes to everything fails the rejects, no to everything the
 accepts, yes to long answers the short accepts and the long rejects, guessing all three. A judge
 below the bar is reported before verification with its figure and the remedy (a stronger model
-for that judge), and does not vote while a judge above it does (`deciding_judges`); `foundry
-stats` and the report page show every judge's figure.
+for that judge), and does not vote while a judge above it does (`deciding_judges`). Where no
+judge passed, the panel does not decide alone (`panel_below_bar`; what verification falls back
+to: `judges.answerability`); `foundry stats` and the report page show every judge's figure.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from typing import Any
 
 from data.chunking import split_sentences
 from data.endpoints import Endpoint
+from data.judge_controls import latest_controls
+from data.lake import Lake
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import JudgeControl, content_id, utcnow
@@ -180,19 +183,37 @@ def deciding_judges(
     """The endpoints with the judges below the bar left out, where a judge above it remains, and
     the roles left out. `latest` holds each role's latest control record (`latest_controls`);
     a judge counts as below the bar only by a record of its present model, and where no judge is
-    above it the panel stays as configured (no judge would be left to decide)."""
-    measured = {row["role"]: row for row in latest}
+    above it the panel stays as configured (and does not decide alone: `panel_below_bar`)."""
     judges = [role for role in endpoints if role.startswith("judge:")]
-    below = [
-        role
-        for role in judges
-        if role in measured
-        and measured[role]["model"] == endpoints[role].model
-        and not measured[role]["competent"]
-    ]
+    below = _below_bar(endpoints, latest)
     if not below or len(below) == len(judges):
         return dict(endpoints), []
     return {role: e for role, e in endpoints.items() if role not in below}, below
+
+
+def panel_below_bar(endpoints: Mapping[str, Endpoint], latest: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether every judge of the panel failed its control items (by a record of its present
+    model): its verdicts are then no ground for a decision on their own."""
+    judges = [role for role in endpoints if role.startswith("judge:")]
+    return bool(judges) and len(_below_bar(endpoints, latest)) == len(judges)
+
+
+def panel_trusted(llm: LLMClient, lake: Lake) -> bool:
+    """Whether the judges `llm` asks may decide alone: not every one of them failed its
+    control items by the latest records in `lake` (none measured: trusted as configured)."""
+    return not panel_below_bar(llm.endpoints, latest_controls(lake))
+
+
+def _below_bar(endpoints: Mapping[str, Endpoint], latest: Sequence[Mapping[str, Any]]) -> list[str]:
+    measured = {row["role"]: row for row in latest}
+    return [
+        role
+        for role in endpoints
+        if role.startswith("judge:")
+        and role in measured
+        and measured[role]["model"] == endpoints[role].model
+        and not measured[role]["competent"]
+    ]
 
 
 def figure(record: JudgeControl) -> str:

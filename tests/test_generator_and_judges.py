@@ -7,7 +7,7 @@ from data.config import GenerateConfig, VerifyConfig
 from data.llm import LLMError
 from data.records import Chunk, ExactOrF1Spec
 from data.spans import answer_candidates
-from generators import doc_qa
+from generators import doc_qa, doc_qa_variants
 from generators.checks import CheckFailure, check_answer, check_question
 from judges import answerability
 from judges.rewards import score
@@ -250,3 +250,38 @@ def test_degenerate_candidates_are_rejected_each_with_its_reason():
 def test_a_single_common_word_is_never_an_answer_candidate_wherever_it_stands():
     sentence = "It returns True. Unfortunately, All of the Tessaly Port ferries stop in March 1902."
     assert answer_candidates(sentence) == ["Tessaly Port", "March 1902"]
+
+
+def test_a_panel_below_its_controls_does_not_decide_alone():
+    """Every judge failed its control items: a fill-in-the-blank of a verbatim sentence meets
+    only the closed-book gate (the source answers it by construction); a written question is
+    held, and no judge is asked."""
+    cloze = GenerateConfig(candidates_per_chunk=1, question_style="cloze")
+    cloze_task = first_task(ScriptedLLM(Oracle().respond), cloze)
+    written_task = first_task(ScriptedLLM(Oracle().respond))
+    assert doc_qa_variants.answered_by_source(cloze_task, TEXT)
+    assert not doc_qa_variants.answered_by_source(written_task, TEXT)
+    assert not doc_qa_variants.answered_by_source(cloze_task, "Another passage altogether.")
+
+    unable = ScriptedLLM(lambda role, messages, params: "no idea", judges=3)
+    accepted = asyncio.run(
+        answerability.judge(
+            cloze_task, TEXT, unable, VerifyConfig(), trusted=False, answered_by_source=True
+        )
+    )
+    assert (accepted.status, accepted.reason) == ("done", "accepted_by_construction")
+    assert [v.check for v in accepted.verdicts] == ["closed_book"] * 3
+    assert "by construction" in accepted.detail
+
+    leaking = ScriptedLLM(lambda role, messages, params: cloze_task.answer, judges=3)
+    leaked = asyncio.run(
+        answerability.judge(
+            cloze_task, TEXT, leaking, VerifyConfig(), trusted=False, answered_by_source=True
+        )
+    )
+    assert leaked.reason == "closed_book_leak"  # the gate still rejects
+
+    untrusted = answerability.judge(written_task, TEXT, unable, VerifyConfig(), trusted=False)
+    held = asyncio.run(untrusted)
+    assert (held.status, held.reason) == ("failed", "held_judge_below_controls")
+    assert "stronger judge" in held.detail and len(unable.requests) == 3  # the gate's alone

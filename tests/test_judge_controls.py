@@ -15,7 +15,14 @@ import pytest
 from data.lake import Lake
 from data.spans import answer_candidates
 from flows.cli import main
-from judges.controls import BLANK, MIN_LONG_WORDS, controls_from, deciding_judges, measure
+from judges.controls import (
+    BLANK,
+    MIN_LONG_WORDS,
+    controls_from,
+    deciding_judges,
+    measure,
+    panel_below_bar,
+)
 from tests.conftest import SAMPLE_DOCS
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -137,6 +144,23 @@ def test_a_judge_below_the_bar_votes_only_where_no_judge_passed():
     stale = [{**row, "model": "an-earlier-model"} for row in latest]
     assert deciding_judges(endpoints, stale) == (endpoints, [])
     assert deciding_judges(endpoints, []) == (endpoints, [])
+
+
+def test_a_panel_is_below_the_bar_only_when_every_judge_of_its_present_models_is():
+    endpoints = fake_endpoints("http://judges", judges=2)
+    able = {"model": "scripted", "competent": True}
+    unable = {"model": "scripted", "competent": False}
+
+    def panel(first: dict, second: dict | None = None) -> list[dict]:
+        rows = [{"role": "judge:0", **first}]
+        return rows + ([{"role": "judge:1", **second}] if second else [])
+
+    assert panel_below_bar(endpoints, panel(unable, unable))
+    assert not panel_below_bar(endpoints, panel(able, unable))
+    assert not panel_below_bar(endpoints, panel(unable))  # judge:1 not measured
+    stale = {"model": "an-earlier-model", "competent": False}
+    assert not panel_below_bar(endpoints, panel(stale, stale))
+    assert not panel_below_bar(endpoints, [])
 
 
 def test_a_judge_below_the_accuracy_is_reported_before_verifying(tmp_path, capsys):
