@@ -52,6 +52,21 @@ def answer_candidates(sentence: str) -> list[str]:
     return found
 
 
+def ranked_candidates(sentence: str) -> list[str]:
+    """`answer_candidates`, the most specific first: dates, then numbers, then names of several
+    words, then single words (in order of appearance within each): the blank a reader can check
+    and no guess fills."""
+
+    def specificity(span: str) -> int:
+        if re.fullmatch(rf"(?:{MONTHS}) \d{{4}}", span):
+            return 0
+        if span[0].isdigit():
+            return 1
+        return 2 if " " in span else 3
+
+    return sorted(answer_candidates(sentence), key=specificity)
+
+
 def is_common(text: str) -> bool:
     """Whether `text` has no word but common ones (words that carry no fact of their own)."""
     return all(word in COMMON_WORDS for word in re.findall(r"[\w']+", text.casefold()))

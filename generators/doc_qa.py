@@ -2,8 +2,9 @@
 
 For each of a few focus sentences drawn by a seeded RNG from the chunk (the evidence, quoted
 from the chunk by construction):
-1. the generator model picks the answer among the sentence's candidate spans (names, numbers,
-   dates; the schema's `enum` makes any other reply invalid);
+1. the generator model picks the answer among the sentence's most specific candidate spans
+   (dates, numbers, then names: `data.spans.ranked_candidates`, best first; the schema's `enum`
+   makes any other reply invalid);
 2. the question is written: by the model (`question`), as a fill-in-the-blank of the evidence
    (`cloze`), or by the model with the cloze as fallback when its question fails the checks
    (`auto`); the style used is a recorded difficulty knob (a cloze overlaps the source more);
@@ -39,7 +40,7 @@ from data.records import (
     Task,
     seed_for,
 )
-from data.spans import answer_candidates
+from data.spans import answer_candidates, ranked_candidates
 from generators.candidates import Candidate, Rejection
 from generators.checks import BLANK, CheckFailure, check_answer, check_question, contains
 from generators.knobs import Ladder, Level
@@ -52,6 +53,7 @@ SYSTEM_PROMPT = load_prompt(__file__, "doc_qa_system")
 PASSAGE_PROMPT = load_prompt(__file__, "doc_qa_passage")
 MIN_SENTENCE_CHARS = 25
 MAX_SENTENCE_CHARS = 300
+MAX_ANSWER_OPTIONS = 4  # the most specific spans of the sentence the generator chooses among
 
 # Difficulty knobs, easiest level first (variants are made by `generators.doc_qa_variants`).
 # `context` is what the prompt gives the solver: the evidence sentence, its passage, the passage
@@ -241,7 +243,7 @@ async def _candidate(
 async def _choose_answer(
     passage: str, evidence: str, llm: LLMClient, config: GenerateConfig, seed: int
 ) -> str:
-    options = answer_candidates(evidence)
+    options = ranked_candidates(evidence)[:MAX_ANSWER_OPTIONS]
     if len(options) == 1:
         return options[0]
     choice = create_model(
