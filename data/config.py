@@ -281,6 +281,9 @@ class ExportConfig(Settings):
     # of the groups of related tasks, the share drawn to the eval split (data/splits.py); a
     # group keeps the side it was first drawn to, whatever this says later
     eval_share: float = Field(default=DEFAULT_EVAL_SHARE, ge=0, le=1)
+    # a taskset of fewer tasks comes with its explanation (data/diagnosis.py): where the
+    # material was lost and what would most likely change it
+    explain_below: int = Field(default=10, ge=0)
 
     @field_validator("formats")
     @classmethod

@@ -53,6 +53,20 @@ GROUP BY ALL ORDER BY ALL
 """
 
 
+# Document questions by form: a question the generator wrote (by its first word: who, when, how
+# many...) or the fill-in-the-blank of the evidence; how many of each verification accepted.
+_QUESTION_FORMS_SQL = """
+SELECT CASE WHEN json_extract_string(t.lineage, '$.knobs.question_style') = 'cloze'
+            THEN 'cloze' ELSE 'question: ' || coalesce(nullif(lower(regexp_extract(
+                json_extract_string(t.prompt, '$[#-1].content'),
+                '^(how many|how much|\\w+)', 1)), ''), '?') END AS form,
+       count(*) AS tasks, count(*) FILTER (WHERE v.status = 'done') AS accepted
+FROM tasks t LEFT JOIN status v ON v.item_id = t.task_id AND v.stage = 'verify'
+WHERE t.kind = 'doc_qa' AND json_extract_string(t.lineage, '$.repair.root') IS NULL
+GROUP BY ALL ORDER BY tasks DESC, form
+"""
+
+
 # Tool worlds, with the fidelity of those built from traces and what became of them.
 _WORLDS_SQL = """
 SELECT w.world_id, split_part(w.origin, ':', 1) AS origin, w.written_by,
@@ -117,6 +131,7 @@ def funnel(lake: Lake) -> dict[str, Any]:
         "recalibrated_bands": _nested(r for r in bands if r["stage"] != "calibrate"),
         "attempts": attempts,
         "worlds": lake.rows(_WORLDS_SQL),
+        "question_forms": lake.rows(_QUESTION_FORMS_SQL),
         "proxy": proxy,
         "cost": _cost_per_task(usage, stages["verify"]["done"]),
     }
@@ -186,6 +201,17 @@ def format_funnel(summary: dict[str, Any]) -> str:
                 f"code tasks: {row['kind']} (statement: {row['statement']}):"
                 f" {row['n']}, gold self-check {row['self_check']}"
             )
+    forms = summary["question_forms"]
+    if forms:
+        total = sum(row["tasks"] for row in forms)
+        lines.append(
+            "document questions by form: "
+            + ", ".join(
+                f"{row['form']} {row['tasks']} ({row['tasks'] / total:.0%}, {row['accepted']}"
+                " accepted)"
+                for row in forms
+            )
+        )
     lines.append("bands: " + (", ".join(f"{k}={v}" for k, v in summary["bands"].items()) or "-"))
     for stage, counts in summary["recalibrated_bands"].items():
         lines.append(f"bands ({stage}): " + ", ".join(f"{k}={v}" for k, v in counts.items()))

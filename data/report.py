@@ -20,6 +20,8 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from data.config import FoundryConfig
+from data.diagnosis import Diagnosis, diagnose
 from data.evaluations import evaluation_rows
 from data.funnel import funnel
 from data.gates import gate_rows
@@ -81,16 +83,23 @@ class _Plots:
 
 
 def render_report(
-    lake: Lake, version: Path | None, samples_per_kind: int = SAMPLES_PER_KIND
+    lake: Lake,
+    version: Path | None,
+    config: FoundryConfig | None = None,
+    samples_per_kind: int = SAMPLES_PER_KIND,
 ) -> Report:
     """The report page on `lake` and the taskset `version` folder (None: the lake's sections
-    only, the taskset's say that there is none)."""
+    only, the taskset's say that there is none); with the run's `config`, a thin taskset's
+    explanation (`data.diagnosis`) follows the funnel."""
     summary = funnel(lake)
     manifest = json.loads((version / "manifest.json").read_text()) if version else None
     tasks = canonical_rows(version) if version else []
     plots = _Plots()
+    exported = manifest["n_tasks"] if manifest else 0
+    thin = diagnose(lake, config, summary["stages"], exported) if config else None
     sections = [
         _section("funnel", "Funnel", _funnel(summary, plots)),
+        _section("thin", "Why so few tasks", _explanation(thin)) if thin else "",
         _section("difficulty", "Difficulty", _difficulty(manifest, plots)),
         _section(
             "agreement",
@@ -134,6 +143,11 @@ def write_report(report: Report, out: Path) -> Path:
 
 def _e(value: Any) -> str:
     return html.escape(str(value))
+
+
+def _explanation(thin: Diagnosis) -> str:
+    head, *rest = thin.lines()
+    return f"<p>{_e(head)}</p>\n<pre>{_e(chr(10).join(rest))}</pre>"
 
 
 def _section(name: str, title: str, body: str) -> str:

@@ -159,6 +159,8 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
                     f" ({world['written_by']}, {world['outcome']}), {world['tasks']} tasks"
                 )
         _print_export(summary["export"])
+        for line in summary["diagnosis"]:
+            print(line)
         if summary["budget"]["exhausted"]:
             spent = summary["budget"]
             print(

@@ -134,6 +134,7 @@ def redteam(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
+    from data.diagnosis import diagnose_latest
     from data.evaluations import evaluation_rows, format_evaluations
     from data.funnel import format_funnel, funnel
     from data.gates import format_gates, gate_rows
@@ -151,12 +152,17 @@ def stats(args: argparse.Namespace) -> int:
     summary["review"] = review_report(lake)
     summary["evaluations"] = evaluation_rows(lake)
     summary["loop_rounds"] = loop_rows(lake)
+    thin = diagnose_latest(lake, config_of(args), summary["stages"])
+    summary["diagnosis"] = thin.lines() if thin else []
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
         print(f"lake: {lake.root} ({summary['runs']} runs)")
         print(format_funnel(summary))
         print()
+        if summary["diagnosis"]:
+            print("\n".join(summary["diagnosis"]))
+            print()
         print(format_trace_report(summary["traces"]))
         print()
         print(format_judge_report(summary["judges"]))
@@ -184,7 +190,7 @@ def report(args: argparse.Namespace) -> int:
             print(f"foundry report: {exc}", file=sys.stderr)
             return EXIT_USAGE
         version = None  # nothing exported yet: the page says so
-    report = render_report(Lake(cfg.home), version)
+    report = render_report(Lake(cfg.home), version, cfg)
     path = write_report(report, Path(args.out))
     shown = f"taskset {version} ({report.n_tasks} tasks)" if version else "no exported taskset"
     plots = ", ".join(p.removeprefix("plot-") for p in report.plots) or "none"

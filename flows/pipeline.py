@@ -23,6 +23,7 @@ from prefect.futures import PrefectFuture, as_completed, wait
 
 from data.budget import Budget
 from data.config import load_config, with_overrides, with_solver
+from data.diagnosis import diagnose
 from data.endpoints import Endpoint, shared_among
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_spend, run_usage
@@ -386,6 +387,9 @@ def run_pipeline(
         summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         summary["funnel"] = funnel(ctx.lake)
+        exported = summary["export"]["n_tasks"]
+        thin = diagnose(ctx.lake, ctx.config, summary["funnel"]["stages"], exported)
+        summary["diagnosis"] = thin.lines() if thin else []
         summary["artifacts"] = publish_run_artifacts(
             ctx, summary["export"], summary["funnel"]["stages"]
         )
