@@ -1,12 +1,13 @@
 import asyncio
 import json
+import re
 
 import pytest
 
 from data.config import GenerateConfig, VerifyConfig
 from data.llm import LLMError
 from data.records import Chunk, ExactOrF1Spec
-from data.spans import answer_candidates
+from data.spans import answer_candidates, ranked_candidates
 from generators import doc_qa, doc_qa_variants
 from generators.checks import CheckFailure, check_answer, check_question
 from judges import answerability
@@ -285,3 +286,25 @@ def test_a_panel_below_its_controls_does_not_decide_alone():
     held = asyncio.run(untrusted)
     assert (held.status, held.reason) == ("failed", "held_judge_below_controls")
     assert "stronger judge" in held.detail and len(unable.requests) == 3  # the gate's alone
+
+
+def test_the_most_specific_spans_are_offered_first():
+    sentence = "The Museum of Tides in Tessaly Port held 1,400 Shells from Kelm in March 1902."
+    assert ranked_candidates(sentence) == [
+        "March 1902",
+        "1,400",
+        "Museum of Tides",
+        "Tessaly Port",
+        "Shells",
+        "Kelm",
+    ]
+    seen = []
+    oracle = Oracle()
+
+    def respond(role, messages, params):
+        seen.append(messages[-1]["content"])
+        return oracle.respond(role, messages, params)
+
+    generate(ScriptedLLM(respond), chunk=CHUNK.model_copy(update={"text": sentence}), config=ONE)
+    offered = re.findall(r"^- (.+)$", next(p for p in seen if "Focus sentence:" in p), re.M)
+    assert offered == ranked_candidates(sentence)[: doc_qa.MAX_ANSWER_OPTIONS]
