@@ -18,13 +18,18 @@ class Span:
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 
 
+TABLE_CELLS = " | "  # how a table row joins its cells (`data.converted.table_blocks`)
+
+
 def split_sentences(text: str) -> list[str]:
     """Sentences of a text (a simple rule: end mark, space, capital or digit); a sentence never
-    runs across a blank line (a heading, list item or table row is a paragraph of its own)."""
+    runs across a blank line (a heading or list item is a paragraph of its own), and each row
+    of a table is a sentence of its own."""
     return [
         sentence.strip()
         for paragraph in PARAGRAPH_BREAK.split(text)
-        for sentence in SENTENCE_END.split(paragraph)
+        for line in (paragraph.split("\n") if TABLE_CELLS in paragraph else [paragraph])
+        for sentence in SENTENCE_END.split(line)
         if sentence.strip()
     ]
 

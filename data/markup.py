@@ -39,6 +39,7 @@ VERSION_DIRECTIVES = {
     "deprecated": "Deprecated since version",
     "versionremoved": "Removed in version",
 }
+NUMBERED_ROLES = {"pep": "PEP", "rfc": "RFC"}
 _READER_DIRECTIVES = CODE_DIRECTIVES | DROPPED_DIRECTIVES | set(VERSION_DIRECTIVES)
 SENTENCE = re.compile(r"[.!?]\s*$")
 CODE_SHARE = 0.6  # of a directive's lines that read as code, for it to be code
@@ -46,21 +47,24 @@ _CODE_LINE = re.compile(
     r"^(@|def |class |import |from \S+ import |return\b|>>>|\.\.\.|\$ |# )|[)\]{};,(]$| = "
 )
 _ROLE_TARGET = re.compile(r"(?s)(.*?)\s*<([^<>]+)>")
-_LEFTOVER_ROLE = re.compile(r"(?<![\w`]):(?:[\w-]+:)*[\w-]+:`([^`]+)`")
-_ROLE_BEFORE_CODE = re.compile(r"(?<![\w`]):(?:[\w-]+:)*[\w-]+:$")
+_LEFTOVER_ROLE = re.compile(r"(?<![\w`]):((?:[\w-]+:)*[\w-]+):`([^`]+)`")
+_ROLE_BEFORE_CODE = re.compile(r"(?<![\w`]):((?:[\w-]+:)*[\w-]+):$")
 _DIRECTIVE_OPTION = re.compile(r"^:[\w-]+:(\s.*)?$")
 
 
-def role_text(content: str) -> str:
-    """What a reader sees of a role: the text of `text <target>`, else the target, cut to its
-    last part where it starts with `~` (a leading `!` or `.` dropped)."""
+def role_text(content: str, name: str = "") -> str:
+    """What a reader sees of a role named `name`: the text of `text <target>`, else the
+    target, cut to its last part where it starts with `~` or is a document's path (a leading
+    `!` or `.` dropped); a `pep` or `rfc` role reads "PEP 526", "RFC 7231"."""
+    if name.rsplit(":", 1)[-1] in NUMBERED_ROLES and content.strip().isdigit():
+        return f"{NUMBERED_ROLES[name.rsplit(':', 1)[-1]]} {content.strip()}"
     labelled = _ROLE_TARGET.fullmatch(content.strip())
     if labelled and labelled.group(1).strip():
         return labelled.group(1).strip()
     target = (labelled.group(2) if labelled else content).strip().lstrip("!")
     if target.startswith("~"):
         return target[1:].rsplit(".", 1)[-1]
-    return target.lstrip(".")
+    return target.lstrip(".").rstrip("/").rsplit("/", 1)[-1]  # a document: its name
 
 
 def version_note(name: str, argument: str) -> str:
@@ -80,7 +84,7 @@ def looks_like_code(lines: Iterable[str]) -> bool:
 
 def plain(text: str) -> str:
     """One line of prose: whitespace collapsed, a Sphinx role left in the text read as one."""
-    return " ".join(_LEFTOVER_ROLE.sub(lambda m: role_text(m.group(1)), text).split())
+    return " ".join(_LEFTOVER_ROLE.sub(lambda m: role_text(m.group(2), m.group(1)), text).split())
 
 
 class Prose:
@@ -171,16 +175,24 @@ def render_markdown(source: str, prose: Prose) -> None:
 def _inline(token: Any) -> str:
     parts: list[str] = []
     for child in token.children or []:
-        if child.type == "code_inline" and parts and _ROLE_BEFORE_CODE.search(parts[-1]):
-            parts[-1] = _ROLE_BEFORE_CODE.sub("", parts[-1])  # a Sphinx role, not MyST's
-            parts.append(role_text(child.content))
+        role = _ROLE_BEFORE_CODE.search(parts[-1]) if parts else None
+        if child.type == "code_inline" and role:  # a Sphinx role, not MyST's
+            parts[-1] = parts[-1][: role.start()]
+            parts.append(role_text(child.content, role.group(1)))
         elif child.type in ("text", "code_inline"):
             parts.append(child.content)
         elif child.type == "myst_role":
-            parts.append(role_text(child.content))
+            parts.append(role_text(child.content, child.meta.get("name", "")))
+        elif child.type == "link_open" and _link_without_text(token.children, child):
+            parts.append(str(child.attrs.get("href", "")).lstrip("#"))  # `[](#label)`
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
     return "".join(parts)
+
+
+def _link_without_text(children: list[Any], link: Any) -> bool:
+    after = children[children.index(link) + 1 :]
+    return bool(after) and after[0].type == "link_close"
 
 
 def _table_rows(tokens: list[Any]) -> list[list[str]]:
@@ -205,9 +217,11 @@ def _myst_directive(info: str, content: str, prose: Prose) -> None:
     elif name == "eval-rst":
         render_rst(content, prose)
     elif name not in DROPPED_DIRECTIVES:
-        if name in VERSION_DIRECTIVES:
-            prose.paragraph(version_note(name, argument))
-        render_markdown(_directive_body(content), prose)
+        body = _directive_body(content)
+        if name in VERSION_DIRECTIVES:  # "Changed in version 2.0: " + its first paragraph
+            first, _, body = body.strip().partition("\n\n")
+            prose.paragraph(version_note(name, f"{argument} {first}"))
+        render_markdown(body, prose)
 
 
 def _directive_body(content: str) -> str:
@@ -338,7 +352,7 @@ def _docutils_directive(name: str) -> bool:
 def _reader_role(name, rawtext, text, lineno, inliner, options=None, content=None):  # noqa: ANN001, ARG001 - docutils' role signature
     from docutils import nodes, utils
 
-    return [nodes.inline(rawtext, role_text(utils.unescape(text)))], []
+    return [nodes.inline(rawtext, role_text(utils.unescape(text), name))], []
 
 
 class _AnyOption(dict):
@@ -371,13 +385,17 @@ def _sphinx_directive(name: str) -> type:
                 return []
             body = nodes.container()
             argument = self.arguments[0] if self.arguments else ""
-            if name in VERSION_DIRECTIVES:
-                body += nodes.paragraph("", version_note(name, argument))
-            elif SENTENCE.search(argument):  # `.. seealso:: The deploying chapter.`
-                text, _ = self.state.inline_text(argument, self.lineno)
+            if SENTENCE.search(argument) and name not in VERSION_DIRECTIVES:
+                text, _ = self.state.inline_text(argument, self.lineno)  # `.. seealso:: The…`
                 body += nodes.paragraph(argument, "", *text)
             if self.content:
                 self.state.nested_parse(self.content, self.content_offset, body)
+            if name in VERSION_DIRECTIVES:  # "Changed in version 2.0: " + its first paragraph
+                first = body.children[0] if body.children else None
+                if isinstance(first, nodes.paragraph) and len(argument.split()) == 1:
+                    body.remove(first)
+                    argument = f"{argument} {first.astext()}"
+                body.insert(0, nodes.paragraph("", version_note(name, argument)))
             return [body]
 
     return ReaderDirective

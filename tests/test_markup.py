@@ -137,7 +137,7 @@ def test_myst_markdown_reads_as_prose(tmp_path):
     text = document.text
     assert "The Rule object holds the converters." in text  # a colon-fence admonition's body
     assert "Builds a URL with url_for." in text  # {eval-rst} read as reStructuredText
-    assert "Changed in version 2.2." in text and "Routes may be async." in text
+    assert "Changed in version 2.2: Routes may be async." in paragraphs(document)
     for gone in ("front matter", "routing-label", "comment", "Flask(__name__)", "tip", "{", "`"):
         assert gone not in text, gone
     assert "the first item without a full stop" in paragraphs(document)
@@ -206,3 +206,12 @@ def test_a_sentence_never_runs_across_a_blank_line(text, expected):
     sentences = split_sentences(text)
     assert len(sentences) == expected
     assert all("\n\n" not in sentence for sentence in sentences)
+
+
+def test_each_table_row_is_a_sentence_of_its_own():
+    block = "Option | Meaning\nsubdomain | If not given, none is assumed.\nmethods | The methods."
+    assert split_sentences(block) == [
+        "Option | Meaning",
+        "subdomain | If not given, none is assumed.",
+        "methods | The methods.",
+    ]
