@@ -10,15 +10,18 @@ before any question exists.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Sequence
 
 MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+GENERIC_SHARE = 0.3  # of a corpus's documents a word names, for it to be generic there
+MIN_DOCUMENTS = 5  # a smaller corpus has no generic words
 _NAME_WORD = r"[A-Z][\w'\-]*"
 _SPAN = re.compile(
     rf"(?P<date>(?:{MONTHS}) \d{{4}})"
-    rf"|(?P<number>\d[\d,]*(?:\.\d+)?)"
+    rf"|(?P<number>\d[\d,]*(?:\.\d+)*)"
     rf"|(?P<name>{_NAME_WORD}(?:(?: of| de| and)? {_NAME_WORD})*)"
 )
-_LEADING_ARTICLE = re.compile(r"^(The|A|An) ")
 # words that carry no fact of their own: a blank over one asks nothing a passage answers
 BOOLEANS = frozenset({"true", "false", "yes", "no", "none", "null"})
 COMMON_WORDS = BOOLEANS | frozenset(
@@ -36,23 +39,48 @@ COMMON_WORDS = BOOLEANS | frozenset(
 )
 
 
-def answer_candidates(sentence: str) -> list[str]:
-    """Distinct candidate answer spans of `sentence`, in order of appearance."""
+def answer_candidates(sentence: str, generic: frozenset[str] = frozenset()) -> list[str]:
+    """Distinct candidate answer spans of `sentence`, in order of appearance, less the words
+    `generic` names (`generic_words`)."""
     found: list[str] = []
     for match in _SPAN.finditer(sentence):
         span = match.group().rstrip(".,")
         if match.lastgroup == "name":
             if " " not in span and (match.start() == 0 or is_common(span)):
                 continue
-            span = _LEADING_ARTICLE.sub("", span)
+            span = _without_leading_common_words(span)
             if not span or span[0].islower():
                 continue
-        if span and span not in found:
+        if span and span not in found and span not in generic:
             found.append(span)
     return found
 
 
-def ranked_candidates(sentence: str) -> list[str]:
+def generic_words(documents: Sequence[str]) -> frozenset[str]:
+    """The single words that are answer candidates in at least `GENERIC_SHARE` of a corpus of
+    at least `MIN_DOCUMENTS` documents: there they name nothing in particular ("Python" in a
+    Python library's documentation), so a blank over one is a guess, not a fact."""
+    if len(documents) < MIN_DOCUMENTS:
+        return frozenset()
+    counts = Counter(
+        word
+        for text in documents
+        for word in {span for span in answer_candidates(text) if " " not in span}
+        if not word[0].isdigit()
+    )
+    return frozenset(word for word, n in counts.items() if n >= GENERIC_SHARE * len(documents))
+
+
+def _without_leading_common_words(span: str) -> str:
+    """A name span without the common words a capital put in front of it: "The Museum" is
+    "Museum", "With Mypy" is "Mypy", "In Python" is "Python"."""
+    words = span.split(" ")
+    while len(words) > 1 and words[0].casefold() in COMMON_WORDS:
+        words.pop(0)
+    return " ".join(words)
+
+
+def ranked_candidates(sentence: str, generic: frozenset[str] = frozenset()) -> list[str]:
     """`answer_candidates`, the most specific first: dates, then numbers, then names of several
     words, then single words (in order of appearance within each): the blank a reader can check
     and no guess fills."""
@@ -64,7 +92,7 @@ def ranked_candidates(sentence: str) -> list[str]:
             return 1
         return 2 if " " in span else 3
 
-    return sorted(answer_candidates(sentence), key=specificity)
+    return sorted(answer_candidates(sentence, generic), key=specificity)
 
 
 def is_common(text: str) -> bool:

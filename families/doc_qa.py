@@ -23,6 +23,7 @@ from data.endpoints import Endpoint
 from data.llm import LLMClient
 from data.records import Chunk, Direction, Task
 from data.runtime.corpus_index import CorpusIndex
+from data.spans import generic_words
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import doc_qa
@@ -60,22 +61,31 @@ class ChunkInput:
 
     chunk: Chunk
     source_path: str
+    generic: frozenset[str]  # the corpus's generic words: no answer (`data.spans`)
 
 
 def load_chunks(ctx: Services, chunk_ids: list[str]) -> dict[str, ChunkInput]:
-    """Each chunk with the path of its source."""
+    """Each chunk with the path of its source and the corpus's generic words."""
     rows = ctx.lake.rows(
         "SELECT c.*, s.path AS source_path FROM chunks c LEFT JOIN sources s USING (source_id)"
         " WHERE list_contains(?, chunk_id)",
         [chunk_ids],
     )
-    return {r["chunk_id"]: ChunkInput(Chunk.from_row(r), r["source_path"] or "") for r in rows}
+    documents = ctx.lake.rows(
+        "SELECT string_agg(text, '\n\n' ORDER BY chunk_id) AS text FROM chunks GROUP BY source_id"
+    )
+    generic = generic_words([row["text"] for row in documents])
+    return {
+        r["chunk_id"]: ChunkInput(Chunk.from_row(r), r["source_path"] or "", generic) for r in rows
+    }
 
 
 async def generate_one(
     ctx: StageContext, chunk_id: str, loaded: ChunkInput, client: LLMClient
 ) -> Outcome:
-    results = await doc_qa.generate(loaded.chunk, loaded.source_path, client, ctx.config.generate)
+    results = await doc_qa.generate(
+        loaded.chunk, loaded.source_path, client, ctx.config.generate, loaded.generic
+    )
     return candidates_outcome(ctx, "generate", chunk_id, "candidate", results)
 
 
@@ -160,7 +170,9 @@ class DocQA(Family):
         )
         asked = {json.loads(row["evidence"])[0]["quote"] for row in made_from_it}
         config = services.config.generate
-        fresh = await doc_qa.sibling(task, chunk.chunk, chunk.source_path, asked, llm, config)
+        fresh = await doc_qa.sibling(
+            task, chunk.chunk, chunk.source_path, asked, llm, config, chunk.generic
+        )
         level = doc_qa.LADDER.level(doc_qa.level_of(task))
         return await at_level(fresh, level, material, llm, config)
 

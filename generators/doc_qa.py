@@ -113,12 +113,16 @@ class QuestionDraft(BaseModel):
     question: str = Field(min_length=1, max_length=300)
 
 
-def focus_sentences(text: str) -> list[str]:
-    """Sentences fit to carry a fact: neither fragments nor run-ons, with an answer span."""
+def focus_sentences(text: str, generic: frozenset[str] = frozenset()) -> list[str]:
+    """Sentences fit to carry a fact: neither fragments nor run-ons, not an introduction to
+    what follows (ending in a colon: the code or list it introduces is not in the sentence),
+    with an answer span that is not one of the corpus's `generic` words."""
     return [
         s
         for s in split_sentences(text)
-        if MIN_SENTENCE_CHARS <= len(s) <= MAX_SENTENCE_CHARS and answer_candidates(s)
+        if MIN_SENTENCE_CHARS <= len(s) <= MAX_SENTENCE_CHARS
+        and not s.endswith(":")
+        and answer_candidates(s, generic)
     ]
 
 
@@ -128,27 +132,38 @@ def cloze(evidence: str, answer: str) -> str:
 
 
 async def generate(
-    chunk: Chunk, source_path: str, llm: LLMClient, config: GenerateConfig
+    chunk: Chunk,
+    source_path: str,
+    llm: LLMClient,
+    config: GenerateConfig,
+    generic: frozenset[str] = frozenset(),
 ) -> list[Candidate | Rejection]:
-    """Up to `candidates_per_chunk` candidate tasks from `chunk`, each a task or a rejection."""
+    """Up to `candidates_per_chunk` candidate tasks from `chunk`, each a task or a rejection;
+    no answer is one of the corpus's `generic` words (`data.spans.generic_words`)."""
     seed_text, _ = seed_for(GENERATOR, VERSION, chunk.chunk_id)
-    sentences = focus_sentences(chunk.text)
+    sentences = focus_sentences(chunk.text, generic)
     if not sentences:
         return [Rejection("-", "no_usable_sentence", f"{len(chunk.text)} chars, no fact sentence")]
     count = min(config.candidates_per_chunk, len(sentences))
     picks = sorted(random.Random(seed_text).sample(range(len(sentences)), count))
-    return [await _candidate(chunk, source_path, sentences[i], i, llm, config) for i in picks]
+    return [
+        await _candidate(chunk, source_path, sentences[i], i, llm, config, generic) for i in picks
+    ]
 
 
 def sibling_sentence(
-    chunk: Chunk, task: Task, asked: set[str], config: GenerateConfig
+    chunk: Chunk,
+    task: Task,
+    asked: set[str],
+    config: GenerateConfig,
+    generic: frozenset[str] = frozenset(),
 ) -> tuple[int, str]:
     """A fact sentence of `chunk` that no task asks about yet: neither one `generate` picks,
     nor one of `asked` (the evidence of the tasks made from it so far), nor one holding
     `task`'s answer; drawn by a seed of the chunk and `task` (raises `CheckFailure`
     `no_unasked_sentence` when every sentence is taken)."""
     seed_text, _ = seed_for(GENERATOR, VERSION, chunk.chunk_id)
-    sentences = focus_sentences(chunk.text)
+    sentences = focus_sentences(chunk.text, generic)
     count = min(config.candidates_per_chunk, len(sentences))
     picked = set(random.Random(seed_text).sample(range(len(sentences)), count))
     free = [
@@ -170,12 +185,13 @@ async def sibling(
     asked: set[str],
     llm: LLMClient,
     config: GenerateConfig,
+    generic: frozenset[str] = frozenset(),
 ) -> Task:
     """A new task at the generator's base level from the chunk `task` draws on, about a fact
     sentence no task of that chunk asks about (`asked`: the evidence sentences of those there
     are); raises `CheckFailure` where none can be made."""
-    focus, sentence = sibling_sentence(chunk, task, asked, config)
-    made = await _candidate(chunk, source_path, sentence, focus, llm, config)
+    focus, sentence = sibling_sentence(chunk, task, asked, config, generic)
+    made = await _candidate(chunk, source_path, sentence, focus, llm, config, generic)
     if isinstance(made, Rejection):
         raise CheckFailure(made.reason)
     return made.task
@@ -188,10 +204,11 @@ async def _candidate(
     focus: int,
     llm: LLMClient,
     config: GenerateConfig,
+    generic: frozenset[str],
 ) -> Candidate | Rejection:
     name = f"focus={focus}"
     seed_text, seed = seed_for(GENERATOR, VERSION, chunk.chunk_id, str(focus))
-    answer = await _choose_answer(chunk.text, evidence, llm, config, seed)
+    answer = await _choose_answer(chunk.text, evidence, llm, config, seed, generic)
     try:
         check_answer(chunk.text, evidence, answer, config.max_answer_words)
     except CheckFailure as failure:
@@ -241,9 +258,14 @@ async def _candidate(
 
 
 async def _choose_answer(
-    passage: str, evidence: str, llm: LLMClient, config: GenerateConfig, seed: int
+    passage: str,
+    evidence: str,
+    llm: LLMClient,
+    config: GenerateConfig,
+    seed: int,
+    generic: frozenset[str],
 ) -> str:
-    options = ranked_candidates(evidence)[:MAX_ANSWER_OPTIONS]
+    options = ranked_candidates(evidence, generic)[:MAX_ANSWER_OPTIONS]
     if len(options) == 1:
         return options[0]
     choice = create_model(

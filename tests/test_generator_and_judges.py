@@ -7,7 +7,7 @@ import pytest
 from data.config import GenerateConfig, VerifyConfig
 from data.llm import LLMError
 from data.records import Chunk, ExactOrF1Spec
-from data.spans import answer_candidates, ranked_candidates
+from data.spans import answer_candidates, generic_words, ranked_candidates
 from generators import doc_qa, doc_qa_variants
 from generators.checks import CheckFailure, check_answer, check_question
 from judges import answerability
@@ -308,3 +308,23 @@ def test_the_most_specific_spans_are_offered_first():
     generate(ScriptedLLM(respond), chunk=CHUNK.model_copy(update={"text": sentence}), config=ONE)
     offered = re.findall(r"^- (.+)$", next(p for p in seen if "Focus sentence:" in p), re.M)
     assert offered == ranked_candidates(sentence)[: doc_qa.MAX_ANSWER_OPTIONS]
+
+
+def test_a_word_the_whole_corpus_names_is_never_the_answer():
+    documents = [f"The Orvanne Bridge tolls run on Python since {1880 + n}." for n in range(4)]
+    documents.append("The River Kelm floods in March 1902, as Python logs show.")
+    generic = generic_words(documents)
+    assert generic == {"Python"}  # in every document; names and years that vary are kept
+    assert generic_words(documents[:4]) == frozenset()  # too small a corpus to tell
+    sentence = "The toll office runs on Python since 1887."
+    assert answer_candidates(sentence, generic) == ["1887"]
+    only_generic = "This limitation comes from the typing system of Python."
+    assert doc_qa.focus_sentences(only_generic) and not doc_qa.focus_sentences(
+        only_generic, generic
+    )
+
+
+def test_a_sentence_that_introduces_code_is_not_a_focus_sentence():
+    assert doc_qa.focus_sentences("The Orvanne Bridge opened in 1887 like this:") == []
+    spans = answer_candidates("With Mypy, the check runs in Python 3.12.")
+    assert spans == ["Mypy", "Python", "3.12"]  # not "With Mypy"; the version whole
