@@ -32,7 +32,7 @@ REMEDIES = {
         "those passages hold no sentence with a name, number or date to ask about: material"
         " with more facts, or larger chunks ([ingest] chunk_chars)"
     ),
-    "no_valid_candidate": f"its candidates all failed the checks below: {GENERATOR}",
+    "no_valid_candidate": "",  # the sum of its candidates' losses, each remedied on its own
     "invalid_structured_output": f"the generator's replies did not fit the schema: {GENERATOR}",
     "not_answerable_with_source": (
         f"the judges could not answer the questions from their passages: {GENERATOR} writes"
@@ -47,6 +47,10 @@ REMEDIES = {
     ),
     "judge_error": "the judges' server failed: check it, then run again (retried)",
     "budget_exhausted": "raise the budget (--max-tokens, --max-cost), then run again",
+    "internal_error": (
+        "a fault of taskfoundry's, its detail in `foundry stats --json`: please report it;"
+        " the next run retries those items"
+    ),
 }
 CHECK_FAILURES = GENERATOR  # any other candidate rejection is a deterministic check's
 
