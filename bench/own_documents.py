@@ -43,13 +43,12 @@ FOUNDRY = Path(sys.executable).parent / "foundry"
 def project_docs(requirement: str, work: Path) -> list[Path]:
     """The `.md` and `.rst` files under `docs/` of `requirement`'s sdist."""
     folder = work / requirement.replace("==", "-")
-    if not folder.exists():
-        folder.mkdir(parents=True)
+    if not list(folder.glob("*.tar.gz")):
+        folder.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:"]
-            + ["--no-build-isolation", requirement, "-d", str(folder)],
-            check=False,  # metadata may fail to build; the sdist is downloaded before that
-            capture_output=True,
+            + [requirement, "-d", str(folder)],
+            check=True,
         )
         for archive in folder.glob("*.tar.gz"):
             subprocess.run(["tar", "xzf", str(archive), "-C", str(folder)], check=True)
@@ -62,6 +61,7 @@ def project_docs(requirement: str, work: Path) -> list[Path]:
 
 def run(name: str, files: list[Path], home: Path, max_chunks: int) -> dict:
     """`foundry run` on `files`; what it made, read back from the lake and the taskset."""
+    home.parent.mkdir(parents=True, exist_ok=True)
     config = home.parent / f"{name}.toml"
     settings = CONFIG.read_text()
     config.write_text(settings.replace("[generate]\n", f"[generate]\nmax_chunks = {max_chunks}\n"))
@@ -158,6 +158,7 @@ def main() -> int:
         sets.append(("office", [samples[name] for name in OFFICE]))
     for name, files in sets:
         show(run(name, files, work / "homes" / name, args.max_chunks))
+        sys.stdout.flush()
     return 0
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 GENERIC_SHARE = 0.3  # of a corpus's documents a word names, for it to be generic there
-MIN_DOCUMENTS = 5  # a smaller corpus has no generic words
+MIN_DOCUMENTS = 5  # and in at least this many of them
 _NAME_WORD = r"[A-Z][\w'\-]*"
 _SPAN = re.compile(
     rf"(?P<date>(?:{MONTHS}) \d{{4}})"
@@ -57,18 +57,18 @@ def answer_candidates(sentence: str, generic: frozenset[str] = frozenset()) -> l
 
 
 def generic_words(documents: Sequence[str]) -> frozenset[str]:
-    """The single words that are answer candidates in at least `GENERIC_SHARE` of a corpus of
-    at least `MIN_DOCUMENTS` documents: there they name nothing in particular ("Python" in a
-    Python library's documentation), so a blank over one is a guess, not a fact."""
-    if len(documents) < MIN_DOCUMENTS:
-        return frozenset()
+    """The single words that are answer candidates in at least `GENERIC_SHARE` of a corpus's
+    documents, and in at least `MIN_DOCUMENTS` of them: there they name nothing in particular
+    ("Python" in a Python library's documentation), so a blank over one is a guess, not a
+    fact."""
     counts = Counter(
         word
         for text in documents
         for word in {span for span in answer_candidates(text) if " " not in span}
         if not word[0].isdigit()
     )
-    return frozenset(word for word, n in counts.items() if n >= GENERIC_SHARE * len(documents))
+    least = max(GENERIC_SHARE * len(documents), MIN_DOCUMENTS)
+    return frozenset(word for word, n in counts.items() if n >= least)
 
 
 def _without_leading_common_words(span: str) -> str:
