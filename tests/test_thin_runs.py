@@ -47,7 +47,9 @@ def test_written_questions_are_held_and_the_thin_run_says_why(tmp_path, capsys):
     lake = run_with_a_weak_judge(tmp_path, "question")
     assert verify_outcomes(lake) == {("failed", "held_judge_below_controls")}
     assert lake.rows("SELECT count(*) AS n FROM verdicts")[0]["n"] == 0  # no judge decided
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "no judge passed its controls, so none decides alone" in captured.err
+    out = captured.out
     explanation = out[out.index("only 0 tasks exported") :]
     held = lake.rows("SELECT count(*) AS n FROM status WHERE stage = 'verify'")[0]["n"]
     assert f"verify: {held} held_judge_below_controls" in explanation
