@@ -146,8 +146,9 @@ def _judge_figure(row: dict[str, Any]) -> str:
 
 
 def _unused_chunks(lake: Lake, config: FoundryConfig) -> int:
-    """Chunks the generator never saw because `generate.max_chunks` capped it."""
-    if config.generate.max_chunks is None:
+    """Chunks the generator never saw because `generate.max_chunks` capped it (none where
+    document questions are out of scope)."""
+    if config.generate.max_chunks is None or not config.scope.makes("doc_qa"):
         return 0
     total = lake.rows("SELECT count(*) AS n FROM chunks")[0]["n"]
     return max(0, total - config.generate.max_chunks)
