@@ -220,7 +220,10 @@ def _myst_directive(info: str, content: str, prose: Prose) -> None:
         body = _directive_body(content)
         if name in VERSION_DIRECTIVES:  # "Changed in version 2.0: " + its first paragraph
             first, _, body = body.strip().partition("\n\n")
-            prose.paragraph(version_note(name, f"{argument} {first}"))
+            lead = Prose()
+            render_markdown(first, lead)
+            text = " ".join(section.text for section in lead.converted("").sections)
+            prose.paragraph(version_note(name, f"{argument} {text}"))
         render_markdown(body, prose)
 
 

@@ -46,14 +46,20 @@ def answer_candidates(sentence: str, generic: frozenset[str] = frozenset()) -> l
     for match in _SPAN.finditer(sentence):
         span = match.group().rstrip(".,")
         if match.lastgroup == "name":
-            if " " not in span and (match.start() == 0 or is_common(span)):
-                continue
+            opens = match.start() == 0 or sentence[: match.start()].rstrip().endswith(":")
+            if " " not in span and (opens or is_common(span)):
+                continue  # "It", or "Added" after "Changed in version 2.0:", is no name
             span = _without_leading_common_words(span)
             if not span or span[0].islower():
                 continue
-        if span and span not in found and span not in generic:
+        if span and span not in found and _possessor(span) not in generic:
             found.append(span)
     return found
+
+
+def _possessor(span: str) -> str:
+    """ "Python" for "Python's": a possessive names what its word names."""
+    return re.sub(r"['\u2019]s$", "", span)
 
 
 def generic_words(documents: Sequence[str]) -> frozenset[str]:

@@ -16,10 +16,10 @@ STOPWORDS = frozenset(
 )
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 # markup a reader should have rendered away: MyST and Sphinx roles, reStructuredText directives
-# and field options, MyST directive fences, HTML tags
+# and field options, MyST directive fences, HTML tags, code marks (backticks)
 MARKUP = re.compile(
     r"\{[\w:-]+\}`|(?<![\w`]):[\w:-]+:`|\.\. [\w:-]+::|(?<![\w`]):[\w-]+:(?=\s|$)"
-    r"|\{eval-rst\}|</?[a-z][a-z0-9]*(\s[^<>]*)?>"
+    r"|\{eval-rst\}|</?[a-z][a-z0-9]*(\s[^<>]*)?>|`"
 )
 LEAD = re.compile(r"^\s*fill in the blank:\s*", re.I)
 

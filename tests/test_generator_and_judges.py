@@ -328,3 +328,10 @@ def test_a_sentence_that_introduces_code_is_not_a_focus_sentence():
     assert doc_qa.focus_sentences("The Orvanne Bridge opened in 1887 like this:") == []
     spans = answer_candidates("With Mypy, the check runs in Python 3.12.")
     assert spans == ["Mypy", "Python", "3.12"]  # not "With Mypy"; the version whole
+
+
+def test_a_capital_after_a_colon_or_a_possessive_of_a_generic_word_is_no_answer():
+    assert answer_candidates("Changed in version 8.4.0: Added the capture parameter.") == ["8.4.0"]
+    assert answer_candidates("With Python's reflection it works.", frozenset({"Python"})) == []
+    with pytest.raises(CheckFailure, match="markup_in_question"):
+        check_question("Fill in the blank: the `capture` parameter came in ___.", "8.4.0", 300)

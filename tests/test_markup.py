@@ -215,3 +215,15 @@ def test_each_table_row_is_a_sentence_of_its_own():
         "subdomain | If not given, none is assumed.",
         "methods | The methods.",
     ]
+
+
+def test_a_version_note_reads_its_first_paragraph_rendered(tmp_path):
+    document = read(
+        tmp_path,
+        "testing.md",
+        "```{versionchanged} 8.4.0\nAdded the `capture` parameter.\n\nUse {func}`run`.\n```\n",
+    )
+    assert paragraphs(document) == [
+        "Changed in version 8.4.0: Added the capture parameter.",
+        "Use run.",
+    ]
