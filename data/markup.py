@@ -267,6 +267,16 @@ def render_rst(source: str, prose: Prose) -> None:
 def _walk_rst(children: Iterable[Any], prose: Prose) -> None:
     from docutils import nodes
 
+    skipped = (  # nothing a reader reads
+        nodes.system_message,
+        nodes.comment,
+        nodes.target,
+        nodes.substitution_definition,
+        nodes.raw,
+        nodes.docinfo,
+        nodes.pending,
+        nodes.image,
+    )
     stack = list(reversed(list(children)))
     while stack:
         node = stack.pop()
@@ -277,9 +287,8 @@ def _walk_rst(children: Iterable[Any], prose: Prose) -> None:
         ):
             prose.heading(node.astext())
         elif isinstance(node, nodes.table):
-            prose.table(
-                [[plain(e.astext()) for e in row.findall(nodes.entry)] for row in _rows(node)]
-            )
+            rows = node.findall(nodes.row)
+            prose.table([[plain(e.astext()) for e in row.findall(nodes.entry)] for row in rows])
         elif isinstance(node, nodes.field):
             # `:param path: ...` reads "path: ...", as Sphinx lists the parameter
             name, body = node.children[0].astext().split()[-1], node.children[1].astext()
@@ -288,40 +297,14 @@ def _walk_rst(children: Iterable[Any], prose: Prose) -> None:
             node, nodes.paragraph | nodes.term | nodes.line | nodes.caption | nodes.title
         ):
             prose.paragraph(node.astext())
-        elif isinstance(node, _SKIPPED_RST) or _is_contents(node):
+        elif isinstance(node, skipped) or (
+            isinstance(node, nodes.topic) and "contents" in node.get("classes", [])
+        ):
             continue
         elif isinstance(node, nodes.Element):
             stack.extend(reversed(node.children))
 
 
-def _rows(table: Any) -> list[Any]:
-    from docutils import nodes
-
-    return list(table.findall(nodes.row))
-
-
-def _is_contents(node: Any) -> bool:
-    from docutils import nodes
-
-    return isinstance(node, nodes.topic) and "contents" in node.get("classes", [])
-
-
-def _skipped_rst() -> tuple[type, ...]:
-    from docutils import nodes
-
-    return (
-        nodes.system_message,
-        nodes.comment,
-        nodes.target,
-        nodes.substitution_definition,
-        nodes.raw,
-        nodes.docinfo,
-        nodes.pending,
-        nodes.image,
-    )
-
-
-_SKIPPED_RST = _skipped_rst()
 _ROLE_NAME = re.compile(r"(?<![\w`]):((?:[\w-]+:)*[\w-]+):`")
 _DIRECTIVE_NAME = re.compile(r"^\s*\.\.\s+((?:[\w-]+:)*[\w-]+)::", re.MULTILINE)
 _DOCUTILS_ROLES = frozenset(
