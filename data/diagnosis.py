@@ -27,7 +27,7 @@ REMEDIES = {
     "unsupported_format": "convert those files to a supported format (docs/sources.md)",
     "empty": "those files hold no text after conversion: check them, or leave them out",
     "no_text_layer": "those PDFs are scans without a text layer: OCR them first",
-    "too_large": "raise [ingest] max_bytes, or split those files",
+    "too_large": "raise [ingest] max_file_bytes, or split those files",
     "no_usable_sentence": (
         "those passages hold no sentence with a name, number or date to ask about: material"
         " with more facts, or larger chunks ([ingest] chunk_chars)"
@@ -52,7 +52,6 @@ REMEDIES = {
         " the next run retries those items"
     ),
 }
-CHECK_FAILURES = GENERATOR  # any other candidate rejection is a deterministic check's
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ def _remedy(loss: Loss, judges_below_bar: bool) -> str:
         return JUDGE
     if loss.reason in REMEDIES:
         return REMEDIES[loss.reason]
-    return CHECK_FAILURES if loss.stage == "candidate" else ""
+    return GENERATOR if loss.stage == "candidate" else ""  # any other: a check's rejection
 
 
 def _judge_figure(row: dict[str, Any]) -> str:
