@@ -26,6 +26,7 @@ from data.funnel import MEASURED_BY
 from data.git import checkout
 from data.lake import Lake
 from data.names import slug
+from data.public_names import public_origin, public_sources, public_workspace
 from data.records import SplitAssignment, WorldSetup, utcnow
 from data.runtime.corpus_index import CORPUS_FILE
 from data.runtime.corpus_index import HARNESS as SEARCH_HARNESS
@@ -224,16 +225,20 @@ def export_taskset(
     trees: dict[str, dict[str, Any]] = {}  # bundle name -> a code task's workspace
     params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high]
     splits = _split_plan(lake, params, eval_share, groupings)
+    names = _document_names(lake)
     try:
         with _PartWriter(tmp, rows_per_part) as parts:
             for batch in lake.batches(sql, params, ROWS_PER_BATCH):
                 kept = [row for row in batch if row["task_id"] in splits.split_of]
-                rows = [_taskset_row(row, splits.split_of[row["task_id"]], tally) for row in kept]
-                for row in rows:
-                    fingerprint.add(row)
+                for row in kept:
                     workspace = json.loads(row["workspace"] or "null")
                     if workspace:
                         trees[bundle_name(workspace)] = workspace
+                rows = [
+                    _taskset_row(row, splits.split_of[row["task_id"]], names, tally) for row in kept
+                ]
+                for row in rows:
+                    fingerprint.add(row)
                 parts.write(pa.Table.from_pylist(rows, schema=TASKSET_SCHEMA))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -335,10 +340,23 @@ def _write_workspaces(lake: Lake, folder: Path, trees: dict[str, dict[str, Any]]
     return written
 
 
-def _taskset_row(row: dict[str, Any], split: str, tally: Tally) -> dict[str, Any]:
+def _document_names(lake: Lake) -> dict[str, str]:
+    """The names ingest recorded for the documents, by source id (an older lake's documents
+    have none: `public_sources` names them by their files)."""
+    sql = "SELECT source_id, name FROM sources WHERE name <> ''"
+    return {r["source_id"]: r["name"] for r in lake.rows(sql)}
+
+
+def _taskset_row(
+    row: dict[str, Any], split: str, names: dict[str, str], tally: Tally
+) -> dict[str, Any]:
     """A query row as a taskset row in `split`: its verdicts, panel decisions and rubric as
-    JSON (a trace task's own first, then its trace's), its tools from its world; counted into
+    JSON (a trace task's own first, then its trace's), its tools from its world, its sources
+    and repository by the names an export may show (`names`: the documents'); counted into
     `tally`."""
+    row["source"] = public_sources(row["source"], names)
+    row["workspace"] = public_workspace(row["workspace"])
+    row["repo"] = public_origin(row["repo"]) if row["repo"] else row["repo"]
     verdicts = (row.pop("_task_verdicts") or []) + (row.pop("_trace_verdicts") or [])
     consensus = (row.pop("_task_consensus") or []) + (row.pop("_trace_consensus") or [])
     row["rubric"] = json.dumps(row.pop("_rubric") or [], sort_keys=True)

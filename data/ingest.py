@@ -70,6 +70,7 @@ def ingest_documents(
                     Source(
                         source_id=source_id,
                         path=name,
+                        name=files[Path(name)],
                         format=result.format,
                         sha256=result.sha256,
                         n_chars=len(result.text),

@@ -20,6 +20,7 @@ from data.conversion import ConversionError, convert
 from data.converted import Section
 from data.converters import CONVERTERS
 from data.html_text import html_text
+from data.public_names import relative_name, search_root
 
 FORMATS = {
     ".txt": "text",
@@ -50,20 +51,24 @@ class Rejected:
     detail: str
 
 
-def discover(paths: list[str]) -> list[Path]:
-    """Expand files, folders (recursively, not following symlinked folders) and glob patterns."""
-    found: list[Path] = []
+def discover(paths: list[str]) -> dict[Path, str]:
+    """Expand files, folders (recursively, not following symlinked folders) and glob patterns
+    into the files found, each with the name an export gives it (`data.public_names`)."""
+    found: dict[Path, str] = {}
     for raw in paths:
-        matches = [Path(m) for m in sorted(glob.glob(raw, recursive=True))] or [Path(raw)]
-        for path in matches:
+        matches = [Path(m) for m in sorted(glob.glob(raw, recursive=True))]
+        root = search_root(raw)
+        for path in matches or [Path(raw)]:
             if path.is_dir() and not path.is_symlink():
                 for folder, dirs, files in os.walk(path):
                     dirs.sort()
-                    found.extend(Path(folder) / name for name in sorted(files))
-                    found.extend(Path(folder) / d for d in dirs if (Path(folder) / d).is_symlink())
+                    inside = [Path(folder) / name for name in sorted(files)]
+                    inside += [Path(folder) / d for d in dirs if (Path(folder) / d).is_symlink()]
+                    for file in inside:
+                        found.setdefault(file, relative_name(file, root))
             else:
-                found.append(path)
-    return list(dict.fromkeys(found))
+                found.setdefault(path, relative_name(path, root))
+    return found
 
 
 def read_document(path: Path, limits: ReadLimits) -> Document | Rejected:

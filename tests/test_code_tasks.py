@@ -16,7 +16,7 @@ import pytest
 from data.export import export_taskset
 from data.funnel import format_funnel, funnel
 from data.git import checkout, git
-from data.projections import canonical_rows, project
+from data.projections import canonical_rows, formats, project
 from data.projections.prime_rl import write_rl_toml
 from data.records import Task, Workspace
 from data.repos import ingest_repo
@@ -47,6 +47,7 @@ from judges.unit_tests import unit_test_reward
 from judges.verifier_types import package_graders
 from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.exported_files import machine_paths_in, this_machines_paths
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.test_admission import admission_failure
@@ -104,7 +105,7 @@ def test_both_kinds_are_exported_with_their_workspace_and_tests(code_run):
         verifier, workspace = json.loads(row["verifier"]), json.loads(row["workspace"])
         assert verifier["type"] == "unit_tests"
         assert verifier["fail_to_pass"] or all(c["fail_to_pass"] for c in verifier["checkpoints"])
-        assert row["repo"] == str(repo) and workspace["origin"] == str(repo)
+        assert row["repo"] == workspace["origin"] == repo.name  # not the operator's path
         assert row["base_revision"] == workspace["base"] and len(row["base_revision"]) == 40
         assert row["answer"].startswith(("--- a/src/", "diff --git", "## Step 1"))
         assert "tests/" not in row["answer"]  # the reference patch never touches the tests
@@ -428,6 +429,19 @@ def test_the_export_carries_each_code_tasks_tree_as_its_mirror_has_it(
         mirror = ctx.unit_tests.mirrors[workspace["repo_id"]]
         checked_out = checkout(mirror, workspace["base"], tmp_path / name / "checkout")
         assert listing(tree) == listing(checked_out) != {}
+
+
+def test_no_exported_file_holds_a_path_of_this_machine(code_run, tmp_path):
+    """The repository's folder, its mirror and the home are nowhere in the taskset, its
+    workspace bundles or any projection: a repository goes by its folder's name."""
+    ctx, repo, rows = code_run
+    version = export_taskset(
+        ctx.lake, "code", tmp_path, kinds=export_kinds(), groupings=groupings()
+    ).path
+    for fmt in formats():
+        project(version, fmt, ctx.lake, graders=package_graders())
+    assert machine_paths_in(version, this_machines_paths(repo, ctx.config.home)) == {}
+    assert {r["repo"] for r in rows} == {repo.name}
 
 
 @needs_verifiers

@@ -83,8 +83,8 @@ def test_discover_walks_folders_and_globs(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "a.md").write_text("a")
     (tmp_path / "sub" / "b.txt").write_text("b")
-    assert discover([str(tmp_path)]) == [tmp_path / "a.md", tmp_path / "sub" / "b.txt"]
-    assert discover([str(tmp_path / "**" / "*.txt")]) == [tmp_path / "sub" / "b.txt"]
+    assert list(discover([str(tmp_path)])) == [tmp_path / "a.md", tmp_path / "sub" / "b.txt"]
+    assert list(discover([str(tmp_path / "**" / "*.txt")])) == [tmp_path / "sub" / "b.txt"]
 
 
 def test_chunks_cover_paragraphs_with_offsets():

@@ -28,6 +28,7 @@ from judges import tool_calls
 from judges.selfcheck import self_check
 from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.exported_files import machine_paths_in, this_machines_paths
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_traces import PLANTED, SAMPLE_TRACES
 
@@ -254,6 +255,7 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
     )
     assert [p for p in PLANTED if p in exported] == []
     assert "[EMAIL]" in exported or "[PHONE]" in exported  # scrubbed, not dropped
+    assert machine_paths_in(result.path, this_machines_paths(SAMPLE_TRACES, home)) == {}
     # ... nor any prompt a model was sent
     sent = json.dumps(oracle_server.requests)
     assert [p for p in PLANTED if p in sent] == []

@@ -49,30 +49,31 @@ def write_rl_toml(
         skipped["hackable"] = len(hackable)
     if held_out:
         skipped[HELD_OUT] = len(held_out)
-    package = version.resolve() / "verifiers" / "taskset"
-    text = rl_toml(manifest["name"], manifest["version"], package, trained, hackable, held_out)
+    text = rl_toml(manifest["name"], manifest["version"], trained, hackable, held_out)
     path.write_text(text)
     return len(trained), dict(sorted(skipped.items()))
+
+
+PACKAGE_FOLDER = "./verifiers/taskset"  # the verifiers projection's package, in the version
 
 
 def rl_toml(
     name: str,
     version: str,
-    package: Path,
     tasks: list[dict[str, Any]],
     hackable: list[str],
     held_out: Sequence[str] = (),
 ) -> str:
-    """The fragment's text: one training source for `package` (the verifiers projection's v1
-    taskset package) over `tasks`, without the keys of the `hackable` tasks and of those
-    `held_out` (the eval split)."""
+    """The fragment's text: one training source for the verifiers projection's v1 taskset
+    package (`PACKAGE_FOLDER` in the version's folder) over `tasks`, without the keys of the
+    `hackable` tasks and of those `held_out` (the eval split)."""
     ident = taskset_id(name)
     pools = Counter(t["pool"] for t in tasks)
     families = Counter(f"{t['kind']} ({tools_of(t)} tools)" for t in tasks)
     lines = [
         f"# prime-rl training source: taskfoundry taskset {name} {version}, {len(tasks)} tasks.",
         "# Families: " + (", ".join(f"{f}: {n}" for f, n in sorted(families.items())) or "none"),
-        f"# Install the package first: pip install {package}",
+        f"# Install the package first, from the version's folder: pip install {PACKAGE_FOLDER}",
         "# Then merge this fragment into a run: uv run rl @ rl.toml @ this-file.toml",
         "",
         "[[orchestrator.train.source]]",

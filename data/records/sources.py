@@ -16,7 +16,7 @@ class Source(Record):
     """One ingested file, accepted or not (`status` says which, `reason` why not)."""
 
     source_id: str
-    path: str
+    path: str  # where the operator's machine read it from
     kind: Literal["doc"] = "doc"
     format: str
     sha256: str
@@ -25,6 +25,7 @@ class Source(Record):
     text: str
     ingested_at: datetime
     notes: str = ""  # what its converter left out, e.g. "pages without a text layer: 3-4"
+    name: str = ""  # how exports name it: relative to its ingest root (`data.public_names`)
 
 
 class ChangedFile(BaseModel):
