@@ -436,8 +436,28 @@ def _tools(world: str | None) -> str | None:
 
 
 def _latest_version(root: Path) -> Path | None:
-    versions = sorted(p for p in root.glob("v[0-9][0-9][0-9][0-9]") if p.is_dir())
+    versions = taskset_versions(root)
     return versions[-1] if versions else None
+
+
+def taskset_versions(root: Path) -> list[Path]:
+    """The version folders of the taskset at `root`, oldest first."""
+    return sorted(p for p in root.glob("v[0-9][0-9][0-9][0-9]") if p.is_dir())
+
+
+def previous_version(version: Path) -> Path | None:
+    """The version of the same taskset written before `version` (None: it is the first)."""
+    version = version.resolve()
+    earlier = [v for v in taskset_versions(version.parent) if v.name < version.name]
+    return earlier[-1] if earlier else None
+
+
+def named_version(name: str, tasksets: Path, taskset: str) -> Path:
+    """The version `name` means: a folder (a version, or a taskset's `latest`), else
+    `<taskset>/<version>` or a version of `taskset` under `tasksets`."""
+    if Path(name).exists():
+        return taskset_version(Path(name))
+    return taskset_version(tasksets / name if "/" in name else tasksets / taskset / name)
 
 
 def taskset_version(path: Path) -> Path:

@@ -2,7 +2,8 @@
 
 Keyed, so the UI keeps each key's history across runs: the funnel (per stage: items in, done,
 rejected and failed, with reasons), the exported taskset's difficulty histogram and judge
-agreement, LLM calls, tokens and cost per role for this run, and the export itself.
+agreement, LLM calls, tokens and cost per role for this run, the export itself, and what
+changed since the version before it (`data.version_diff`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,20 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from data.export import previous_version
 from data.funnel import usage_by_role
 from data.taskset_card import histogram_lines
+from data.version_diff import diff_versions, format_diff
 from families.stage import StageContext
 
-KEYS = ("foundry-funnel", "foundry-difficulty", "foundry-judges", "foundry-llm", "foundry-taskset")
+KEYS = (
+    "foundry-funnel",
+    "foundry-difficulty",
+    "foundry-judges",
+    "foundry-llm",
+    "foundry-taskset",
+    "foundry-diff",
+)
 
 
 def publish_run_artifacts(
@@ -74,5 +84,14 @@ def publish_run_artifacts(
         f"### Taskset `{export['path']}`\n\n{export['n_tasks']} tasks, {state}\n\n{projections}",
         key="foundry-taskset",
         description="Where this run's taskset version is, and its trainer projections",
+    )
+    version = Path(export["path"])
+    before = previous_version(version)
+    create_markdown_artifact(
+        f"```\n{format_diff(diff_versions(before, version))}\n```\n"
+        if before
+        else f"{manifest['name']} {manifest['version']} is the first version: nothing to compare",
+        key="foundry-diff",
+        description="What changed since the previous version: tasks added, removed, changed",
     )
     return list(KEYS)

@@ -394,6 +394,20 @@ def build_parser() -> argparse.ArgumentParser:
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
 
+    diff = sub.add_parser(
+        "diff",
+        parents=[common],
+        help="what changed between two taskset versions: tasks added, removed, changed, bands",
+    )
+    diff.add_argument(
+        "versions",
+        nargs="*",
+        metavar="VERSION",
+        help="two versions (v0001, docqa/v0001 or a folder); one: it against the latest;"
+        " none: the latest against the one before",
+    )
+    diff.add_argument("--json", action="store_true", help="machine-readable, every task listed")
+
     page = sub.add_parser(
         "report",
         parents=[common],

@@ -199,10 +199,43 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+def diff(args: argparse.Namespace) -> int:
+    """Compare two versions of a taskset: by default the latest with the one before, with one
+    version named that one with the latest."""
+    from data.export import named_version, taskset_versions
+    from data.version_diff import diff_versions, format_diff
+
+    cfg = config_of(args)
+    tasksets = cfg.home / "tasksets"
+    versions = taskset_versions(tasksets / cfg.export.name)
+    try:
+        named = [named_version(v, tasksets, cfg.export.name) for v in args.versions]
+    except FileNotFoundError as exc:
+        print(f"foundry diff: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if len(named) == 2:
+        pair = named
+    elif len(named) == 1:
+        pair = [named[0], versions[-1]] if versions else []
+    else:
+        pair = versions[-2:]
+    if len(named) > 2 or len(pair) < 2:
+        print(
+            f"foundry diff: compares two versions ({tasksets / cfg.export.name} has"
+            f" {len(versions)}); name them: `foundry diff v0001 v0002`",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    result = diff_versions(*pair)
+    print(json.dumps(result.to_json(), indent=2, default=str) if args.json else format_diff(result))
+    return EXIT_OK
+
+
 # command (with its subcommand, for `judges`) -> what runs it
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "stats": stats,
     "report": report,
+    "diff": diff,
     "judges report": judges_report,
     "proxy": proxy,
     "serve": serve,

@@ -36,6 +36,7 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert "pass rate per task" in artifacts["foundry-difficulty"].data
     assert {r["role"] for r in json.loads(artifacts["foundry-llm"].data)} >= {"generator", "solver"}
     assert str(latest.resolve()) in artifacts["foundry-taskset"].data
+    assert "is the first version" in artifacts["foundry-diff"].data
 
     assert main(["run", "--home", str(home)]) == 0  # sources exist: nothing to ingest, all done
     assert "0 live" in capsys.readouterr().out
