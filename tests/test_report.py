@@ -20,7 +20,17 @@ from data.projections import canonical_rows
 from data.report import render_report, write_report
 from flows.cli import main
 
-SECTIONS = ["funnel", "difficulty", "agreement", "gates", "cost", "evaluation", "loop", "samples"]
+SECTIONS = [
+    "funnel",
+    "difficulty",
+    "changes",
+    "agreement",
+    "gates",
+    "cost",
+    "evaluation",
+    "loop",
+    "samples",
+]
 PLOTS = ("plot-funnel", "plot-difficulty", "plot-agreement", "plot-cost")
 VOID = {"meta", "br", "img", "input", "link", "hr", "col", "wbr"}
 
@@ -73,8 +83,8 @@ def test_the_report_shows_every_section_and_plot(docqa_taskset):
     # plotly.js is in the page once, loaded from nowhere else
     assert report.html.count(get_plotlyjs()) == 1 and "<script src" not in report.html
     empty = re.findall(r'<section id="(\w+)">\s*<h2>[^<]*</h2>\s*<p class="empty">', report.html)
-    # the rest have content: no code task, nothing evaluated, no loop
-    assert empty == ["gates", "evaluation", "loop"]
+    # the rest have content: one version, no code task, nothing evaluated, no loop
+    assert empty == ["changes", "gates", "evaluation", "loop"]
     for kind, n in manifest["by_kind"].items():
         samples = re.search(rf'data-kind="{kind}">(.*?)</div>', report.html, re.S).group(1)
         assert samples.count("<tr>") - 1 == min(3, n)  # rows under the header
