@@ -216,6 +216,13 @@ class ServeConfig(Settings):
     train_pool: str | None = None
 
 
+class ReviewConfig(Settings):
+    """Curation by people (`foundry curate`, data/curation.py): rejected and edited-away tasks
+    are never exported; with `required`, only the tasks a person accepted (or edited) are."""
+
+    required: bool = False
+
+
 class BudgetConfig(Settings):
     """A run's LLM budget (data/budget.py): live tokens and cost at the configured prices. When
     one is reached the run finishes what is in flight, exports, and leaves the rest pending."""
@@ -314,6 +321,7 @@ class FoundryConfig(Settings):
     worlds: WorldsConfig = WorldsConfig()
     reports: ReportsConfig = ReportsConfig()
     export: ExportConfig = ExportConfig()
+    review: ReviewConfig = ReviewConfig()
     budget: BudgetConfig = BudgetConfig()
     # what the scheduled (`nightly`) deployment runs the pipeline on: items by source type
     # (`sources.REGISTERED`: docs, repos, traces, worlds), checked against the registry

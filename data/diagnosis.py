@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from data.config import FoundryConfig
-from data.export import taskset_version
 from data.judge_controls import latest_controls
 from data.lake import Lake
+from data.taskset_versions import taskset_version
 
 TOP_REASONS = 3  # of each stage's losses, the largest named
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from data.curation import export_filter, review_states
 from data.funnel import MEASURED_BY
 from data.git import checkout
 from data.lake import Lake
@@ -41,6 +42,7 @@ from data.splits import (
     plan_splits,
 )
 from data.taskset_card import Tally, dataset_card
+from data.taskset_versions import latest_version, point_latest, read_manifest, version_number
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 TASKSET_SCHEMA = pa.schema(
@@ -87,7 +89,8 @@ TASKSET_SCHEMA = pa.schema(
 # task carries its judge verdicts, panel decisions and rubric items as lists (a trace task also
 # its trace's, the panel's rating of the trace), so the export reads one ordered stream.
 # Its split (`data.splits`) is added in Python. Parameters: $1 the calibrate stage, $2 the kinds
-# exported once reviewed, $3 the kinds made from traces, $4 and $5 the pass-rate range.
+# exported once reviewed, $3 the kinds made from traces, $4 and $5 the pass-rate range, $6
+# whether only tasks a person accepted are exported (`data.curation`).
 _CHOSEN_SQL = """
 WITH latest_clustering AS (
     SELECT item_id FROM status WHERE stage = 'intents' AND status = 'done'
@@ -121,6 +124,7 @@ WITH latest_clustering AS (
       AND (NOT list_contains($3, t.kind)  -- a trace task's trace must still be in the lake
            OR json_extract_string(t.source, '$[0].source_id') IN (SELECT trace_id FROM traces))
       AND d.pass_rate BETWEEN $4 AND $5
+      AND {curated}
     QUALIFY row_number() OVER (
         PARTITION BY family ORDER BY band = 'in_band' DESC, step DESC, task_id) = 1
 )"""
@@ -165,6 +169,11 @@ _GROUPS_SQL = (
 ROWS_PER_BATCH = 10_000  # rows read from the lake at a time
 
 
+def _chosen(sql: str) -> str:
+    """`sql` (built on `_CHOSEN_SQL`) with its calibration and review conditions filled in."""
+    return sql.format(measured=MEASURED_BY, curated=export_filter("$6"))
+
+
 @dataclass(frozen=True)
 class ExportKinds:
     """What the export needs to know of the task kinds (`families.export_kinds()` gives the
@@ -197,6 +206,7 @@ def export_taskset(
     eval_share: float = DEFAULT_EVAL_SHARE,
     name_by_solver: bool = True,
     loop: dict[str, Any] | None = None,
+    review_required: bool = False,
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
@@ -208,29 +218,34 @@ def export_taskset(
     the groups drawn to eval, sides kept in the lake). Rows stream from the lake in batches into
     the parquet parts, so memory stays flat however many tasks there are. `foundry loop` keeps
     its rounds under one name (`name_by_solver` False) and says which round a version is in
-    `loop` (the manifest's `loop` entry; a round is its own version)."""
+    `loop` (the manifest's `loop` entry; a round is its own version). Reviewers' decisions
+    hold (`data.curation`): a rejected or edited-away task is never exported, and with
+    `review_required` only tasks a person accepted (or made by an edit) are."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
-    sql = _TASKS_SQL.format(measured=MEASURED_BY)
+    sql = _chosen(_TASKS_SQL)
     if solver and name_by_solver:
         name = f"{name}-{slug(solver)}"
     root = base / name
-    latest = _latest_version(root)
-    version = f"v{(_version_number(latest) if latest else 0) + 1:04d}"
+    latest = latest_version(root)
+    version = f"v{(version_number(latest) if latest else 0) + 1:04d}"
     tmp = root / f".{version}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tally = Tally()
     fingerprint = _Fingerprint()
     trees: dict[str, dict[str, Any]] = {}  # bundle name -> a code task's workspace
-    params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high]
+    params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high, review_required]
     splits = _split_plan(lake, params, eval_share, groupings)
     names = _document_names(lake)
+    states = review_states(lake)
+    reviewed: Counter = Counter()
     try:
         with _PartWriter(tmp, rows_per_part) as parts:
             for batch in lake.batches(sql, params, ROWS_PER_BATCH):
                 kept = [row for row in batch if row["task_id"] in splits.split_of]
                 for row in kept:
+                    reviewed[states.get(row["task_id"], "unreviewed")] += 1
                     workspace = json.loads(row["workspace"] or "null")
                     if workspace:
                         trees[bundle_name(workspace)] = workspace
@@ -250,10 +265,10 @@ def export_taskset(
     if loop is not None:
         fingerprint.add({"loop": loop})
     digest = fingerprint.hexdigest(band)
-    if latest is not None and _manifest(latest).get("fingerprint") == digest:
+    if latest is not None and read_manifest(latest).get("fingerprint") == digest:
         shutil.rmtree(tmp)
         if (root / "latest").resolve() != latest.resolve():
-            _point_latest(root, latest.name)  # a crash came between the rename and the link
+            point_latest(root, latest.name)  # a crash came between the rename and the link
         return ExportResult(latest, tally.n_tasks, written=False)
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
     manifest["split"] = {
@@ -265,6 +280,12 @@ def export_taskset(
     }
     if loop is not None:
         manifest["loop"] = loop
+    left_out = Counter(state for state in states.values() if state in ("rejected", "edited"))
+    manifest["review"] = {
+        "required": review_required,
+        "exported": {"accepted": reviewed["accepted"], "unreviewed": reviewed["unreviewed"]},
+        "left_out": {"rejected": left_out["rejected"], "edited": left_out["edited"]},
+    }
     searched = {"file": CORPUS_FILE, "chunks": corpus, "max_turns": search_turns}
     manifest["corpus"] = searched if corpus else None
     manifest["workspaces"] = {"folder": BUNDLES, "trees": bundled} if bundled else None
@@ -272,7 +293,7 @@ def export_taskset(
     (tmp / "README.md").write_text(dataset_card(manifest))
     final = root / version
     os.replace(tmp, final)
-    _point_latest(root, version)
+    point_latest(root, version)
     return ExportResult(final, tally.n_tasks, written=True)
 
 
@@ -283,7 +304,7 @@ def _split_plan(
     groups this export is the first to place are kept there too."""
     keys_of = {
         row["task_id"]: group_keys(row, groupings)
-        for batch in lake.batches(_GROUPS_SQL.format(measured=MEASURED_BY), params, ROWS_PER_BATCH)
+        for batch in lake.batches(_chosen(_GROUPS_SQL), params, ROWS_PER_BATCH)
         for row in batch
     }
     known = {r["group_key"]: r["split"] for r in lake.rows("SELECT group_key, split FROM splits")}
@@ -433,63 +454,3 @@ def _tools(world: str | None) -> str | None:
     """A tool-use task's tools in the OpenAI tools format (JSON), from its world."""
     setup = json.loads(world) if world else None
     return json.dumps(WorldSetup.model_validate(setup).tools, sort_keys=True) if setup else None
-
-
-def _latest_version(root: Path) -> Path | None:
-    versions = taskset_versions(root)
-    return versions[-1] if versions else None
-
-
-def taskset_versions(root: Path) -> list[Path]:
-    """The version folders of the taskset at `root`, oldest first."""
-    return sorted(p for p in root.glob("v[0-9][0-9][0-9][0-9]") if p.is_dir())
-
-
-def previous_version(version: Path) -> Path | None:
-    """The version of the same taskset written before `version` (None: it is the first)."""
-    version = version.resolve()
-    earlier = [v for v in taskset_versions(version.parent) if v.name < version.name]
-    return earlier[-1] if earlier else None
-
-
-def named_version(name: str, tasksets: Path, taskset: str) -> Path:
-    """The version `name` means: a folder (a version, or a taskset's `latest`), else
-    `<taskset>/<version>` or a version of `taskset` under `tasksets`."""
-    if Path(name).exists():
-        return taskset_version(Path(name))
-    return taskset_version(tasksets / name if "/" in name else tasksets / taskset / name)
-
-
-def taskset_version(path: Path) -> Path:
-    """The version folder `path` names: a version itself, or a taskset's `latest`."""
-    if (path / "manifest.json").is_file():
-        return path
-    if (path / "latest" / "manifest.json").is_file():
-        return (path / "latest").resolve()
-    raise FileNotFoundError(f"{path} is neither a taskset version nor a taskset with `latest`")
-
-
-def _version_number(path: Path) -> int:
-    return int(re.sub(r"\D", "", path.name))
-
-
-def search_turns(version: Path) -> int | None:
-    """The doc-search harness's turn limit taskset `version` was calibrated with, as its
-    manifest records it with the corpus (None: not recorded)."""
-    recorded = (_manifest(version).get("corpus") or {}).get("max_turns")
-    return int(recorded) if recorded else None
-
-
-def _manifest(version_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((version_dir / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
-def _point_latest(root: Path, version: str) -> None:
-    link = root / "latest"
-    tmp = root / f".latest.{os.getpid()}.tmp"
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(version)
-    os.replace(tmp, link)

@@ -31,6 +31,7 @@ from data.records import (
     Commit,
     CommitReplay,
     Consensus,
+    Decision,
     Difficulty,
     Evaluation,
     Gate,
@@ -98,6 +99,7 @@ TABLES: dict[str, TableSpec] = {
     "evaluations": TableSpec(Evaluation, ("evaluation_id",), "recorded_at"),
     "loop_rounds": TableSpec(LoopRound, ("round_id",), "recorded_at"),
     "judge_controls": TableSpec(JudgeControl, ("control_id",), "recorded_at"),
+    "decisions": TableSpec(Decision, ("decision_id",), "decided_at"),
 }
 
 

@@ -7,7 +7,6 @@ file opens offline; every plot is a `div` with a stable id (`plot-funnel`, ...).
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from collections import Counter
@@ -23,14 +22,16 @@ from plotly.subplots import make_subplots
 from data.config import FoundryConfig
 from data.diagnosis import Diagnosis, diagnose
 from data.evaluations import evaluation_rows
-from data.export import previous_version
 from data.funnel import funnel
 from data.gates import gate_rows
+from data.html_page import STYLE, empty_note, escaped, section
+from data.html_page import table as html_table
 from data.judge_controls import latest_controls
 from data.lake import Lake
 from data.loop_rounds import loop_rows
 from data.projections import canonical_rows, last_user_message
 from data.records import utcnow
+from data.taskset_versions import previous_version
 from data.version_diff import LISTED, diff_versions
 
 SAMPLES_PER_KIND = 3
@@ -38,20 +39,6 @@ TEXT_LIMIT = 500  # characters of a sample's question or answer shown
 BANDS = ("too_easy", "in_band", "too_hard")
 OUTCOME_COLOURS = {"done": "#4c956c", "rejected": "#e09f3e", "failed": "#c0392b"}
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222;
-       padding: 0 1rem; }
-h1 { margin-bottom: 0.2rem; }
-section { margin-top: 2.5rem; }
-.meta, .note { color: #555; }
-.empty { padding: 1rem; background: #f6f6f6; border-left: 4px solid #bbb; }
-table { border-collapse: collapse; margin: 0.8rem 0; font-size: 0.9rem; }
-th, td { border: 1px solid #ddd; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.text { white-space: pre-wrap; max-width: 30rem; }
-"""
 
 
 @dataclass(frozen=True)
@@ -100,20 +87,20 @@ def render_report(
     exported = manifest["n_tasks"] if manifest else 0
     thin = diagnose(lake, config, summary["stages"], exported) if config else None
     sections = [
-        _section("funnel", "Funnel", _funnel(summary, plots)),
-        _section("thin", "Why so few tasks", _explanation(thin)) if thin else "",
-        _section("difficulty", "Difficulty", _difficulty(manifest, plots)),
-        _section("changes", "Changes since the previous version", _changes(version)),
-        _section(
+        section("funnel", "Funnel", _funnel(summary, plots)),
+        section("thin", "Why so few tasks", _explanation(thin)) if thin else "",
+        section("difficulty", "Difficulty", _difficulty(manifest, plots)),
+        section("changes", "Changes since the previous version", _changes(version)),
+        section(
             "agreement",
             "Pass rate and judge agreement",
             _agreement(manifest, tasks, plots) + _controls(lake),
         ),
-        _section("gates", "Code admission gates", _gates(gate_rows(lake))),
-        _section("cost", "Cost", _cost(summary, plots)),
-        _section("evaluation", "Held-out evaluation", _evaluations(evaluation_rows(lake))),
-        _section("loop", "Loop rounds", _loop_rounds(loop_rows(lake))),
-        _section("samples", "Sample tasks", _samples(manifest, tasks, samples_per_kind)),
+        section("gates", "Code admission gates", _gates(gate_rows(lake))),
+        section("cost", "Cost", _cost(summary, plots)),
+        section("evaluation", "Held-out evaluation", _evaluations(evaluation_rows(lake))),
+        section("loop", "Loop rounds", _loop_rounds(loop_rows(lake))),
+        section("samples", "Sample tasks", _samples(manifest, tasks, samples_per_kind)),
     ]
     title = f"{manifest['name']} {manifest['version']}" if manifest else "no taskset"
     plotly_js = f"<script>{get_plotlyjs()}</script>" if plots.ids else ""
@@ -121,7 +108,7 @@ def render_report(
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<title>taskfoundry report: {_e(title)}</title>
+<title>taskfoundry report: {escaped(title)}</title>
 <style>{STYLE}</style>
 {plotly_js}
 </head>
@@ -144,34 +131,9 @@ def write_report(report: Report, out: Path) -> Path:
     return out
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
 def _explanation(thin: Diagnosis) -> str:
     head, *rest = thin.lines()
-    return f"<p>{_e(head)}</p>\n<pre>{_e(chr(10).join(rest))}</pre>"
-
-
-def _section(name: str, title: str, body: str) -> str:
-    return f'\n<section id="{name}">\n<h2>{_e(title)}</h2>\n{body}\n</section>\n'
-
-
-def _empty(text: str) -> str:
-    return f'<p class="empty">{_e(text)}</p>'
-
-
-def _table(header: list[str], rows: list[list[Any]], classes: list[str] | None = None) -> str:
-    """An HTML table, every cell escaped; `classes` styles each column's cells."""
-    attributes = [f' class="{c}"' if c else "" for c in classes or [""] * len(header)]
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td{a}>{_e(v)}</td>" for a, v in zip(attributes, row, strict=True))
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<p>{escaped(head)}</p>\n<pre>{escaped(chr(10).join(rest))}</pre>"
 
 
 def _header(lake: Lake, version: Path | None, manifest: dict[str, Any] | None) -> str:
@@ -186,13 +148,15 @@ def _header(lake: Lake, version: Path | None, manifest: dict[str, Any] | None) -
         )
     else:
         lines.append("no exported taskset: `foundry export` writes one")
-    return "".join(f'<p class="meta">{_e(line)}</p>' for line in lines)
+    return "".join(f'<p class="meta">{escaped(line)}</p>' for line in lines)
 
 
 def _funnel(summary: dict[str, Any], plots: _Plots) -> str:
     stages = {name: s for name, s in summary["stages"].items() if s["items"]}
     if not stages:
-        return _empty("The lake holds no items yet: `foundry run` or `foundry ingest` adds some.")
+        return empty_note(
+            "The lake holds no items yet: `foundry run` or `foundry ingest` adds some."
+        )
     fig = go.Figure(
         [
             go.Bar(
@@ -212,7 +176,7 @@ def _funnel(summary: dict[str, Any], plots: _Plots) -> str:
         for stage, s in stages.items()
         for reason, n in sorted(s["reasons"].items(), key=lambda kv: (-kv[1], kv[0]))
     ]
-    table = _table(["stage", "outcome", "reason", "items"], reasons, ["", "", "", "num"])
+    table = html_table(["stage", "outcome", "reason", "items"], reasons, ["", "", "", "num"])
     return plots.div(fig, "funnel") + "<h3>Outcomes by reason</h3>" + table
 
 
@@ -221,7 +185,7 @@ def _changes(version: Path | None) -> str:
     family and split, band moves, and the tasks added, removed and changed."""
     before = previous_version(version) if version else None
     if before is None:
-        return _empty("no earlier version to compare with")
+        return empty_note("no earlier version to compare with")
     diff = diff_versions(before, version)
     groups = [[name, *counts.values()] for name, counts in diff.by_group.items()]
     shifts = ", ".join(f"{s} {n}" for s, n in diff.band_shifts.items()) or "none"
@@ -240,25 +204,29 @@ def _changes(version: Path | None) -> str:
         )
         for c in changes[:LISTED]
     ]
-    return (
-        f"<p>{_e(diff.before)} → {_e(diff.after)}: {diff.n_before} → {diff.n_after} tasks,"
+    summary = (
+        f"{diff.before} → {diff.after}: {diff.n_before} → {diff.n_after} tasks,"
         f" {len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed,"
-        f" {diff.unchanged} unchanged; band shifts: {_e(shifts)}</p>\n"
-        + _table(["family/split", "before", "after", "added", "removed", "changed"], groups)
-        + (_table(["", "family", "task", "what changed", "instruction"], listed) if listed else "")
+        f" {diff.unchanged} unchanged; band shifts: {shifts}"
+    )
+    header = ["", "family", "task", "what changed", "instruction"]
+    return (
+        f"<p>{escaped(summary)}</p>\n"
+        + html_table(["family/split", "before", "after", "added", "removed", "changed"], groups)
+        + (html_table(header, listed) if listed else "")
     )
 
 
 def _difficulty(manifest: dict[str, Any] | None, plots: _Plots) -> str:
     if not manifest:
-        return _empty("No exported taskset, so no measured difficulty.")
+        return empty_note("No exported taskset, so no measured difficulty.")
     if not manifest["n_tasks"]:
-        return _empty("The taskset holds no tasks.")
+        return empty_note("The taskset holds no tasks.")
     counts = manifest["difficulty_histogram"]
     bins = [f"{i / len(counts):.1f}–{(i + 1) / len(counts):.1f}" for i in range(len(counts))]
     fig = go.Figure(go.Bar(x=bins, y=counts, marker_color="#3d6fb6"))
     fig.update_layout(xaxis_title="solver pass rate", yaxis_title="tasks", bargap=0.05)
-    bands = _table(["band", "tasks"], [[b, manifest["by_band"][b]] for b in BANDS], ["", "num"])
+    bands = html_table(["band", "tasks"], [[b, manifest["by_band"][b]] for b in BANDS], ["", "num"])
     return plots.div(fig, "difficulty") + bands
 
 
@@ -283,12 +251,12 @@ def _controls(lake: Lake) -> str:
         " passed.</p>"
     )
     header = ["judge", "model", "control items right", "accuracy", "able to judge"]
-    return note + _table(header, table, ["", "", "num", "num", ""])
+    return note + html_table(header, table, ["", "", "num", "num", ""])
 
 
 def _gates(rows: list[dict[str, Any]]) -> str:
     if not rows:
-        return _empty("No code task was verified: no admission gate was taken.")
+        return empty_note("No code task was verified: no admission gate was taken.")
     table = [
         [
             r["gate"],
@@ -306,12 +274,12 @@ def _gates(rows: list[dict[str, Any]]) -> str:
         " attacks scoring 0 (docs/reward-integrity.md).</p>"
     )
     header = ["gate", "tasks passed", "kept out", "flaky", "mean share"]
-    return note + _table(header, table, ["", "num", "num", "num", "num"])
+    return note + html_table(header, table, ["", "num", "num", "num", "num"])
 
 
 def _agreement(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], plots: _Plots) -> str:
     if not manifest:
-        return _empty("No exported taskset, so no judged tasks.")
+        return empty_note("No exported taskset, so no judged tasks.")
     points: Counter[tuple[str, float, float]] = Counter()
     unjudged = 0
     for task in tasks:
@@ -322,7 +290,7 @@ def _agreement(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], plo
         else:
             unjudged += 1
     if not points:
-        return _empty("No task in the taskset carries judge panel decisions.")
+        return empty_note("No task in the taskset carries judge panel decisions.")
     by_kind: dict[str, list[tuple[float, float, int]]] = {}
     for (kind, x, y), n in sorted(points.items()):
         by_kind.setdefault(kind, []).append((x, y, n))
@@ -360,18 +328,18 @@ def _agreement(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], plo
     )
     if unjudged:
         note += f" {unjudged} tasks without judged checks (e.g. code tasks) are not shown."
-    checks = _table(
+    checks = html_table(
         ["check", "panel decisions", "mean agreement"],
         [[c, v["decisions"], v["mean_agreement"]] for c, v in manifest["judge_agreement"].items()],
         ["", "num", "num"],
     )
-    return plots.div(fig, "agreement") + f'<p class="note">{_e(note)}</p>' + checks
+    return plots.div(fig, "agreement") + f'<p class="note">{escaped(note)}</p>' + checks
 
 
 def _cost(summary: dict[str, Any], plots: _Plots) -> str:
     usage = summary["llm"]
     if not usage:
-        return _empty("No LLM calls recorded.")
+        return empty_note("No LLM calls recorded.")
     roles = list(usage)
     priced = any(u["cost_usd"] for u in usage.values())
     fig = make_subplots(
@@ -404,7 +372,7 @@ def _cost(summary: dict[str, Any], plots: _Plots) -> str:
         ]
         for r, u in usage.items()
     ]
-    table = _table(
+    table = html_table(
         ["role", "live calls", "cache hits", "errors", "prompt tokens", "completion tokens", "USD"],
         rows,
         ["", "num", "num", "num", "num", "num", "num"],
@@ -418,12 +386,12 @@ def _cost(summary: dict[str, Any], plots: _Plots) -> str:
         )
     if not priced:
         line += ". No model has a price, so only tokens are plotted."
-    return plots.div(fig, "cost") + f'<p class="note">{_e(line)}</p>' + table
+    return plots.div(fig, "cost") + f'<p class="note">{escaped(line)}</p>' + table
 
 
 def _evaluations(rows: list[dict[str, Any]]) -> str:
     if not rows:
-        return _empty("no policy evaluated yet: `foundry evaluate TASKSET --policy ...`")
+        return empty_note("no policy evaluated yet: `foundry evaluate TASKSET --policy ...`")
     header = ["taskset", "split", "policy", "tasks", "k", "pass rate", "interval", "not evaluated"]
     table = [
         [
@@ -442,12 +410,12 @@ def _evaluations(rows: list[dict[str, Any]]) -> str:
         "<p>Each policy attempted every task of the split k times in the task's own environment,"
         " graded by its family's verifier; the interval is Wilson's over the attempts.</p>"
     )
-    return note + _table(header, table, ["", "", "", "num", "num", "num", "", "num"])
+    return note + html_table(header, table, ["", "", "", "num", "num", "num", "", "num"])
 
 
 def _loop_rounds(rows: list[dict[str, Any]]) -> str:
     if not rows:
-        return _empty("no loop has run yet: `foundry loop`")
+        return empty_note("no loop has run yet: `foundry loop`")
 
     def rate(value: float | None, interval: list[float], sign: str = "") -> str:
         if value is None:
@@ -480,14 +448,14 @@ def _loop_rounds(rows: list[dict[str, Any]]) -> str:
         " next round's targeted tasks.</p>"
     )
     align = ["", "num", "", "", "", "num", "", "num", "num", "num", "num"]
-    return note + _table(header, table, align)
+    return note + html_table(header, table, align)
 
 
 def _samples(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], n: int) -> str:
     if not manifest:
-        return _empty("No exported taskset, so no tasks to show.")
+        return empty_note("No exported taskset, so no tasks to show.")
     if not tasks:
-        return _empty("The taskset holds no tasks.")
+        return empty_note("The taskset holds no tasks.")
     kinds = sorted({task["kind"] for task in tasks})
     parts = []
     for kind in kinds:
@@ -503,13 +471,13 @@ def _samples(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], n: in
             for t in mine
         ]
         total = sum(t["kind"] == kind for t in tasks)
-        table = _table(
+        table = html_table(
             ["task", "question", "answer", "pass rate", "band"],
             rows,
             ["", "text", "text", "num", ""],
         )
         parts.append(
-            f'<div class="samples" data-kind="{_e(kind)}"><h3>{_e(kind)}</h3>'
+            f'<div class="samples" data-kind="{escaped(kind)}"><h3>{escaped(kind)}</h3>'
             f'<p class="note">{len(mine)} of {total} tasks</p>{table}</div>'
         )
     return "\n".join(parts)

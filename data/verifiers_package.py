@@ -43,8 +43,9 @@ import pyarrow.parquet as pq
 
 from data.config import CalibrateConfig
 from data.environments import environment_of, lacks_nothing, setup_of
-from data.export import TASKSET_SCHEMA, search_turns
+from data.export import TASKSET_SCHEMA
 from data.runtime import workspace_bundle
+from data.taskset_versions import search_turns
 
 PROJECT = Path(__file__).resolve().parent.parent
 TEMPLATE = Path(__file__).resolve().parent / "taskset_package"

@@ -2,9 +2,9 @@
 family and split, and how the bands moved.
 
 A task is followed across versions by its family: the original a repair or a reviewer's edit
-came from (`lineage.repair.root`, `lineage.review.edit_of`), else its own id; so a variant
-that replaced its original, or an edited instruction, shows as a change, not as one task
-removed and another added. The versions' parquet parts are read by DuckDB, never loaded whole.
+came from (`lineage.repair.root`, an edit's `lineage.review.task_id`), else its own id; so a
+variant that replaced its original, or an edited instruction, shows as a change, not as one
+task removed and another added. The versions' parquet parts are read by DuckDB, never loaded whole.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ LISTED = 20  # tasks listed per section in the text form (the JSON form lists ev
 
 _TASKS_SQL = """
 SELECT coalesce(json_extract_string(lineage, '$.repair.root'),
-                json_extract_string(lineage, '$.review.edit_of'), task_id) AS family,
+                CASE json_extract_string(lineage, '$.review.action')
+                    WHEN 'edited' THEN json_extract_string(lineage, '$.review.task_id') END,
+                task_id) AS family,
        task_id, kind, split, band, pass_rate, answer, verifier,
        list_filter(prompt, lambda m: m.role = 'user')[-1].content AS instruction
 FROM read_parquet({parts})

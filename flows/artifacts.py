@@ -14,9 +14,9 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from data.export import previous_version
 from data.funnel import usage_by_role
 from data.taskset_card import histogram_lines
+from data.taskset_versions import previous_version
 from data.version_diff import diff_versions, format_diff
 from families.stage import StageContext
 

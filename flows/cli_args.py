@@ -394,6 +394,18 @@ def build_parser() -> argparse.ArgumentParser:
     stats = sub.add_parser("stats", parents=[common], help="the funnel with rejection reasons")
     stats.add_argument("--json", action="store_true", help="machine-readable output")
 
+    curate = sub.add_parser(
+        "curate",
+        parents=[common],
+        help="a local web page to accept, reject or edit tasks (decisions steer later runs)",
+    )
+    curate.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    curate.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any)")
+    curate.add_argument(
+        "--reviewer",
+        help="the name decisions are recorded under (default $FOUNDRY_REVIEWER, else the user)",
+    )
+
     diff = sub.add_parser(
         "diff",
         parents=[common],

@@ -178,9 +178,9 @@ def stats(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
-    from data.export import taskset_version
     from data.lake import Lake
     from data.report import render_report, write_report
+    from data.taskset_versions import taskset_version
 
     cfg = config_of(args)
     try:
@@ -202,7 +202,7 @@ def report(args: argparse.Namespace) -> int:
 def diff(args: argparse.Namespace) -> int:
     """Compare two versions of a taskset: by default the latest with the one before, with one
     version named that one with the latest."""
-    from data.export import named_version, taskset_versions
+    from data.taskset_versions import named_version, taskset_versions
     from data.version_diff import diff_versions, format_diff
 
     cfg = config_of(args)
@@ -231,11 +231,31 @@ def diff(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def curate(args: argparse.Namespace) -> int:
+    """Serve the curation page until interrupted."""
+    import getpass
+
+    from data.curation_server import CurationServer
+
+    reviewer = args.reviewer or os.environ.get("FOUNDRY_REVIEWER") or getpass.getuser()
+    server = CurationServer(lake_of(args), reviewer, args.host, args.port)
+    print(f"curation: {server.url} (reviewing as {reviewer}; Ctrl-C stops)", flush=True)
+    with interrupt.stop_on_signals():
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+    return EXIT_OK
+
+
 # command (with its subcommand, for `judges`) -> what runs it
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "stats": stats,
     "report": report,
     "diff": diff,
+    "curate": curate,
     "judges report": judges_report,
     "proxy": proxy,
     "serve": serve,

@@ -18,8 +18,8 @@ from typing import Any
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from data.export import taskset_version
 from data.served_policy import Policy, parse_policy, serving, with_policy
+from data.taskset_versions import taskset_version
 from families.stage import StageContext
 from flows.pipeline import run_llm_stages, stage_context
 from flows.stages import evaluation, evaluation_stage_name

@@ -123,6 +123,7 @@ def export_task(
         eval_share=ctx.config.export.eval_share,
         name_by_solver=name_by_solver,
         loop=loop,
+        review_required=ctx.config.review.required,
     )
 
 

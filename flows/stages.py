@@ -52,6 +52,7 @@ from flows.review_stages import (
     repair_one,
     review_one,
 )
+from flows.revision import REVISION_STAGE
 from flows.steering import first_failure, steer
 from generators.checks import CheckFailure
 from harnesses.base import Harness
@@ -384,13 +385,15 @@ CHECK_STAGES = (
         repair_one,
         help="move out-of-band tasks one difficulty level toward the band",
     ),
+    REVISION_STAGE,
 )
 
 
 def llm_stages() -> list[LLMStage]:
     """The pipeline's LLM stages in the order they run: the registered families' generation
     stages (`families.generation_stages`), then the judges' control items, verify, calibrate,
-    review and repair, which ask each task's family what it needs."""
+    review, repair and revise (replacing what reviewers rejected), which ask each task's
+    family what it needs."""
     return [*generation_stages(), *CHECK_STAGES]
 
 

@@ -18,12 +18,12 @@ from prefect.cache_policies import NO_CACHE
 
 from data.config import FoundryConfig, load_config
 from data.endpoints import Endpoint
-from data.export import search_turns, taskset_version
 from data.lake import Lake
 from data.llm import LLMClient
 from data.model_servers import resolve_endpoints
 from data.policy import EMBEDDED, policy_path
 from data.projections import project
+from data.taskset_versions import search_turns, taskset_version
 from families import family_of
 from families.stage import StageContext
 from harnesses.train_episodes import EpisodeRecorder

@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data.export import TASKSET_SCHEMA, previous_version
+from data.export import TASKSET_SCHEMA
 from data.report import render_report
+from data.taskset_versions import previous_version
 from data.version_diff import diff_versions, format_diff
 from flows.cli import main
 
@@ -31,7 +32,16 @@ def two_versions(docqa_taskset, tmp_path):
         "band": "too_easy" if moved["band"] != "too_easy" else "in_band",
         "pass_rate": 0.97 if moved["band"] != "too_easy" else 0.5,
     }
-    lineage = json.loads(edited["lineage"]) | {"review": {"edit_of": edited["task_id"]}}
+    lineage = json.loads(edited["lineage"]) | {
+        "review": {
+            "action": "edited",
+            "task_id": edited["task_id"],
+            "decision_id": "d",
+            "reviewer": "ana",
+            "reason": "",
+            "note": "",
+        }
+    }
     prompt = [
         m | {"content": "Edited: " + m["content"]} if m["role"] == "user" else m
         for m in edited["prompt"]

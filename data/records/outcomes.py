@@ -337,3 +337,19 @@ class LLMCall(Record):
     latency_s: float
     cost_usd: float
     recorded_at: datetime
+
+
+class Decision(Record):
+    """A person's decision on a task (`foundry curate`), appended and never overwritten: the
+    latest decision on a task is the one that holds. An edit names the task it made
+    (`edited_task_id`), which is verified and calibrated again before it can be exported."""
+
+    decision_id: str
+    task_id: str
+    decision: Literal["accept", "reject", "edit"]
+    reason: str  # a rejection's reason from `data.curation.REJECTION_REASONS`; "" otherwise
+    note: str  # the reviewer's own words
+    edits: dict[str, str | list[str]]  # an edit: the fields changed and their new values
+    edited_task_id: str
+    reviewer: str
+    decided_at: datetime

@@ -4,7 +4,7 @@ environments, worlds, lineage and usage."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -136,6 +136,20 @@ class Remedied(BaseModel):
     parent: str
 
 
+class ReviewRef(BaseModel):
+    """A person's review decision a task came from (`foundry curate`): the reviewer's edit of
+    `task_id` (this task replaces it), or a task made to replace `task_id`, which the reviewer
+    rejected for `reason`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    action: Literal["edited", "rejected"]
+    task_id: str  # the task reviewed
+    decision_id: str  # the decision (`decisions` table)
+    reviewer: str
+    reason: str = ""  # a rejection's reason (`data.curation.REJECTION_REASONS`)
+    note: str = ""  # the reviewer's own words
+
+
 class TargetRef(BaseModel):
     """The failure a task was made to target (`foundry loop`): a policy's failed attempt at a
     train-split task, in one round of the loop."""
@@ -166,6 +180,7 @@ class Lineage(BaseModel):
     repair: RepairStep | None = None
     remedied: Remedied | None = None
     target: TargetRef | None = None
+    review: ReviewRef | None = None
 
 
 class Usage(BaseModel):
