@@ -216,6 +216,13 @@ class ServeConfig(Settings):
     train_pool: str | None = None
 
 
+class ModelPrice(Settings):
+    """What a model costs, USD per million tokens (`[prices."<model>"]`)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
 class ReviewConfig(Settings):
     """Curation by people (`foundry curate`, data/curation.py): rejected and edited-away tasks
     are never exported; with `required`, only the tasks a person accepted (or edited) are."""
@@ -323,6 +330,8 @@ class FoundryConfig(Settings):
     export: ExportConfig = ExportConfig()
     review: ReviewConfig = ReviewConfig()
     budget: BudgetConfig = BudgetConfig()
+    # prices by model name, for the roles whose own `price_*_per_mtok` are left at 0
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
     # what the scheduled (`nightly`) deployment runs the pipeline on: items by source type
     # (`sources.REGISTERED`: docs, repos, traces, worlds), checked against the registry
     sources: dict[str, list[str]] = Field(default_factory=dict)

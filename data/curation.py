@@ -25,7 +25,6 @@ from data.records import (
     Message,
     ReviewRef,
     RubricItem,
-    RubricSpec,
     Task,
     content_id,
     utcnow,
@@ -42,7 +41,7 @@ REJECTION_REASONS = {
 }
 STATES = ("unreviewed", "accepted", "rejected", "edited")
 _FAMILY = "coalesce(json_extract_string({t}.lineage, '$.repair.root'), {t}.task_id)"
-EDITABLE = ("instruction", "answer", "rubric")
+EDITABLE = ("instruction", "answer", "rubric_items")
 PAGE_SIZE = 50
 
 # the decision that holds on each task: its latest
@@ -213,7 +212,7 @@ def decide(
 ) -> Decision:
     """Record `reviewer`'s `decision` on a task: accept; reject for `reason` (one of
     `REJECTION_REASONS`), which also records the reason as a rubric item of the task; or edit
-    (`edits`: a new `instruction`, `answer` or `rubric` list), which writes the edited task for
+    (`edits`: a new `instruction`, `answer` or `rubric_items` list), which writes the edited task for
     verification and calibration. Raises `DecisionError` on anything else."""
     tasks = lake.records("tasks", "task_id = ?", [task_id])
     if not tasks:
@@ -255,7 +254,8 @@ def edited_task(
     task: Task, edits: dict[str, Any], decision_id: str, reviewer: str, note: str
 ) -> Task:
     """`task` with the reviewer's `edits`: a new instruction (the last user message), answer or
-    rubric (a rubric verifier's items); a new task id, its lineage naming the original."""
+    rubric (where its verifier has rubric items); a new task id, its lineage naming the
+    original."""
     unknown = sorted(set(edits) - set(EDITABLE))
     if unknown:
         raise DecisionError(f"cannot edit {', '.join(unknown)}: only {', '.join(EDITABLE)}")
@@ -264,10 +264,10 @@ def edited_task(
     if not instruction or not answer:
         raise DecisionError("an edited task needs an instruction and an answer")
     verifier = task.verifier
-    if "rubric" in edits:
-        if not isinstance(verifier, RubricSpec):
-            raise DecisionError(f"{task.kind} tasks have no rubric verifier to edit")
-        items = [str(i).strip() for i in edits["rubric"] if str(i).strip()]
+    if "rubric_items" in edits:
+        if not getattr(verifier, "rubric", None):
+            raise DecisionError(f"this {task.kind} task's verifier has no rubric items to edit")
+        items = [str(i).strip() for i in edits["rubric_items"] if str(i).strip()]
         if not items:
             raise DecisionError("an edited rubric needs at least one item")
         verifier = verifier.model_copy(update={"rubric": items})

@@ -70,3 +70,34 @@ def role_configs(config: FoundryConfig) -> dict[str, EndpointConfig]:
     roles = {"generator": config.roles.generator, "solver": config.roles.solver}
     roles.update({f"judge:{i}": judge for i, judge in enumerate(config.roles.judges)})
     return roles
+
+
+def priced(endpoints: dict[str, Endpoint], config: FoundryConfig) -> dict[str, Endpoint]:
+    """`endpoints` with `[prices]` applied: a role whose own prices are 0 takes its model's."""
+    out = {}
+    for role, endpoint in endpoints.items():
+        price = config.prices.get(endpoint.model)
+        unpriced = not (endpoint.price_input_per_mtok or endpoint.price_output_per_mtok)
+        if price is not None and unpriced:
+            endpoint = replace(
+                endpoint,
+                price_input_per_mtok=price.input_per_mtok,
+                price_output_per_mtok=price.output_per_mtok,
+            )
+        out[role] = endpoint
+    return out
+
+
+def role_prices(config: FoundryConfig, embedded_model: str) -> dict[str, tuple[float, float]]:
+    """Each role's prices (input, output; USD per million tokens) before its server is asked
+    which model it serves: its own, else its configured model's (`embedded_model` for a role
+    on the embedded server) in `[prices]`, else 0."""
+    out = {}
+    for role, cfg in role_configs(config).items():
+        own = (cfg.price_input_per_mtok, cfg.price_output_per_mtok)
+        model = cfg.model or (embedded_model if cfg.base_url is None else "")
+        price = config.prices.get(model)
+        out[role] = (
+            own if any(own) or price is None else (price.input_per_mtok, price.output_per_mtok)
+        )
+    return out

@@ -115,11 +115,13 @@ class LLMClient:
         cache: ResponseCache | None,
         run_id: str = "",
         budget: Budget | None = None,
+        stage: str = "",
     ) -> None:
         self.endpoints = endpoints
         self.cache = cache
         self.run_id = run_id
         self.budget = budget  # refuses live requests once spent
+        self.stage = stage  # recorded with each call
         self.calls: list[LLMCall] = []
         self._clients: dict[tuple[str, str, float, int], openai.AsyncOpenAI] = {}
         self._limits: dict[str, ServerLimit] = {}
@@ -456,6 +458,7 @@ class LLMClient:
                 latency_s=latency,
                 cost_usd=cost,
                 recorded_at=utcnow(),
+                stage=self.stage,
             )
         )
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from data.config import EndpointConfig, FoundryConfig
 from data.embedded import EMBEDDED_MODEL_ALIAS, embedded_server
-from data.endpoints import Endpoint, StructuredMode, role_configs
+from data.endpoints import Endpoint, StructuredMode, priced, role_configs
 from data.llm import LLMClient, LLMError, RefusedError
 from data.runtime.errors import ReasonedError
 
@@ -112,7 +112,7 @@ def resolve_endpoints(
         if external:
             with ThreadPoolExecutor(1) as thread:  # a loop of its own, whoever calls
                 bound |= thread.submit(asyncio.run, _probe_all(external, say)).result()
-        yield bound
+        yield priced(bound, config)
 
 
 class _Server(NamedTuple):

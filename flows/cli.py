@@ -108,6 +108,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     named = f"judges {args.judges_command}" if args.command == "judges" else args.command
     if named in cli_tools.COMMANDS:
         return cli_tools.COMMANDS[named](args)
+    if args.command == "run" and args.plan:
+        return cli_tools.plan(args, _run_sources(args))
     from flows.stages import check_kinds
 
     config = config_of(args)  # a configuration error is said before any flow starts
@@ -123,16 +125,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_flows(args, band)
 
 
+def _run_sources(args: argparse.Namespace) -> dict[str, list[str]]:
+    """`foundry run`'s items by source type: its `--NAME` flags and its bare paths."""
+    sources = {source.name: list(getattr(args, source.name)) for source in SOURCES}
+    sources[bare_source().name] += args.paths
+    return sources
+
+
 def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> int:
     """Run the flow command `args` names, reporting to the Prefect API; its exit status."""
     from flows import pipeline
 
     common = {"home": args.home, "config": args.config}
     if args.command == "run":
-        sources = {source.name: getattr(args, source.name) for source in SOURCES}
-        sources[bare_source().name] += args.paths
         summary = pipeline.pipeline_flow(
-            sources=sources,
+            sources=_run_sources(args),
             out=args.out,
             band=band,
             max_tokens=args.max_tokens,

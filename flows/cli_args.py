@@ -96,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--max-cost", type=float, metavar="USD", help="stop at this LLM cost")
     run.add_argument(
+        "--plan",
+        action="store_true",
+        help="estimate the run's calls, tokens and cost per stage with their range, and exit",
+    )
+    run.add_argument("--json", action="store_true", help="with --plan: machine-readable")
+    run.add_argument(
         "--kind",
         action="append",
         metavar="KIND",

@@ -250,6 +250,19 @@ def curate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def plan(args: argparse.Namespace, sources: dict[str, list[str]]) -> int:
+    """`foundry run --plan`: the run's estimate, then exit (no model is called)."""
+    from data.config import with_overrides
+    from data.plan import format_plan
+    from flows.run_plan import estimate_run
+
+    config = config_of(args)
+    scope = {"scope": {"kinds": args.kind}} if args.kind else None
+    estimate = estimate_run(sources, with_overrides(config, scope) if scope else config)
+    print(json.dumps(estimate.to_json(), indent=2) if args.json else format_plan(estimate))
+    return EXIT_OK
+
+
 # command (with its subcommand, for `judges`) -> what runs it
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "stats": stats,

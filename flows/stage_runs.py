@@ -108,7 +108,7 @@ def run_llm_batch(
 
     async def run_all() -> tuple[list[Outcome], list[LLMCall]]:
         """Every item's outcome; on a stop request, those of the items finished by then."""
-        client = LLMClient(endpoints, ctx.cache, ctx.run_id, ctx.budget)
+        client = LLMClient(endpoints, ctx.cache, ctx.run_id, ctx.budget, stage.name)
         tasks = [asyncio.create_task(guarded(item, client)) for item in items]
         try:
             await _until_done_or_stopped(tasks)

@@ -8,11 +8,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from data.config import FoundryConfig
+from data.lake import Lake
 from data.splits import Grouping
 from families.stage import StageContext
 
 # a source's reader: its items (paths, URLs), the run, the options its CLI offers -> outcomes
 Reader = Callable[[list[str], StageContext, Mapping[str, Any]], dict[str, Any]]
+# how many units of work its items hold that the lake has not ingested yet, counted without
+# reading them for meaning
+Estimator = Callable[[list[str], FoundryConfig, Lake], int]
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,11 @@ class Source:
     group for the train/eval split (`data.splits`). `bare`: its items are also `foundry run`'s
     positional arguments. `options` are the extra flags of its ingest command (name -> help),
     passed to `read`; `aliases` other names its ingest command answers.
+
+    For `foundry run --plan`: a unit of work is an item of its `unit_stage` (the first stage
+    that works on what it ingested: a chunk, a trace, a world, a commit), `estimate` counts the
+    units a list of items adds to the lake before anything is read into it, and `unit_cap` is
+    the setting that limits them in all (None: none).
     """
 
     name: str
@@ -37,6 +47,9 @@ class Source:
     tables: tuple[str, ...]
     sample: Callable[[StageContext], list[str]]
     grouping: Grouping
+    unit_stage: str
+    estimate: Estimator
+    unit_cap: Callable[[FoundryConfig], int | None] = lambda config: None
     bare: bool = False
     options: Mapping[str, str] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()

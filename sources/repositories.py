@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from data.config import FoundryConfig
+from data.git import GitError, git
+from data.lake import Lake
 from data.repos import ingest_repo
 from data.sample_repo import LEDGERLINE, PARCELRATE, SampleRepo, build_sample_repo
 from data.splits import Grouping, Row, knobs_of
@@ -29,6 +32,31 @@ def _read(items: list[str], ctx: StageContext, options: Mapping[str, Any]) -> di
     for origin in items:
         counts.update(ingest_repository(origin, options.get("rev"), ctx))
     return dict(counts)
+
+
+# a remote repository's commits, which cannot be counted before it is cloned: a guess, for
+# estimates only (`foundry run --plan` states its range)
+REMOTE_COMMITS = 100
+
+
+def estimate_commits(items: list[str], config: FoundryConfig, lake: Lake) -> int:
+    """The commits of the repositories `items` the lake does not hold yet: counted in a local
+    clone, guessed for a remote one (`REMOTE_COMMITS`)."""
+    held = {
+        r["origin"]: r["n"]
+        for r in lake.rows(
+            "SELECT r.origin, count(c.sha) AS n FROM repos r"
+            " LEFT JOIN commits c USING (repo_id) GROUP BY r.origin"
+        )
+    }
+    commits = 0
+    for origin in items:
+        try:
+            found = int(git(Path(origin), "rev-list", "--count", "HEAD").strip())
+        except (GitError, OSError, ValueError):
+            found = REMOTE_COMMITS
+        commits += max(0, found - held.get(origin, 0))
+    return commits
 
 
 def _sample_repo(ctx: StageContext, sample: SampleRepo) -> Path:
@@ -58,6 +86,9 @@ SOURCE = Source(
         "code", "commit: the repository commits a task starts from or reproduces", commit_keys
     ),
     sample=lambda ctx: [str(_sample_repo(ctx, sample)) for sample in (LEDGERLINE, PARCELRATE)],
+    unit_stage="replay",
+    estimate=estimate_commits,
+    unit_cap=lambda config: config.code.max_replays,
     options={"rev": "a git rev-list range, e.g. v1.0..main (default: HEAD)"},
     aliases=("repo",),
 )

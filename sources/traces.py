@@ -9,7 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from data.config import FoundryConfig
+from data.lake import Lake
 from data.splits import Grouping, Row
+from data.trace_formats import discover
 from data.trace_ingest import ingest_traces
 from families.stage import StageContext
 from sources.base import Source
@@ -24,6 +29,34 @@ def ingest_trace_files(paths: list[str], ctx: StageContext) -> Counter:
 
 def _read(items: list[str], ctx: StageContext, options: Mapping[str, Any]) -> dict[str, Any]:
     return dict(ingest_trace_files(items, ctx))
+
+
+def estimate_traces(items: list[str], config: FoundryConfig, lake: Lake) -> int:
+    """The traces in the files under `items` the lake has read nothing from: a JSONL file's
+    non-empty lines, a JSON file's one, a parquet shard's rows (the proxy's calls; several make
+    one trace, so this is at most)."""
+    read = {
+        r["file"]
+        for r in lake.rows(
+            "SELECT DISTINCT regexp_extract(item_id, '^(.*?)(:[0-9]+)?(#.*)?$', 1) AS file"
+            " FROM status WHERE stage = 'trace_ingest'"
+        )
+    }
+    found = 0
+    for path in discover(items):
+        if str(path) in read or str(path.parent) in read:
+            continue
+        try:
+            if path.suffix == ".parquet":
+                found += pq.ParquetFile(path).metadata.num_rows
+            elif path.suffix == ".json":
+                found += 1
+            else:
+                with path.open("rb") as lines:
+                    found += sum(1 for line in lines if line.strip())
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def trace_keys(row: Row) -> list[str]:
@@ -45,4 +78,7 @@ SOURCE = Source(
         trace_keys,
     ),
     sample=lambda ctx: [str(SAMPLE)],
+    unit_stage="trace_tasks",
+    estimate=estimate_traces,
+    unit_cap=lambda config: config.traces.max_traces,
 )

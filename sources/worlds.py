@@ -13,6 +13,8 @@ from typing import Any
 
 import duckdb
 
+from data.config import FoundryConfig
+from data.lake import Lake
 from data.readers import Rejected, regular_file
 from data.records import Status, WorldSource
 from data.splits import Grouping, Row, knobs_of
@@ -91,6 +93,12 @@ def _read(items: list[str], ctx: StageContext, options: Mapping[str, Any]) -> di
     return dict(ingest_world_files(items, ctx))
 
 
+def estimate_worlds(items: list[str], config: FoundryConfig, lake: Lake) -> int:
+    """The world specs under `items` the lake has not read."""
+    read = lake.finished_items(STAGE)
+    return sum(1 for path in _spec_files(items) if str(path) not in read)
+
+
 def goal_keys(row: Row) -> list[str]:
     """A world task's world and the goal it was planted from (whatever field the goal asks)."""
     world = json.loads(row.get("world") or "null")
@@ -108,4 +116,6 @@ SOURCE = Source(
     tables=("worlds",),
     grouping=Grouping("worlds", "goal: the world and the goal a task is planted from", goal_keys),
     sample=lambda ctx: [str(SAMPLE)],
+    unit_stage="world_tasks",
+    estimate=estimate_worlds,
 )

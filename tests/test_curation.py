@@ -10,9 +10,10 @@ import threading
 import pyarrow.parquet as pq
 import pytest
 
-from data.curation import DecisionError, QueueFilter, decide, queue, task_record
+from data.curation import DecisionError, QueueFilter, decide, edited_task, queue, task_record
 from data.curation_server import CurationServer
 from data.export import export_taskset
+from data.records import RubricSpec
 from data.version_diff import diff_versions
 from families import export_kinds
 from sources import groupings
@@ -185,7 +186,7 @@ def test_a_bad_decision_is_refused_and_records_nothing(sample_run):
         ("edit", {"edits": {}}),  # changes nothing
         ("edit", {"edits": {"answer": "  "}}),
         ("edit", {"edits": {"verifier": "x"}}),
-        ("edit", {"edits": {"rubric": ["x"]}}),  # a doc-QA verifier has no rubric
+        ("edit", {"edits": {"rubric_items": ["x"]}}),  # a doc-QA verifier has none
     ):
         with pytest.raises(DecisionError):
             decide(ctx.lake, task_id, decision, "ana", **options)
@@ -208,3 +209,22 @@ def test_the_server_answers_only_its_own_name_and_json(served):
     unknown = httpx.post(served.url + "api/decisions", json={"task_id": "x", "decision": "accept"})
     assert unknown.status_code == 422 and "no task" in unknown.json()["error"]
     assert httpx.get(served.url + "api/task/nothing").status_code == 404
+
+
+def test_an_edit_of_rubric_items_makes_a_task_that_names_its_original(sample_run):
+    ctx, _, _ = sample_run
+    task = ctx.lake.records("tasks")[0]
+    graded = task.model_copy(update={"verifier": RubricSpec(rubric=["names 1887"], by_item=True)})
+    edited = edited_task(
+        graded, {"rubric_items": [" names 1887 ", "", "says Ordell"]}, "d1", "ana", ""
+    )
+    assert edited.verifier.rubric == ["names 1887", "says Ordell"] and edited.verifier.by_item
+    assert edited.task_id != graded.task_id and edited.prompt == graded.prompt
+    assert edited.lineage.review.model_dump() == {
+        "action": "edited",
+        "task_id": graded.task_id,
+        "decision_id": "d1",
+        "reviewer": "ana",
+        "reason": "",
+        "note": "",
+    }

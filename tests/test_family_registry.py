@@ -127,6 +127,7 @@ def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, or
             "calibrate",
             "review",
             "repair",
+            "revise",
         ]
         assert stage_named(STAGE).work is count_words  # the runners find a batch's stage by name
         run_llm_stages(ctx, endpoints_for(oracle_server))

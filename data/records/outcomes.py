@@ -337,6 +337,7 @@ class LLMCall(Record):
     latency_s: float
     cost_usd: float
     recorded_at: datetime
+    stage: str = ""  # the stage that asked (`foundry run --plan` averages by it)
 
 
 class Decision(Record):

@@ -1,0 +1,37 @@
+"""`foundry run --plan`: a run's units of work, counted from its sources and the lake, and the
+estimate `data.plan` makes of them (no model is called, nothing is written to the lake)."""
+
+from __future__ import annotations
+
+from data.config import FoundryConfig
+from data.lake import Lake
+from data.plan import RunPlan, plan_run
+from families.stage import StageContext
+from flows.stages import llm_stages, sandbox_stages
+from sources import REGISTERED as SOURCES
+
+
+def estimate_run(given: dict[str, list[str]], config: FoundryConfig) -> RunPlan:
+    """The estimate for `foundry run` with the items `given` by source type (none and an empty
+    lake: the bundled samples, as the run takes them) under `config`."""
+    lake = Lake(config.home)
+    ctx = StageContext(lake=lake, config=config, run_id="plan")
+    given = {name: items for name, items in given.items() if items}
+    notes = []
+    if not given and not any(lake.shards(t) for s in SOURCES for t in s.tables):
+        given = {source.name: source.sample(ctx) for source in SOURCES}
+        notes.append("no sources yet: the bundled samples, as the run would ingest them")
+    stages = {stage.name: stage for stage in (*llm_stages(), *sandbox_stages())}
+    units = {}
+    for source in SOURCES:
+        stage = stages.get(source.unit_stage)
+        pending = len(stage.pending(ctx)) if stage else 0
+        new = source.estimate(given.get(source.name, []), config, lake)
+        cap = source.unit_cap(config)
+        if cap is not None:
+            room = max(0, cap - len(lake.finished_items(source.unit_stage)) - pending)
+            new = min(new, room)
+        units[source.name] = pending + new
+    plan = plan_run(lake, config, units, [s.unit_stage for s in SOURCES])
+    plan.notes += notes
+    return plan
