@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prefect import Flow, flow, serve
+from prefect.artifacts import create_markdown_artifact
 from prefect.deployments.runner import RunnerDeployment
 from pydantic import Field, create_model
 
-from data.config import FoundryConfig
+from data.config import FoundryConfig, load_config, with_overrides
+from data.plan import format_plan
 from families import kinds as registered_kinds
 from flows.loop import loop_flow
 from flows.pipeline import pipeline_flow, run_pipeline
+from flows.run_plan import estimate_run
 from flows.train import train_flow
 from sources import REGISTERED as SOURCES
 from sources import check_sources
@@ -58,6 +61,7 @@ def adhoc_flow(
     max_cost_usd: float | None = None,
     home: str | None = None,
     config: str | None = None,
+    plan_only: bool = False,
 ) -> dict[str, Any]:
     """A backfill: ingest what is given, run every stage over what is pending, export. A
     field left empty keeps the configuration's setting (docs/deployment.md).
@@ -87,6 +91,9 @@ def adhoc_flow(
         home: the foundry home (default: the server's)
         config: a foundry.toml to use (default: the one `foundry serve` was given, else the
             usual lookup)
+        plan_only: only estimate the run's calls, tokens and cost per stage, with their
+            range (the `foundry-plan` artifact), as `foundry run --plan` does: no model is
+            called
     """
     overrides: dict[str, Any] = {}
     limits = {
@@ -104,6 +111,8 @@ def adhoc_flow(
     for (section, key), value in limits.items():
         if value is not None:
             overrides.setdefault(section, {})[key] = value
+    if plan_only:
+        return publish_plan(sources.model_dump() if sources else {}, home, config, overrides)
     band = None if (band_low, band_high) == (0.0, 1.0) else (band_low, band_high)
     return run_pipeline(
         sources=sources.model_dump() if sources else None,
@@ -115,6 +124,21 @@ def adhoc_flow(
         max_cost_usd=max_cost_usd,
         overrides=overrides or None,
     )
+
+
+def publish_plan(
+    sources: dict[str, list[str]], home: str | None, config: str | None, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """The estimate of a run on `sources` (`flows.run_plan`), as the `foundry-plan` artifact
+    and the flow's result."""
+    cfg = load_config(Path(config) if config else None, Path(home) if home else None)
+    estimate = estimate_run(sources, with_overrides(cfg, overrides) if overrides else cfg)
+    create_markdown_artifact(
+        f"```\n{format_plan(estimate)}\n```\n",
+        key="foundry-plan",
+        description="The run's estimated calls, tokens and cost per stage, before any call",
+    )
+    return {"plan": estimate.to_json()}
 
 
 CHECKOUT = Path(__file__).resolve().parent.parent  # where work-pool workers load the flows
