@@ -212,8 +212,8 @@ def decide(
 ) -> Decision:
     """Record `reviewer`'s `decision` on a task: accept; reject for `reason` (one of
     `REJECTION_REASONS`), which also records the reason as a rubric item of the task; or edit
-    (`edits`: a new `instruction`, `answer` or `rubric_items` list), which writes the edited task for
-    verification and calibration. Raises `DecisionError` on anything else."""
+    (`edits`: a new `instruction`, `answer` or `rubric_items` list), which writes the edited
+    task for verification and calibration. Raises `DecisionError` on anything else."""
     tasks = lake.records("tasks", "task_id = ?", [task_id])
     if not tasks:
         raise DecisionError(f"no task {task_id!r}")

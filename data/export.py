@@ -14,14 +14,15 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from data.cost_breakdown import cost_breakdown
 from data.curation import export_filter, review_states
 from data.funnel import MEASURED_BY
 from data.git import checkout
@@ -183,6 +184,8 @@ class ExportKinds:
 
     reviewed: tuple[str, ...] = ()
     from_traces: tuple[str, ...] = ()
+    # each generation stage -> the kinds its families make (the manifest's cost per family)
+    made_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -271,6 +274,7 @@ def export_taskset(
             point_latest(root, latest.name)  # a crash came between the rename and the link
         return ExportResult(latest, tally.n_tasks, written=False)
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
+    manifest["cost"] = cost_breakdown(lake, kinds.made_by)
     manifest["split"] = {
         "eval_share": eval_share,
         "grouping": {g.label: g.text for g in groupings},

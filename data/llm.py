@@ -22,6 +22,7 @@ import ssl
 import time
 import uuid
 from collections.abc import Awaitable
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
@@ -104,6 +105,11 @@ class Completion(NamedTuple):
     cached: bool
     key: str
     tool_calls: list[list[ToolCallRequest]]
+
+
+# The stage item a request is made for, recorded with its call: set by the stage runner in the
+# asyncio task that works on the item (each task has its own copy of the context).
+CURRENT_ITEM: ContextVar[str] = ContextVar("foundry_llm_item", default="")
 
 
 class LLMClient:
@@ -459,6 +465,7 @@ class LLMClient:
                 cost_usd=cost,
                 recorded_at=utcnow(),
                 stage=self.stage,
+                item=CURRENT_ITEM.get(),
             )
         )
 

@@ -20,6 +20,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from data.config import FoundryConfig
+from data.cost_breakdown import breakdown_html
 from data.diagnosis import Diagnosis, diagnose
 from data.evaluations import evaluation_rows
 from data.funnel import funnel
@@ -86,6 +87,7 @@ def render_report(
     plots = _Plots()
     exported = manifest["n_tasks"] if manifest else 0
     thin = diagnose(lake, config, summary["stages"], exported) if config else None
+    breakdown = breakdown_html(manifest.get("cost") if manifest else None)
     sections = [
         section("funnel", "Funnel", _funnel(summary, plots)),
         section("thin", "Why so few tasks", _explanation(thin)) if thin else "",
@@ -97,7 +99,7 @@ def render_report(
             _agreement(manifest, tasks, plots) + _controls(lake),
         ),
         section("gates", "Code admission gates", _gates(gate_rows(lake))),
-        section("cost", "Cost", _cost(summary, plots)),
+        section("cost", "Cost", _cost(summary, plots) + breakdown),
         section("evaluation", "Held-out evaluation", _evaluations(evaluation_rows(lake))),
         section("loop", "Loop rounds", _loop_rounds(loop_rows(lake))),
         section("samples", "Sample tasks", _samples(manifest, tasks, samples_per_kind)),

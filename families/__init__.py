@@ -86,7 +86,17 @@ def export_kinds() -> ExportKinds:
     return ExportKinds(
         reviewed=tuple(reviewed_kinds()),
         from_traces=tuple(k for family in REGISTERED if family.from_traces for k in family.kinds),
+        made_by=stage_kinds(),
     )
+
+
+def stage_kinds() -> dict[str, tuple[str, ...]]:
+    """Each generation stage and the kinds the families that run it make."""
+    made: dict[str, list[str]] = {}
+    for family in REGISTERED:
+        for stage in family.stages:
+            made.setdefault(stage.name, []).extend(family.kinds)
+    return {name: tuple(kinds) for name, kinds in made.items()}
 
 
 @contextmanager

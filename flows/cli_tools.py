@@ -134,12 +134,14 @@ def redteam(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
+    from data.cost_breakdown import cost_breakdown, format_breakdown
     from data.diagnosis import diagnose_latest
     from data.evaluations import evaluation_rows, format_evaluations
     from data.funnel import format_funnel, funnel
     from data.gates import format_gates, gate_rows
     from data.loop_rounds import format_rounds, loop_rows
     from data.trace_report import format_trace_report, trace_report
+    from families import stage_kinds
     from judges.agreement import format_judge_report, judge_report
     from judges.review_report import format_review_report, review_report
 
@@ -154,12 +156,16 @@ def stats(args: argparse.Namespace) -> int:
     summary["loop_rounds"] = loop_rows(lake)
     thin = diagnose_latest(lake, config_of(args), summary["stages"])
     summary["diagnosis"] = thin.lines() if thin else []
+    summary["cost_breakdown"] = cost_breakdown(lake, stage_kinds())
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
         print(f"lake: {lake.root} ({summary['runs']} runs)")
         print(format_funnel(summary))
         print()
+        if summary["cost_breakdown"]["per_stage"]:
+            print(format_breakdown(summary["cost_breakdown"]))
+            print()
         if summary["diagnosis"]:
             print("\n".join(summary["diagnosis"]))
             print()

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from data.endpoints import Endpoint
 from data.judge_controls import latest_controls
-from data.llm import LLMClient
+from data.llm import CURRENT_ITEM, LLMClient
 from data.records import (
     LLMCall,
     Record,
@@ -82,6 +82,7 @@ def run_llm_batch(
     last_report = time.monotonic()
 
     async def attempt(item: str, client: LLMClient) -> Outcome:
+        CURRENT_ITEM.set(item)  # this item's asyncio task only: its calls name it
         try:
             if item not in inputs:
                 return Outcome(ctx.status(stage.name, item, "rejected", "input_missing"))

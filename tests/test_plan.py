@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import math
 
+from data.cost_breakdown import SHARED, cost_breakdown
 from data.endpoints import priced
 from data.plan import DEFAULT_MARGIN
+from families import stage_kinds
 from flows.cli import main
 from sources.documents import estimate_chunks, ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
@@ -84,6 +86,28 @@ def test_the_plan_holds_the_run_it_estimates(tmp_path, oracle_server, capsys, mo
     stages = {s["stage"] for s in second["stages"]}
     made = {r["stage"] for r in ctx.lake.rows("SELECT DISTINCT stage FROM llm_calls")}
     assert made <= stages  # every stage that called a model was foreseen
+
+    # what the calls cost, per stage and per family, each with its cost per accepted task
+    breakdown = cost_breakdown(ctx.lake, stage_kinds())
+    total = ctx.lake.rows("SELECT sum(cost_usd) AS usd FROM llm_calls WHERE NOT cached")[0]["usd"]
+    for rows in breakdown.values():
+        assert math.isclose(sum(r["cost_usd"] for r in rows), total, rel_tol=1e-6)
+    families = {r["family"]: r for r in breakdown["per_family"]}
+    assert set(families) <= {"doc_qa", SHARED} and families["doc_qa"]["accepted_tasks"] > 0
+    assert families["doc_qa"]["usd_per_accepted_task"] == round(
+        families["doc_qa"]["cost_usd"] / families["doc_qa"]["accepted_tasks"], 6
+    )
+    stages = {r["stage"] for r in breakdown["per_stage"]}
+    assert {"generate", "verify", "calibrate"} <= stages
+    calibrated = ctx.lake.rows(
+        "SELECT count(*) AS n FROM llm_calls c JOIN tasks t ON t.task_id = c.item"
+        " WHERE c.stage = 'calibrate'"
+    )[0]["n"]
+    assert (
+        calibrated
+        == ctx.lake.rows("SELECT count(*) AS n FROM llm_calls WHERE stage = 'calibrate'")[0]["n"]
+        > 0
+    )  # every solver call names the task it attempted
 
     # what is in the lake already adds nothing
     again = planned(home, config, DOCS[:4], capsys)

@@ -338,6 +338,7 @@ class LLMCall(Record):
     cost_usd: float
     recorded_at: datetime
     stage: str = ""  # the stage that asked (`foundry run --plan` averages by it)
+    item: str = ""  # the stage's item it asked for (a task, a chunk, a commit, ...)
 
 
 class Decision(Record):
