@@ -2,13 +2,18 @@
 
 The LLM client charges every live reply (cache hits are free) and refuses new requests once a
 limit is reached; requests already in flight finish and are charged, so a run can end slightly
-over its budget, never with a reply thrown away.
+over its budget, never with a reply thrown away. With a `ledger`, every live request is written
+ahead to it (`data.ledger`); a run that resumes unfinished ones starts from their spend
+(`carried_usd`).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from data.ledger import record_sent, record_settled
 
 
 @dataclass
@@ -17,19 +22,31 @@ class Budget:
     max_cost_usd: float | None = None
     tokens: int = 0
     cost_usd: float = 0.0
+    ledger: Path | None = None  # this run's spend ledger
+    carried_usd: float = 0.0  # spent by the unfinished runs this one resumes
+    carried_tokens: int = 0
+    carried_runs: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def charge(self, tokens: int, cost_usd: float) -> None:
+    def sent(self, call_id: str, role: str, model: str, bound_usd: float) -> None:
+        """A live request is about to leave: its ledger line, before it does."""
+        if self.ledger is not None:
+            record_sent(self.ledger, call_id, role, model, bound_usd)
+
+    def charge(self, tokens: int, cost_usd: float, call_id: str = "", error: str = "") -> None:
+        """A live request's spend, settled in the ledger where it was written ahead."""
         with self._lock:
             self.tokens += tokens
             self.cost_usd += cost_usd
+        if self.ledger is not None and call_id:
+            record_settled(self.ledger, call_id, tokens, cost_usd, error)
 
     def settle(self, tokens: int, cost_usd: float) -> None:
-        """Raise the spend to what the run is known to have spent (its recorded calls): batches
-        on other processes charge their own copies of the budget."""
+        """Raise the spend to what the run is known to have spent (its recorded calls, and what
+        it carried): batches on other processes charge their own copies of the budget."""
         with self._lock:
-            self.tokens = max(self.tokens, tokens)
-            self.cost_usd = max(self.cost_usd, cost_usd)
+            self.tokens = max(self.tokens, self.carried_tokens + tokens)
+            self.cost_usd = max(self.cost_usd, self.carried_usd + cost_usd)
 
     def __getstate__(self) -> dict[str, object]:
         return {k: v for k, v in self.__dict__.items() if k != "_lock"}
@@ -56,4 +73,7 @@ class Budget:
             "tokens": self.tokens,
             "cost_usd": round(self.cost_usd, 6),
             "exhausted": self.exhausted,
+            "carried_usd": round(self.carried_usd, 6),
+            "carried_runs": self.carried_runs,
+            "ledger": str(self.ledger) if self.ledger else None,
         }

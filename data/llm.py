@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from data.budget import Budget
 from data.endpoints import Endpoint, StructuredMode
+from data.ledger import CHARS_PER_TOKEN
 from data.llm_cache import ResponseCache, request_key
 from data.llm_failures import (
     FORMAT_REFUSAL,
@@ -371,6 +372,9 @@ class LLMClient:
             return Completion(hit["texts"], usage, True, key, tool_calls)
         if self.budget is not None and self.budget.exhausted:
             raise LLMError("budget_exhausted", self.budget.describe())
+        call_id = uuid.uuid4().hex
+        if self.budget is not None:  # written ahead: a crash from here on loses no spend
+            self.budget.sent(call_id, endpoint.role, endpoint.model, _bound_usd(endpoint, request))
         started = time.monotonic()
         headers = {"X-Rollout-Id": rollout_id} if rollout_id else None
 
@@ -380,12 +384,14 @@ class LLMClient:
         try:
             response, started = await self._send(endpoint, create)
         except RefusedError as exc:
-            self._record(endpoint, Usage(), exc.latency_s, cached=False, error=exc.reason)
+            latency, reason = exc.latency_s, exc.reason
+            self._record(endpoint, Usage(), latency, cached=False, error=reason, call_id=call_id)
             raise
         except (openai.APIError, ValueError) as exc:  # ValueError: a 200 that is not JSON
-            self._fail(endpoint, started, failure_reason(exc), str(exc))
+            self._fail(endpoint, started, failure_reason(exc), str(exc), call_id)
         if not isinstance(response, openai.types.chat.ChatCompletion):  # e.g. an HTML page
-            self._fail(endpoint, started, "bad_response", f"not a completion: {str(response)[:80]}")
+            detail = f"not a completion: {str(response)[:80]}"
+            self._fail(endpoint, started, "bad_response", detail, call_id)
         latency = time.monotonic() - started
         choices = response.choices or []
         texts = [(choice.message.content or "") for choice in choices]
@@ -399,7 +405,7 @@ class LLMClient:
         ]
         empty = [not t.strip() and not c for t, c in zip(texts, tool_calls, strict=True)]
         if not texts or any(empty):
-            self._fail(endpoint, started, "empty_response", f"{len(texts)} choices")
+            self._fail(endpoint, started, "empty_response", f"{len(texts)} choices", call_id)
         usage = Usage(
             prompt_tokens=getattr(response.usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(response.usage, "completion_tokens", 0) or 0,
@@ -411,7 +417,7 @@ class LLMClient:
                 "usage": usage.model_dump(),
             }
             await asyncio.to_thread(self.cache.put, key, payload)
-        self._record(endpoint, usage, latency, cached=False, error="")
+        self._record(endpoint, usage, latency, cached=False, error="", call_id=call_id)
         return Completion(texts, usage, False, key, tool_calls)
 
     async def _send(self, endpoint: Endpoint, call: Any) -> tuple[Any, float]:
@@ -440,19 +446,33 @@ class LLMClient:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _fail(self, endpoint: Endpoint, started: float, reason: str, detail: str) -> NoReturn:
-        self._record(endpoint, Usage(), time.monotonic() - started, cached=False, error=reason)
+    def _fail(
+        self, endpoint: Endpoint, started: float, reason: str, detail: str, call_id: str
+    ) -> NoReturn:
+        latency = time.monotonic() - started
+        self._record(endpoint, Usage(), latency, cached=False, error=reason, call_id=call_id)
         raise LLMError(reason, detail[:300])
 
     def _record(
-        self, endpoint: Endpoint, usage: Usage, latency: float, *, cached: bool, error: str
+        self,
+        endpoint: Endpoint,
+        usage: Usage,
+        latency: float,
+        *,
+        cached: bool,
+        error: str,
+        call_id: str = "",
     ) -> None:
+        """Keep the call's usage, and charge a live one to the budget (settling its ledger
+        line where it has one: `call_id`)."""
+        call_id = call_id or uuid.uuid4().hex
         cost = 0.0 if cached else endpoint.cost(usage.prompt_tokens, usage.completion_tokens)
         if self.budget is not None and not cached:
-            self.budget.charge(usage.prompt_tokens + usage.completion_tokens, cost)
+            tokens = usage.prompt_tokens + usage.completion_tokens
+            self.budget.charge(tokens, cost, call_id, error)
         self.calls.append(
             LLMCall(
-                call_id=uuid.uuid4().hex,
+                call_id=call_id,
                 run_id=self.run_id,
                 role=endpoint.role,
                 model=endpoint.model,
@@ -468,6 +488,13 @@ class LLMClient:
                 item=CURRENT_ITEM.get(),
             )
         )
+
+
+def _bound_usd(endpoint: Endpoint, request: dict[str, Any]) -> float:
+    """The most a request can cost: its prompt at four characters a token, and its
+    `max_tokens` (1,024 where it sets none)."""
+    prompt = len(json.dumps(request["messages"], default=str)) // CHARS_PER_TOKEN
+    return endpoint.cost(prompt, int(request.get("max_tokens") or 1024) * request.get("n", 1))
 
 
 async def settle(coroutines: list[Awaitable[T_co]]) -> list[T_co]:

@@ -139,6 +139,7 @@ def stats(args: argparse.Namespace) -> int:
     from data.evaluations import evaluation_rows, format_evaluations
     from data.funnel import format_funnel, funnel
     from data.gates import format_gates, gate_rows
+    from data.ledger import format_ledger, ledger_summary
     from data.loop_rounds import format_rounds, loop_rows
     from data.trace_report import format_trace_report, trace_report
     from families import stage_kinds
@@ -157,6 +158,11 @@ def stats(args: argparse.Namespace) -> int:
     thin = diagnose_latest(lake, config_of(args), summary["stages"])
     summary["diagnosis"] = thin.lines() if thin else []
     summary["cost_breakdown"] = cost_breakdown(lake, stage_kinds())
+    recorded = {
+        r["run_id"]: float(r["usd"] or 0)
+        for r in lake.rows("SELECT run_id, sum(cost_usd) AS usd FROM llm_calls GROUP BY run_id")
+    }
+    summary["ledger"] = ledger_summary(lake.home, lake.runs(), recorded)
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
@@ -165,7 +171,8 @@ def stats(args: argparse.Namespace) -> int:
         print()
         if summary["cost_breakdown"]["per_stage"]:
             print(format_breakdown(summary["cost_breakdown"]))
-            print()
+        print(format_ledger(summary["ledger"]))
+        print()
         if summary["diagnosis"]:
             print("\n".join(summary["diagnosis"]))
             print()

@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_spend, run_usage
 from data.hub import push_version
 from data.lake import Lake
+from data.ledger import carried_spend, ledger_path, open_ledger
 from data.model_servers import resolve_endpoints
 from data.projections import Projection, project
 from data.runtime import interrupt
@@ -63,8 +65,26 @@ def stage_context(
         cfg = with_overrides(cfg, overrides)
     check_kinds(cfg.scope.kinds)
     lake = Lake(cfg.home)
+    carried, resumed = carried_spend(cfg.home, lake.runs(), command)
     run_id = lake.start_run(command)
-    budget = Budget(cfg.budget.max_tokens, cfg.budget.max_cost_usd)
+    ledger = ledger_path(cfg.home, run_id)
+    open_ledger(ledger)
+    budget = Budget(
+        cfg.budget.max_tokens,
+        cfg.budget.max_cost_usd,
+        tokens=carried.tokens,
+        cost_usd=carried.at_most_usd,
+        ledger=ledger,
+        carried_usd=carried.at_most_usd,
+        carried_tokens=carried.tokens,
+        carried_runs=resumed,
+    )
+    if resumed:
+        _progress(
+            f"budget: {resumed} unfinished run(s) of `{command}` before this one spent"
+            f" ${carried.at_most_usd:.4f} and {carried.tokens:,} tokens (their ledgers):"
+            " counted against this run's limits"
+        )
     ctx = StageContext(lake=lake, config=cfg, run_id=run_id, progress=_progress, budget=budget)
     state = "failed"
     try:
@@ -363,9 +383,10 @@ def run_pipeline(
     with stage_context("run", home, config, overrides) as ctx, ExitStack() as servers:
         if max_tokens is not None or max_cost_usd is not None:
             limits = ctx.config.budget
-            ctx.budget = Budget(
-                max_tokens if max_tokens is not None else limits.max_tokens,
-                max_cost_usd if max_cost_usd is not None else limits.max_cost_usd,
+            ctx.budget = replace(
+                ctx.budget,
+                max_tokens=max_tokens if max_tokens is not None else limits.max_tokens,
+                max_cost_usd=max_cost_usd if max_cost_usd is not None else limits.max_cost_usd,
             )
         summary: dict[str, Any] = {}
         empty = not any(ctx.lake.shards(table) for s in SOURCES for table in s.tables)
