@@ -214,6 +214,10 @@ class ServeConfig(Settings):
     # `foundry serve --pool`: the work pool of the `train` deployment (a GPU host's); default
     # the same pool as the others
     train_pool: str | None = None
+    # a scheduled run's new taskset version waits for approval in the Prefect UI before it
+    # becomes `latest` (flows/publish_gate.py); unanswered this long, the run fails
+    publish_gate: bool = False
+    publish_timeout_h: float = Field(default=24.0, gt=0)
 
 
 class ModelPrice(Settings):

@@ -43,7 +43,14 @@ from data.splits import (
     plan_splits,
 )
 from data.taskset_card import Tally, dataset_card
-from data.taskset_versions import latest_version, point_latest, read_manifest, version_number
+from data.taskset_versions import (
+    AWAITING_APPROVAL,
+    awaits_approval,
+    latest_version,
+    point_latest,
+    read_manifest,
+    version_number,
+)
 
 MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string())])
 TASKSET_SCHEMA = pa.schema(
@@ -210,6 +217,7 @@ def export_taskset(
     name_by_solver: bool = True,
     loop: dict[str, Any] | None = None,
     review_required: bool = False,
+    publish: bool = True,
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
@@ -223,7 +231,9 @@ def export_taskset(
     its rounds under one name (`name_by_solver` False) and says which round a version is in
     `loop` (the manifest's `loop` entry; a round is its own version). Reviewers' decisions
     hold (`data.curation`): a rejected or edited-away task is never exported, and with
-    `review_required` only tasks a person accepted (or made by an edit) are."""
+    `review_required` only tasks a person accepted (or made by an edit) are. Without
+    `publish`, a new version waits for approval (`data.taskset_versions.approve_version`)
+    before it is `latest`."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
     sql = _chosen(_TASKS_SQL)
@@ -270,7 +280,7 @@ def export_taskset(
     digest = fingerprint.hexdigest(band)
     if latest is not None and read_manifest(latest).get("fingerprint") == digest:
         shutil.rmtree(tmp)
-        if (root / "latest").resolve() != latest.resolve():
+        if (root / "latest").resolve() != latest.resolve() and not awaits_approval(latest):
             point_latest(root, latest.name)  # a crash came between the rename and the link
         return ExportResult(latest, tally.n_tasks, written=False)
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
@@ -295,9 +305,12 @@ def export_taskset(
     manifest["workspaces"] = {"folder": BUNDLES, "trees": bundled} if bundled else None
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     (tmp / "README.md").write_text(dataset_card(manifest))
+    if not publish:
+        (tmp / AWAITING_APPROVAL).write_text("approve or reject it: docs/deployment.md\n")
     final = root / version
     os.replace(tmp, final)
-    point_latest(root, version)
+    if publish:
+        point_latest(root, version)
     return ExportResult(final, tally.n_tasks, written=True)
 
 

@@ -1,5 +1,9 @@
 """The versions of a taskset on disk: `<taskset>/vNNNN/` folders and the `latest` link, how a
-version is named on the command line, and what its manifest records."""
+version is named on the command line, and what its manifest records.
+
+A version written to wait for approval (a scheduled run with the publish gate) holds the
+`AWAITING_APPROVAL` file and is not `latest` until it is approved (`approve_version`); a
+rejected one is renamed `vNNNN.rejected`, out of the versions (`reject_version`)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,30 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+
+AWAITING_APPROVAL = "AWAITING_APPROVAL"
+
+
+def awaits_approval(version: Path) -> bool:
+    return (version / AWAITING_APPROVAL).is_file()
+
+
+def approve_version(version: Path) -> None:
+    """Publish a version that waited for approval: it becomes its taskset's `latest`."""
+    (version / AWAITING_APPROVAL).unlink(missing_ok=True)
+    point_latest(version.parent, version.name)
+
+
+def reject_version(version: Path) -> Path:
+    """Set a version that waited for approval aside as `vNNNN.rejected` (kept for a look, never
+    `latest`, not a version any more: the next export takes its number again); its new path."""
+    aside = version.with_name(f"{version.name}.rejected")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = version.with_name(f"{version.name}.rejected-{n}")
+    version.rename(aside)
+    return aside
 
 
 def latest_version(root: Path) -> Path | None:

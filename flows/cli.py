@@ -145,6 +145,7 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
             max_tokens=args.max_tokens,
             max_cost_usd=args.max_cost,
             overrides=_scope(args),
+            publish_gate=False,  # the gate is a scheduled run's: a terminal's run publishes
             **common,
         )
         usage = summary["usage"]

@@ -21,6 +21,7 @@ from prefect import Flow, flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture, as_completed, wait
+from prefect.states import State
 
 from data.budget import Budget
 from data.config import load_config, with_overrides, with_solver
@@ -38,6 +39,7 @@ from families import export_kinds, sandbox_stages
 from families.stage import LLMStage, SandboxStage, StageContext
 from flows.artifacts import publish_run_artifacts
 from flows.judge_variance import measure_variance, variance_sample
+from flows.publish_gate import gate
 from flows.runners import task_runner
 from flows.stage_runs import run_llm_batch, run_stages, solver_through_proxy
 from flows.stages import check_kinds, command_stages, llm_stages, sandbox_named, stage_named
@@ -128,6 +130,7 @@ def export_task(
     solver: str | None = None,
     name_by_solver: bool = True,
     loop: dict[str, Any] | None = None,
+    publish: bool = True,
 ) -> ExportResult:
     base = Path(out) if out else ctx.config.home / "tasksets"
     return export_taskset(
@@ -144,6 +147,7 @@ def export_task(
         name_by_solver=name_by_solver,
         loop=loop,
         review_required=ctx.config.review.required,
+        publish=publish,
     )
 
 
@@ -358,12 +362,25 @@ def pipeline_flow(
     max_tokens: int | None = None,
     max_cost_usd: float | None = None,
     overrides: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    publish_gate: bool | None = None,
+) -> dict[str, Any] | State:
     """Ingest `sources` (items by source type: `docs`, `repos`, `traces`, `worlds`), or, when
     none is given and the lake has no source yet, the bundled samples of each type; run every
     stage over what is not done yet, and export. `max_tokens` and `max_cost_usd` override the
-    configured budget, `overrides` any setting (nested as in the file)."""
-    return run_pipeline(sources, home, config, out, band, max_tokens, max_cost_usd, overrides)
+    configured budget, `overrides` any setting (nested as in the file). With `publish_gate`
+    (None: `[serve] publish_gate`), a new version waits for approval in the Prefect UI before
+    it becomes `latest` (`flows.publish_gate`)."""
+    serve = load_config(Path(config) if config else None, Path(home) if home else None).serve
+    gated = serve.publish_gate if publish_gate is None else publish_gate
+    summary = run_pipeline(
+        sources, home, config, out, band, max_tokens, max_cost_usd, overrides, publish=not gated
+    )
+    if not gated:
+        return summary
+    decided = gate(summary["export"], serve.publish_timeout_h)
+    if isinstance(decided, State):
+        return decided
+    return {**summary, "publish": decided}
 
 
 def run_pipeline(
@@ -375,9 +392,10 @@ def run_pipeline(
     max_tokens: int | None,
     max_cost_usd: float | None,
     overrides: dict[str, Any] | None,
+    publish: bool = True,
 ) -> dict[str, Any]:
     """The pipeline flow's work, inside whichever flow calls it (so its tasks and artifacts
-    belong to that flow's run)."""
+    belong to that flow's run); without `publish`, a new version waits for approval."""
     given = {name: list(items) for name, items in (sources or {}).items() if items}
     check_sources(given)
     with stage_context("run", home, config, overrides) as ctx, ExitStack() as servers:
@@ -405,7 +423,8 @@ def run_pipeline(
             if stage.pending(ctx):
                 summary[stage.name] = sandbox_task(stage.name, ctx)
         summary.update(run_llm_stages([s.name for s in llm_stages()], ctx, resolved))
-        summary["export"] = _export_summary(ctx, export_task(ctx, out, band), None)
+        exported = export_task(ctx, out, band, publish=publish)
+        summary["export"] = _export_summary(ctx, exported, None)
         summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         summary["funnel"] = funnel(ctx.lake)
