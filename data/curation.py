@@ -311,9 +311,11 @@ def rejection_rubric(decision: Decision) -> RubricItem:
     )
 
 
-def decision_counts(lake: Lake) -> dict[str, int]:
-    """How many tasks each decision holds on (the latest per task), and edits made."""
-    rows = lake.rows(f"SELECT decision, count(*) AS n FROM ({LATEST_SQL}) GROUP BY decision")
-    counts = {"accept": 0, "reject": 0, "edit": 0}
-    counts.update({r["decision"]: r["n"] for r in rows})
-    return counts
+def latest_decisions(lake: Lake, task_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The decision that holds on each of `task_ids` that has one."""
+    rows = lake.rows(
+        f"SELECT task_id, decision, reason, note, reviewer, decided_at FROM ({LATEST_SQL})"
+        " WHERE list_contains(?, task_id)",
+        [task_ids],
+    )
+    return {r.pop("task_id"): r for r in rows}

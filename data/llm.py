@@ -23,8 +23,8 @@ import time
 import uuid
 from collections.abc import Awaitable
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple, NoReturn, TypeVar
+from dataclasses import asdict
+from typing import Any, NoReturn, TypeVar
 
 import httpx2
 import openai
@@ -42,6 +42,7 @@ from data.llm_failures import (
     retry_after,
     server_message,
 )
+from data.llm_replies import Completion, Reply, ToolCallRequest
 from data.llm_structured import (
     LEARNED_MODES,
     Messages,
@@ -76,36 +77,6 @@ class RefusedError(LLMError):
     def names_format(self) -> bool:
         """Whether the refusal is about the request's `response_format`."""
         return self.status in (400, 422, 500, 501) and bool(FORMAT_REFUSAL.search(self.detail))
-
-
-@dataclass(frozen=True)
-class ToolCallRequest:
-    """A tool call a model asked for (OpenAI tools API): its id, the tool, and the arguments
-    as the JSON text the model wrote (not parsed: that may fail, and the caller says so)."""
-
-    call_id: str
-    name: str
-    arguments: str
-
-
-@dataclass(frozen=True)
-class Reply:
-    text: str
-    usage: Usage
-    cached: bool
-    key: str = ""  # the cache key of the request that produced it
-    rollout_id: str = ""  # the X-Rollout-Id the request carried, if any
-    tool_calls: tuple[ToolCallRequest, ...] = ()  # with `tools`: the calls the model asked for
-
-
-class Completion(NamedTuple):
-    """One request's outcome: each choice's text and tool calls, usage, cache hit, cache key."""
-
-    texts: list[str]
-    usage: Usage
-    cached: bool
-    key: str
-    tool_calls: list[list[ToolCallRequest]]
 
 
 # The stage item a request is made for, recorded with its call: set by the stage runner in the

@@ -32,8 +32,7 @@ from data.lake import Lake
 from data.loop_rounds import loop_rows
 from data.projections import canonical_rows, last_user_message
 from data.records import utcnow
-from data.taskset_versions import previous_version
-from data.version_diff import LISTED, diff_versions
+from data.version_diff import changes_html
 
 SAMPLES_PER_KIND = 3
 TEXT_LIMIT = 500  # characters of a sample's question or answer shown
@@ -92,7 +91,7 @@ def render_report(
         section("funnel", "Funnel", _funnel(summary, plots)),
         section("thin", "Why so few tasks", _explanation(thin)) if thin else "",
         section("difficulty", "Difficulty", _difficulty(manifest, plots)),
-        section("changes", "Changes since the previous version", _changes(version)),
+        section("changes", "Changes since the previous version", changes_html(lake, version)),
         section(
             "agreement",
             "Pass rate and judge agreement",
@@ -180,43 +179,6 @@ def _funnel(summary: dict[str, Any], plots: _Plots) -> str:
     ]
     table = html_table(["stage", "outcome", "reason", "items"], reasons, ["", "", "", "num"])
     return plots.div(fig, "funnel") + "<h3>Outcomes by reason</h3>" + table
-
-
-def _changes(version: Path | None) -> str:
-    """The version against the one before it (`data.version_diff`): totals, a table per
-    family and split, band moves, and the tasks added, removed and changed."""
-    before = previous_version(version) if version else None
-    if before is None:
-        return empty_note("no earlier version to compare with")
-    diff = diff_versions(before, version)
-    groups = [[name, *counts.values()] for name, counts in diff.by_group.items()]
-    shifts = ", ".join(f"{s} {n}" for s, n in diff.band_shifts.items()) or "none"
-    listed = [
-        [
-            title,
-            c.kind,
-            (c.after or c.before)["task_id"][:12],
-            ", ".join(c.fields) or "-",
-            _clip((c.after or c.before)["instruction"] or ""),
-        ]
-        for title, changes in (
-            ("added", diff.added),
-            ("removed", diff.removed),
-            ("changed", diff.changed),
-        )
-        for c in changes[:LISTED]
-    ]
-    summary = (
-        f"{diff.before} → {diff.after}: {diff.n_before} → {diff.n_after} tasks,"
-        f" {len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed,"
-        f" {diff.unchanged} unchanged; band shifts: {shifts}"
-    )
-    header = ["", "family", "task", "what changed", "instruction"]
-    return (
-        f"<p>{escaped(summary)}</p>\n"
-        + html_table(["family/split", "before", "after", "added", "removed", "changed"], groups)
-        + (html_table(header, listed) if listed else "")
-    )
 
 
 def _difficulty(manifest: dict[str, Any] | None, plots: _Plots) -> str:

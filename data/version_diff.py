@@ -16,6 +16,11 @@ from typing import Any
 
 import duckdb
 
+from data.curation import latest_decisions
+from data.html_page import empty_note, escaped, table
+from data.lake import Lake
+from data.taskset_versions import previous_version
+
 COMPARED = ("instruction", "answer", "verifier", "band", "pass_rate", "split")
 LISTED = 20  # tasks listed per section in the text form (the JSON form lists every one)
 
@@ -70,6 +75,11 @@ class VersionDiff:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def task_ids(self) -> list[str]:
+        """Every task id the diff names, before and after."""
+        changes = [*self.added, *self.removed, *self.changed]
+        return sorted({t["task_id"] for c in changes for t in (c.before, c.after) if t})
 
 
 def diff_versions(before: Path, after: Path) -> VersionDiff:
@@ -241,3 +251,47 @@ def _change_line(change: TaskChange, decisions: dict[str, dict[str, Any]]) -> st
 def _short(text: str, width: int = 70) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def changes_html(lake: Lake, version: Path | None) -> str:
+    """The report page's section: `version` against the one before it, with the reviewers'
+    decisions on the tasks listed."""
+    before = previous_version(version) if version else None
+    if version is None or before is None:
+        return empty_note("no earlier version to compare with")
+    diff = diff_versions(before, version)
+    decided = latest_decisions(lake, diff.task_ids())
+    groups = [[name, *counts.values()] for name, counts in diff.by_group.items()]
+    shifts = ", ".join(f"{s} {n}" for s, n in diff.band_shifts.items()) or "none"
+    listed = []
+    for title, changes in (
+        ("added", diff.added),
+        ("removed", diff.removed),
+        ("changed", diff.changed),
+    ):
+        for c in changes[:LISTED]:
+            task = c.after or c.before
+            review = decided.get(task["task_id"]) or (
+                decided.get(c.before["task_id"]) if c.before else None
+            )
+            listed.append(
+                [
+                    title,
+                    c.kind,
+                    task["task_id"][:12],
+                    ", ".join(c.fields) or "-",
+                    _short(task["instruction"] or "", 120),
+                    f"{review['decision']} {review['reason']}".strip() if review else "",
+                ]
+            )
+    summary = (
+        f"{diff.before} → {diff.after}: {diff.n_before} → {diff.n_after} tasks,"
+        f" {len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed,"
+        f" {diff.unchanged} unchanged; band shifts: {shifts}"
+    )
+    header = ["", "family", "task", "what changed", "instruction", "review"]
+    return (
+        f"<p>{escaped(summary)}</p>\n"
+        + table(["family/split", "before", "after", "added", "removed", "changed"], groups)
+        + (table(header, listed) if listed else "")
+    )

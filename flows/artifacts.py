@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from data.curation import latest_decisions
 from data.funnel import usage_by_role
 from data.taskset_card import histogram_lines
 from data.taskset_versions import previous_version
@@ -87,9 +88,12 @@ def publish_run_artifacts(
     )
     version = Path(export["path"])
     before = previous_version(version)
+    changes = diff_versions(before, version) if before else None
+    if changes:
+        changes.decisions = latest_decisions(ctx.lake, changes.task_ids())
     create_markdown_artifact(
-        f"```\n{format_diff(diff_versions(before, version))}\n```\n"
-        if before
+        f"```\n{format_diff(changes)}\n```\n"
+        if changes
         else f"{manifest['name']} {manifest['version']} is the first version: nothing to compare",
         key="foundry-diff",
         description="What changed since the previous version: tasks added, removed, changed",

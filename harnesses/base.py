@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from data.llm import LLMClient, Reply
+from data.llm import LLMClient
+from data.llm_replies import Reply
 from data.records import Task
 
 

@@ -12,7 +12,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from data.llm import LLMClient, Reply
+from data.llm import LLMClient
+from data.llm_replies import Reply
 from data.records import Usage
 
 TURN_SEED_STRIDE = 1_000_003  # keeps every (attempt, turn) seed distinct

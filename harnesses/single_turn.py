@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.llm import LLMClient, Reply
+from data.llm import LLMClient
+from data.llm_replies import Reply
 from data.records import Task
 
 CLOSED_BOOK = "closed_book"

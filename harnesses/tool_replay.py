@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.llm import LLMClient, Reply, settle
+from data.llm import LLMClient, settle
+from data.llm_replies import Reply
 from data.prompts import load_prompt
 from data.records import Task, ToolCall, ToolEnvironment
 from data.runtime import replay_runtime

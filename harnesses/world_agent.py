@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from data.config import WorldProtocol
 from data.endpoints import Endpoint
-from data.llm import LLMClient, Reply, ToolCallRequest, settle
+from data.llm import LLMClient, settle
+from data.llm_replies import Reply, ToolCallRequest
 from data.prompts import load_prompt
 from data.records import Task, ToolCall, Usage
 from harnesses.episode import TURN_SEED_STRIDE, Episode

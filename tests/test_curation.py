@@ -16,6 +16,7 @@ from data.export import export_taskset
 from data.records import RubricSpec
 from data.version_diff import diff_versions
 from families import export_kinds
+from flows.cli import main
 from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
@@ -69,7 +70,7 @@ def browser():
 
 
 def test_a_reviewer_rejects_edits_and_accepts_in_the_browser_and_the_next_run_follows(
-    sample_run, served
+    sample_run, served, capsys
 ):
     ctx, server, first = sample_run
     exported = {r["task_id"]: r for r in pq.read_table(first / "part-00000.parquet").to_pylist()}
@@ -153,6 +154,12 @@ def test_a_reviewer_rejects_edits_and_accepts_in_the_browser_and_the_next_run_fo
     diff = diff_versions(first, second)
     assert rejected in {c.before["task_id"] for c in diff.removed}
     assert {c.after["task_id"]: c.fields for c in diff.changed}[made] == ("instruction",)
+
+    assert main(["diff", "--home", str(ctx.config.home), "--json"]) == 0  # the two versions
+    decided = json.loads(capsys.readouterr().out)["decisions"]
+    assert decided[rejected]["reason"] == "wrong_answer" and decided[edited]["decision"] == "edit"
+    assert main(["diff", "--home", str(ctx.config.home)]) == 0
+    assert "[review: reject, wrong_answer]" in capsys.readouterr().out
 
     only_accepted = export(ctx, review_required=True)
     kept = pq.read_table(only_accepted / "part-00000.parquet").column("task_id").to_pylist()

@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from data.endpoints import Endpoint
-from data.llm import Completion, LLMClient, ToolCallRequest
+from data.llm import LLMClient
+from data.llm_replies import Completion, ToolCallRequest
 from data.records import Usage
 
 
