@@ -28,6 +28,7 @@ from judges.verifier_types import package_graders
 from sources import groupings
 from sources import registered as registered_source
 from sources.base import Source
+from sources.documents import estimate_chunks
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
 from tests.test_family_registry import KIND, WordCount
 
@@ -47,6 +48,8 @@ NOTES = Source(
     tables=("sources",),
     sample=lambda ctx: [],
     grouping=Grouping("notes", "note: the note a task counts the words of", lambda row: []),
+    unit_stage="generate",  # its notes are chunked as documents are
+    estimate=estimate_chunks,
     options={"label": "what to call the notes in the counts"},
 )
 
