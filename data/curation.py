@@ -6,9 +6,9 @@ edit makes a new task (the instruction, answer or rubric items changed; its line
 the original and the decision) that goes through verification and calibration again before
 an export can carry it, and which replaces the original. The export leaves out rejected and
 edited-away tasks, and with `[review] required = true` takes accepted tasks only
-(`export_filter`). A rejection also becomes a rubric item of the task and makes the next run
-(or loop round) generate a replacement from the same source, its lineage naming the reason
-(`flows.stages.revision`).
+(`export_filter`). The next run (or loop round) acts on them in its `revise` stage
+(`flows.revision`): it writes each edited task, and makes each rejection a rubric item of the
+task and a replacement from the same source whose lineage names the reason.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ STATES = ("unreviewed", "accepted", "rejected", "edited")
 _FAMILY = "coalesce(json_extract_string({t}.lineage, '$.repair.root'), {t}.task_id)"
 EDITABLE = ("instruction", "answer", "rubric_items")
 PAGE_SIZE = 50
+# one shard a decision: past this many, they are rewritten as one (every decision kept), so
+# a day of reviewing does not leave thousands of files for every query to open
+MAX_DECISION_SHARDS = 64
 
 # the decision that holds on each task: its latest
 LATEST_SQL = """SELECT * FROM decisions
@@ -92,6 +95,7 @@ queue AS (
     LEFT JOIN agreement a ON a.task_id = t.task_id
     LEFT JOIN reviews r ON r.task_id = t.task_id
     LEFT JOIN latest l ON l.task_id = t.task_id
+    {{only}}
 )
 """
 
@@ -133,21 +137,26 @@ def queue(
     clause, params = where.where()
     order = " ORDER BY state <> 'unreviewed', kind, task_id"
     page = lake.rows(
-        f"{_QUEUE_SQL} SELECT * FROM queue{clause}{order} LIMIT ? OFFSET ?",
+        f"{_QUEUE_SQL.format(only='')} SELECT *, count(*) OVER () AS total FROM queue{clause}"
+        f"{order} LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
-    total = lake.rows(f"{_QUEUE_SQL} SELECT count(*) AS n FROM queue{clause}", params)[0]["n"]
-    choices = lake.rows(
-        f"{_QUEUE_SQL} SELECT list(DISTINCT kind ORDER BY kind) AS kinds,"
-        " list(DISTINCT band ORDER BY band) AS bands FROM queue"
-    )[0]
+    total = page[0]["total"] if page else _count(lake, clause, params)
+    kinds = lake.rows("SELECT list(DISTINCT kind ORDER BY kind) AS v FROM tasks")[0]["v"]
+    bands = lake.rows("SELECT list(DISTINCT band ORDER BY band) AS v FROM difficulty")[0]["v"]
     return {
-        "tasks": page,
+        "tasks": [{k: v for k, v in row.items() if k != "total"} for row in page],
         "total": total,
         "offset": offset,
-        "kinds": choices["kinds"] or [],
-        "bands": choices["bands"] or [],
+        "kinds": kinds or [],
+        "bands": bands or [],
     }
+
+
+def _count(lake: Lake, clause: str, params: list[Any]) -> int:
+    """The tasks a filter matches (for a page past the end, which has no row to say it)."""
+    sql = f"{_QUEUE_SQL.format(only='')} SELECT count(*) AS n FROM queue{clause}"
+    return lake.rows(sql, params)[0]["n"]
 
 
 def task_record(lake: Lake, task_id: str) -> dict[str, Any] | None:
@@ -160,8 +169,8 @@ def task_record(lake: Lake, task_id: str) -> dict[str, Any] | None:
     task: Task = tasks[0]
     row = task.to_row()
     measured = lake.rows(
-        f"{_QUEUE_SQL} SELECT band, pass_rate, ci_low, ci_high, n, agreement, hackable, state"
-        " FROM queue WHERE task_id = ?",
+        f"{_QUEUE_SQL.format(only='WHERE t.task_id = $1')} SELECT band, pass_rate, ci_low,"
+        " ci_high, n, agreement, hackable, state FROM queue",
         [task_id],
     )
     return {
@@ -210,10 +219,12 @@ def decide(
     note: str = "",
     edits: dict[str, Any] | None = None,
 ) -> Decision:
-    """Record `reviewer`'s `decision` on a task: accept; reject for `reason` (one of
-    `REJECTION_REASONS`), which also records the reason as a rubric item of the task; or edit
-    (`edits`: a new `instruction`, `answer` or `rubric_items` list), which writes the edited
-    task for verification and calibration. Raises `DecisionError` on anything else."""
+    """Record `reviewer`'s `decision` on a task: accept, reject for `reason` (one of
+    `REJECTION_REASONS`), or edit (`edits`: a new `instruction`, `answer` or `rubric_items`
+    list; the edited task's id is recorded with the decision). One shard is written, the
+    decisions compacted once they pass `MAX_DECISION_SHARDS`; the next run's `revise` stage
+    writes what follows (the edited task, a rejection's rubric item and replacement). Raises
+    `DecisionError` on anything else."""
     tasks = lake.records("tasks", "task_id = ?", [task_id])
     if not tasks:
         raise DecisionError(f"no task {task_id!r}")
@@ -242,11 +253,9 @@ def decide(
         reviewer=reviewer.strip(),
         decided_at=now,
     )
-    if edited is not None:
-        lake.write("tasks", [edited])
-    if decision == "reject":
-        lake.write("rubrics", [rejection_rubric(record)])
     lake.write("decisions", [record])
+    if len(lake.shards("decisions")) > MAX_DECISION_SHARDS:
+        lake.compact("decisions", lake.records("decisions"))
     return record
 
 

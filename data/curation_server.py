@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -64,6 +65,11 @@ class CurationServer(ThreadingHTTPServer):
         self.lake = lake
         self.reviewer = reviewer
         self.decisions = threading.Lock()  # one decision written at a time
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A page that went away mid-request (a closed tab) is no error worth a trace."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:

@@ -36,7 +36,10 @@ from judges.review import review
 
 REMEDIED = "hackable_remedied"  # review reason: a tighter verifier made a new task
 REPAIRED = "repaired"  # repair reason: a variant one difficulty level away made a new task
-DERIVED = (f"rejected:{REMEDIED}", f"done:{REPAIRED}")
+# revise reasons (`flows.revision`): a reviewer's edit written, a rejected task replaced
+EDITED = "edited"
+REPLACED = "replaced"
+DERIVED = (f"rejected:{REMEDIED}", f"done:{REPAIRED}", f"done:{EDITED}", f"done:{REPLACED}")
 REMEDY_ROUNDS = 2  # a remedied task can be remedied once more: the remedy ladder has two steps
 
 _NEIGHBOURS_SQL = """

@@ -124,9 +124,12 @@ def test_a_reviewer_rejects_edits_and_accepts_in_the_browser_and_the_next_run_fo
     server.responder.answers[instruction] = exported[edited]["answer"]
     run_llm_stages(ctx, endpoints_for(server))
     assert made in ctx.lake.finished_items("verify") & ctx.lake.finished_items("calibrate")
-    revised = ctx.lake.rows("SELECT reason, detail FROM status WHERE stage = 'revise'")
-    assert [r["reason"] for r in revised] == ["replaced"]
-    replacement = revised[0]["detail"].split(": ")[1]
+    revised = {
+        r["reason"]: r["detail"]
+        for r in ctx.lake.rows("SELECT reason, detail FROM status WHERE stage = 'revise'")
+    }
+    assert set(revised) == {"edited", "replaced"} and revised["edited"] == made
+    replacement = revised["replaced"].split(": ")[1]
     lineage = json.loads(
         ctx.lake.rows("SELECT lineage FROM tasks WHERE task_id = ?", [replacement])[0]["lineage"]
     )
