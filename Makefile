@@ -88,6 +88,7 @@ bench: install
 	$(PY) bench/rewards.py
 	$(PY) bench/dedup.py
 	$(PY) bench/catalog.py
+	$(PY) bench/curation_queue.py
 	$(PY) bench/scale_out.py
 	$(PY) bench/llama_build.py --tokens 256 --rounds 6
 	$(PY) bench/learning.py
