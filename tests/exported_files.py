@@ -31,10 +31,13 @@ def _member_text(bundle: tarfile.TarFile, member: tarfile.TarInfo) -> str:
 
 def machine_paths_in(folder: Path, machine_paths: Iterable[Path]) -> dict[str, list[str]]:
     """Each file under `folder` (a taskset version, projections included) that holds one of
-    `machine_paths` (as given and resolved), with the paths it holds."""
+    `machine_paths` (as given and resolved), with the paths it holds. Hidden entries are
+    folders and files being written (renamed into place when whole), not yet exported."""
     needles = sorted({str(p) for path in machine_paths for p in (path, path.resolve())})
     found: dict[str, list[str]] = {}
     for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if any(part.startswith(".") for part in file.relative_to(folder).parts):
+            continue
         text = file_text(file)
         hits = [needle for needle in needles if needle in text]
         if hits:

@@ -80,7 +80,9 @@ def _filled(question: str, passage: str) -> str:
     if cloze == question or "_____" not in cloze:
         return ""
     before, after = cloze.split("_____", 1)
-    found = re.search(re.escape(before) + r"(.+?)" + re.escape(after), passage)
+    # a blank that ends the question (a table row's last cell) runs to its cell's or line's end
+    ending = re.escape(after) if after else r"(?=\s*(?:\||\n|$))"
+    found = re.search(re.escape(before) + r"(.+?)" + ending, passage)
     return found.group(1) if found else ""
 
 
