@@ -1,6 +1,7 @@
 """The publish gate: a scheduled run's new version waits in the Prefect UI for approval, is
 published when approved and set aside when rejected (through a real Prefect server and the
-`foundry serve` deployments, resumed through the API as the UI's Resume form does)."""
+`foundry serve` deployments, resumed through the API as the UI's Resume form does); and the
+adhoc form's estimate, which calls no model."""
 
 from __future__ import annotations
 
@@ -54,6 +55,20 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
                         "paused run",
                         [log],
                     )
+
+                # the adhoc form's plan_only: the estimate as an artifact, no model called
+                planned = run_deployment(
+                    "adhoc/adhoc",
+                    parameters={"sources": {"docs": [str(corpus)]}, "plan_only": True},
+                    timeout=300,
+                    poll_interval=2,
+                )
+                assert planned.state.is_completed(), f"{planned.state}\n{log.read_text()[-3000:]}"
+                plan = client.read_artifacts(
+                    artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["foundry-plan"]))
+                )
+                assert "plan: " in plan[0].data and "docs" in plan[0].data
+                assert oracle_server.requests == [] and not (home / "lake" / "tasks").exists()
 
                 first = paused_run()
                 waiting = tasksets / "v0001"

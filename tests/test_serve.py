@@ -71,18 +71,6 @@ def test_serve_registers_the_deployments_and_runs_an_adhoc_backfill(
             # a list of items for each registered source type
             assert set(schema["definitions"]["SourceLists"]["properties"]) == set(source_names())
             assert {"format": "date", "type": "string"} in form["since"]["anyOf"]
-            planned = run_deployment(
-                "adhoc/adhoc",
-                parameters={"sources": {"docs": [str(corpus)]}, "plan_only": True},
-                timeout=300,
-                poll_interval=2,
-            )
-            assert planned.state.is_completed(), f"{planned.state}\n{log.read_text()[-3000:]}"
-            plan = client.read_artifacts(
-                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["foundry-plan"]))
-            )
-            assert "plan: " in plan[0].data and "docs" in plan[0].data
-            assert oracle_server.requests == [] and not (home / "lake" / "tasks").exists()
             run = run_deployment(
                 "adhoc/adhoc",
                 parameters={
