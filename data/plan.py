@@ -71,10 +71,16 @@ class RunPlan:
 
     @property
     def totals(self) -> dict[str, float]:
-        keys = ("calls", "low_calls", "high_calls", "tokens", "cost_usd", "low_cost_usd")
-        sums = {k: sum(getattr(s, k) for s in self.stages) for k in keys}
-        sums["high_cost_usd"] = sum(s.high_cost_usd for s in self.stages)
-        return sums
+        keys = (
+            "calls",
+            "low_calls",
+            "high_calls",
+            "tokens",
+            "cost_usd",
+            "low_cost_usd",
+            "high_cost_usd",
+        )
+        return {k: sum(getattr(s, k) for s in self.stages) for k in keys}
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -82,8 +82,9 @@ class VersionDiff:
         return sorted({t["task_id"] for c in changes for t in (c.before, c.after) if t})
 
 
-def diff_versions(before: Path, after: Path) -> VersionDiff:
-    """Compare taskset version folders `before` and `after` (each with its parquet parts)."""
+def diff_versions(before: Path, after: Path, lake: Lake | None = None) -> VersionDiff:
+    """Compare taskset version folders `before` and `after` (each with its parquet parts);
+    with the `lake`, the reviewers' decisions on the tasks the diff names."""
     diff = VersionDiff(before=_label(before), after=_label(after))
     groups: dict[str, Counter] = {}
     bands_before: Counter = Counter()
@@ -122,6 +123,8 @@ def diff_versions(before: Path, after: Path) -> VersionDiff:
         dict(sorted(bands_after.items())),
     )
     diff.band_shifts = dict(sorted(shifts.items()))
+    if lake is not None:
+        diff.decisions = latest_decisions(lake, diff.task_ids())
     return diff
 
 
@@ -238,14 +241,21 @@ def _change_line(change: TaskChange, decisions: dict[str, dict[str, Any]]) -> st
                 parts.append(f)
         head += ": " + ", ".join(parts)
     text = f'{head} "{_short(task["instruction"] or "")}"'
-    decided = decisions.get(task["task_id"]) or (
-        decisions.get(change.before["task_id"]) if change.before else None
-    )
+    decided = decision_on(change, decisions)
     if decided:
         text += f" [review: {decided['decision']}" + (
             f", {decided['reason']}]" if decided.get("reason") else "]"
         )
     return text
+
+
+def decision_on(change: TaskChange, decisions: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The reviewers' decision on a changed task: on the task it is now, else on the one it
+    was (an edit's original, a rejected task)."""
+    now = change.after or change.before
+    return decisions.get(now["task_id"]) or (
+        decisions.get(change.before["task_id"]) if change.before else None
+    )
 
 
 def _short(text: str, width: int = 70) -> str:
@@ -259,8 +269,7 @@ def changes_html(lake: Lake, version: Path | None) -> str:
     before = previous_version(version) if version else None
     if version is None or before is None:
         return empty_note("no earlier version to compare with")
-    diff = diff_versions(before, version)
-    decided = latest_decisions(lake, diff.task_ids())
+    diff = diff_versions(before, version, lake)
     groups = [[name, *counts.values()] for name, counts in diff.by_group.items()]
     shifts = ", ".join(f"{s} {n}" for s, n in diff.band_shifts.items()) or "none"
     listed = []
@@ -271,9 +280,7 @@ def changes_html(lake: Lake, version: Path | None) -> str:
     ):
         for c in changes[:LISTED]:
             task = c.after or c.before
-            review = decided.get(task["task_id"]) or (
-                decided.get(c.before["task_id"]) if c.before else None
-            )
+            review = decision_on(c, diff.decisions)
             listed.append(
                 [
                     title,

@@ -14,7 +14,6 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from data.curation import latest_decisions
 from data.funnel import usage_by_role
 from data.taskset_card import histogram_lines
 from data.taskset_versions import previous_version
@@ -88,9 +87,7 @@ def publish_run_artifacts(
     )
     version = Path(export["path"])
     before = previous_version(version)
-    changes = diff_versions(before, version) if before else None
-    if changes:
-        changes.decisions = latest_decisions(ctx.lake, changes.task_ids())
+    changes = diff_versions(before, version, ctx.lake) if before else None
     create_markdown_artifact(
         f"```\n{format_diff(changes)}\n```\n"
         if changes

@@ -215,7 +215,6 @@ def report(args: argparse.Namespace) -> int:
 def diff(args: argparse.Namespace) -> int:
     """Compare two versions of a taskset: by default the latest with the one before, with one
     version named that one with the latest."""
-    from data.curation import latest_decisions
     from data.taskset_versions import named_version, taskset_versions
     from data.version_diff import diff_versions, format_diff
 
@@ -240,8 +239,7 @@ def diff(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    result = diff_versions(*pair)
-    result.decisions = latest_decisions(lake_of(args), result.task_ids())
+    result = diff_versions(*pair, lake_of(args))
     print(json.dumps(result.to_json(), indent=2, default=str) if args.json else format_diff(result))
     return EXIT_OK
 

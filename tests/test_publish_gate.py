@@ -70,6 +70,16 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
                 assert "plan: " in plan[0].data and "docs" in plan[0].data
                 assert oracle_server.requests == [] and not (home / "lake" / "tasks").exists()
 
+                def decided(run, answer: dict):
+                    """The paused run resumed with `answer`, once it has ended."""
+                    resume_flow_run(run.id, run_input=answer)
+                    return wait_for(
+                        lambda: (r := client.read_flow_run(run.id)).state.is_final() and r,
+                        120,
+                        "decided run",
+                        [log],
+                    )
+
                 first = paused_run()
                 waiting = tasksets / "v0001"
                 assert (waiting / AWAITING_APPROVAL).is_file()
@@ -78,13 +88,7 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
                     artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["foundry-publish"]))
                 )[0]
                 assert "v0001 waits for approval" in note.data and "the first version" in note.data
-                resume_flow_run(first.id, run_input={"approve": True, "note": "looks right"})
-                done = wait_for(
-                    lambda: (r := client.read_flow_run(first.id)).state.is_final() and r,
-                    120,
-                    "approved run",
-                    [log],
-                )
+                done = decided(first, {"approve": True, "note": "looks right"})
                 assert done.state.is_completed(), done.state
                 assert (tasksets / "latest").resolve() == waiting.resolve()
                 assert not (waiting / AWAITING_APPROVAL).exists()
@@ -92,13 +96,7 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
                 shutil.copy(docs[1], corpus)  # new material: a new version to decide on
                 second = paused_run()
                 assert (tasksets / "v0002" / AWAITING_APPROVAL).is_file()
-                resume_flow_run(second.id, run_input={"approve": False, "note": "too few"})
-                done = wait_for(
-                    lambda: (r := client.read_flow_run(second.id)).state.is_final() and r,
-                    120,
-                    "rejected run",
-                    [log],
-                )
+                done = decided(second, {"approve": False, "note": "too few"})
                 assert done.state.is_cancelled() and "too few" in done.state.message
                 assert (tasksets / "latest").resolve() == waiting.resolve()
                 assert (tasksets / "v0002.rejected").is_dir() and not (tasksets / "v0002").exists()
