@@ -44,7 +44,7 @@ class StageContext:
     config: FoundryConfig
     run_id: str
     progress: Progress = quiet
-    plans: dict[tuple[str, str], calibration.Plan] = field(default_factory=dict)
+    plans: dict[str, calibration.Planner] = field(default_factory=dict)  # by solver
     harnesses: dict[str, Harness] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)  # the run's LLM spend against its limits
     _unit_tests: UnitTests | None = None
@@ -70,7 +70,7 @@ class StageContext:
 
     def __getstate__(self) -> dict[str, Any]:
         """What another process (a Dask worker) gets: the per-process caches stay behind."""
-        return {**self.__dict__, "harnesses": {}, "_unit_tests": None}
+        return {**self.__dict__, "plans": {}, "harnesses": {}, "_unit_tests": None}
 
     def status(
         self, stage: str, item_id: str, status: ItemStatus, reason: str, detail: str = ""

@@ -57,6 +57,7 @@ from flows.steering import first_failure, steer
 from generators.checks import CheckFailure
 from harnesses.base import Harness
 from judges import calibration, controls
+from judges.task_prior import MOST_HISTORY, Earlier, Features
 
 
 def check_kinds(kinds: Sequence[str] | None) -> None:
@@ -176,21 +177,26 @@ def pending_calibrate(ctx: StageContext) -> list[str]:
     return pending_items(ctx, "calibrate", sql)
 
 
-def calibration_plan(ctx: StageContext, solver: str, harness: str) -> calibration.Plan:
-    """The run's calibration plan for this solver and harness, made from the outcomes of the
-    tasks calibrated by earlier runs (not this one's, so every batch gets the same plan
-    whichever finishes first)."""
-    key = (solver, harness)
-    if key not in ctx.plans:
-        history = ctx.lake.rows(
-            "SELECT d.n, d.passes FROM difficulty d JOIN status s ON s.item_id = d.task_id"
-            f" AND s.stage LIKE 'calibrate%' AND {MEASURED_BY}"
-            " WHERE d.solver_model = ? AND d.harness = ? AND s.run_id <> ?",
-            [solver, harness, ctx.run_id],
-        )
-        outcomes = [(r["n"], r["passes"]) for r in history]
-        ctx.plans[key] = calibration.plan(ctx.config.calibrate, outcomes)
-    return ctx.plans[key]
+def calibration_planner(ctx: StageContext, solver: str) -> calibration.Planner:
+    """The run's calibration planner for `solver`, from the tasks calibrated against it by
+    earlier runs (not this one's, so every batch, in any process, plans alike whichever
+    finishes first), the most recent last."""
+    if solver not in ctx.plans:
+        rows = ctx.lake.rows(
+            "SELECT d.task_id, d.harness, d.n, d.passes FROM difficulty d JOIN status s"
+            f" ON s.item_id = d.task_id AND s.stage LIKE 'calibrate%' AND {MEASURED_BY}"
+            " WHERE d.solver_model = ? AND s.run_id <> ? AND d.n > 0"
+            " ORDER BY s.recorded_at, d.task_id",
+            [solver, ctx.run_id],
+        )[-MOST_HISTORY:]
+        tasks = load_tasks(ctx, [r["task_id"] for r in rows])
+        history = [
+            Earlier(Features.of(tasks[r["task_id"]], r["harness"]), r["n"], r["passes"])
+            for r in rows
+            if r["task_id"] in tasks
+        ]
+        ctx.plans[solver] = calibration.Planner(ctx.config.calibrate, history)
+    return ctx.plans[solver]
 
 
 def calibration_harness(ctx: StageContext, task: Task, solver: Endpoint) -> Harness:
@@ -216,7 +222,8 @@ def calibrate_into(stage: str, fixed_k: int | None = None) -> Callable[..., Awai
         harness = calibration_harness(ctx, task, client.endpoint("solver"))
         config = family.attempt_config(ctx.config)
         if fixed_k is None:
-            plan = calibration_plan(ctx, client.model("solver"), harness.name)
+            planner = calibration_planner(ctx, client.model("solver"))
+            plan = planner.plan_for(task, harness.name)
         else:
             config = config.model_copy(update={"method": "fixed", "k": fixed_k})
             plan = calibration.plan(config, [])

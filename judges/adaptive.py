@@ -4,16 +4,19 @@ What calibration must get right is a task's band: below, inside or above [low, h
 round of attempts a Bayes-optimal sequential rule decides whether more attempts are worth it:
 
 - the prior over the pass rate is a discrete grid learnt from earlier tasks' outcomes
-  (nonparametric maximum likelihood by EM; the stopping rule leaves the likelihood unbiased), or
-  Jeffreys' Beta(1/2, 1/2) without enough history;
+  (nonparametric maximum likelihood by EM; the stopping rule leaves the likelihood unbiased),
+  per task from the earlier tasks like it (`judges.task_prior`), or Jeffreys' Beta(1/2, 1/2)
+  without enough history;
 - a wrong band costs 1, except within `indifference` of a band edge, where both neighbouring
   labels count as right; each attempt costs `cost`;
 - backward induction over the states (attempts, passes), in steps of one round up to
   `max_attempts`, gives the policy once per prior; a task then only walks the table.
 
 The attempt cost is not a knob: it is set by bisection to the largest cost whose expected error
-under the prior is no worse than a fixed design of `reference_k` attempts labelled by its point
-estimate. The result is as accurate as k = 16 with as few attempts as the evidence allows.
+under the priors, on average over the tasks they belong to, is no worse than a fixed design of
+`reference_k` attempts labelled by its point estimate. One cost for all tasks puts the attempts
+where a band is in doubt; the result is as accurate as k = 16 with as few attempts as the
+evidence allows.
 """
 
 from __future__ import annotations
@@ -174,20 +177,41 @@ def fixed_error(prior: Prior, rule: BandRule, k: int) -> float:
     return float(1.0 - (_binomial(k) * right).sum(axis=0) @ prior.weights)
 
 
+def matching_cost(
+    priors: Sequence[Prior],
+    rule: BandRule,
+    reference_k: int,
+    round_size: int,
+    max_attempts: int,
+    steps: int = 40,
+) -> float:
+    """The largest attempt cost at which the policies solved for `priors` are, on average over
+    them, as accurate as fixed `reference_k`. One cost for many tasks spends attempts where the
+    band is in doubt: each task's policy trades its own error against the same price."""
+    if round_size < 1 or max_attempts < round_size:
+        raise ValueError("need 1 <= round_size <= max_attempts")
+    if not priors:
+        raise ValueError("no priors to match")
+    target = float(np.mean([fixed_error(prior, rule, reference_k) for prior in priors]))
+
+    def error(cost: float) -> float:
+        return float(
+            np.mean([solve(p, rule, cost, round_size, max_attempts).expected_error for p in priors])
+        )
+
+    cheap, dear = 1e-7, 1.0
+    for _ in range(steps):
+        cost = math.sqrt(cheap * dear)
+        if error(cost) <= target:
+            cheap = cost
+        else:
+            dear = cost
+    return cheap
+
+
 def matching_policy(
     prior: Prior, rule: BandRule, reference_k: int, round_size: int, max_attempts: int
 ) -> Policy:
     """The policy with the largest attempt cost that is as accurate as fixed `reference_k`."""
-    if round_size < 1 or max_attempts < round_size:
-        raise ValueError("need 1 <= round_size <= max_attempts")
-    target = fixed_error(prior, rule, reference_k)
-    cheap, dear = 1e-7, 1.0
-    best = solve(prior, rule, cheap, round_size, max_attempts)
-    for _ in range(40):
-        cost = math.sqrt(cheap * dear)
-        policy = solve(prior, rule, cost, round_size, max_attempts)
-        if policy.expected_error <= target:
-            best, cheap = policy, cost
-        else:
-            dear = cost
-    return best
+    cost = matching_cost([prior], rule, reference_k, round_size, max_attempts)
+    return solve(prior, rule, cost, round_size, max_attempts)

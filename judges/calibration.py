@@ -15,24 +15,38 @@ from data.config import CalibrateConfig
 from data.llm import LLMClient, settle
 from data.records import Attempt, Difficulty, Task, content_id, seed_for
 from harnesses.base import Harness
-from judges.adaptive import LABELS, SAMPLE, BandRule, Policy, Prior, matching_policy
+from judges.adaptive import (
+    LABELS,
+    SAMPLE,
+    BandRule,
+    Policy,
+    Prior,
+    matching_cost,
+    matching_policy,
+    solve,
+)
 from judges.passrate import learnability, pass_at_k, pool, wilson_interval
 from judges.score import Score
+from judges.task_prior import CATEGORIES, Earlier, Features, TaskPriors
 from judges.verifier_types import grade
 
 
 @dataclass(frozen=True)
 class Plan:
-    """How a run calibrates: the stopping policy and where its prior came from."""
+    """How one task is calibrated: the stopping policy, where its prior came from ("jeffreys",
+    "empirical:<earlier tasks>" pooled, "task:<earlier tasks>" its own), the prior's mean and
+    how many earlier tasks it counts as like this one."""
 
     method: str
     policy: Policy
     prior: str
+    prior_mean: float | None = None
+    prior_alike: float | None = None
 
 
 def plan(config: CalibrateConfig, history: Sequence[tuple[int, int]]) -> Plan:
-    """The calibration plan; `history` holds earlier tasks' (attempts, passes) for this solver
-    and harness, used as the prior once there are `prior_min_tasks` of them."""
+    """One plan for every task: `history` holds earlier tasks' (attempts, passes) for this
+    solver and harness, used as the prior once there are `prior_min_tasks` of them."""
     rule = BandRule(config.band_low, config.band_high, config.indifference)
     if config.method == "fixed":
         return Plan("fixed", fixed_policy(rule, config.k), "")
@@ -43,7 +57,62 @@ def plan(config: CalibrateConfig, history: Sequence[tuple[int, int]]) -> Plan:
     policy = matching_policy(
         prior, rule, config.reference_k, config.round_size, config.max_attempts
     )
-    return Plan("adaptive", policy, name)
+    return Plan("adaptive", policy, name, prior.mean())
+
+
+class Planner:
+    """The plans of one solver's calibrations, from its earlier tasks (`history`).
+
+    With `prior = "task"` and `prior_min_tasks` earlier tasks, each task gets its own prior
+    (`judges.task_prior`) and a policy solved for it at one attempt cost for all tasks, matched
+    so that the earlier tasks' own priors are on average as accurate as fixed `reference_k`.
+    Otherwise, and for `prior = "pooled"`, every task in one environment shares one plan
+    (`plan`)."""
+
+    MATCHED_ON = 100  # earlier tasks whose priors set the common attempt cost
+
+    def __init__(self, config: CalibrateConfig, history: Sequence[Earlier]) -> None:
+        self.config = config
+        self.rule = BandRule(config.band_low, config.band_high, config.indifference)
+        self.history = list(history)
+        self.priors: TaskPriors | None = None
+        self.cost = 0.0
+        self._pooled: dict[str, Plan] = {}
+        enough = len(self.history) >= config.prior_min_tasks
+        if config.method == "adaptive" and config.prior == "task" and enough:
+            self.priors = TaskPriors.fit(self.history)
+            chosen = np.unique(
+                np.linspace(0, len(self.history) - 1, min(len(self.history), self.MATCHED_ON))
+                .round()
+                .astype(int)
+            )
+            own = [self.priors.prior_of(self.history[i].features).prior for i in chosen]
+            self.cost = matching_cost(
+                own, self.rule, config.reference_k, config.round_size, config.max_attempts
+            )
+
+    def plan_for(self, task: Task, environment: str) -> Plan:
+        """`task`'s plan when it is attempted in `environment`."""
+        return self.plan_of(Features.of(task, environment))
+
+    def plan_of(self, features: Features) -> Plan:
+        """The plan of a task with these features."""
+        if self.priors is None:
+            environment = features.categories[CATEGORIES.index("environment")]
+            if environment not in self._pooled:
+                outcomes = [
+                    (e.attempts, e.passes)
+                    for e in self.history
+                    if e.features.categories[CATEGORIES.index("environment")] == environment
+                ]
+                self._pooled[environment] = plan(self.config, outcomes)
+            return self._pooled[environment]
+        own = self.priors.prior_of(features)
+        policy = solve(
+            own.prior, self.rule, self.cost, self.config.round_size, self.config.max_attempts
+        )
+        name = f"task:{len(self.priors.history)}"
+        return Plan("adaptive", policy, name, own.prior.mean(), own.alike)
 
 
 def fixed_policy(rule: BandRule, k: int) -> Policy:
@@ -134,6 +203,8 @@ async def calibrate(
         learnability=learnability(rate),
         method=how.method,
         prior=how.prior,
+        prior_mean=how.prior_mean,
+        prior_alike=how.prior_alike,
         temperature=config.temperature,
         max_tokens=config.max_tokens,
     )

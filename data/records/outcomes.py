@@ -147,7 +147,12 @@ class Difficulty(Record):
     pool: Pool
     learnability: float
     method: str = "fixed"  # "adaptive" or "fixed"
-    prior: str = ""  # adaptive: "jeffreys" or "empirical:<tasks it was learnt from>"
+    # adaptive: "jeffreys", "empirical:<tasks it was learnt from>" (one prior for all) or
+    # "task:<earlier tasks>" (its own, `judges.task_prior`); the prior's mean pass rate and how
+    # many earlier tasks it counted as like this one
+    prior: str = ""
+    prior_mean: float | None = None
+    prior_alike: float | None = None
     temperature: float | None = None  # the solver's sampling settings
     max_tokens: int | None = None
 
