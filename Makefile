@@ -92,11 +92,12 @@ bench: install
 	$(PY) bench/scale_out.py
 	$(PY) bench/llama_build.py --tokens 256 --rounds 6
 	$(PY) bench/learning.py
-	@if [ -d .foundry/lake ]; then \
-	  $(PY) bench/calibration_calls.py --kind doc_qa --kind tool_replay --kind world_tool_use \
-	  && $(VENV)/bin/foundry redteam --every-task; \
-	else echo "bench/calibration_calls.py, foundry redteam: skipped, they read the lake a" \
-	  "\`make run\` leaves in .foundry"; fi
+	# calibration calls read a run of 50+ verified tasks, made once (about 40 minutes)
+	test -d .foundry-calibration/lake || $(VENV)/bin/foundry run \
+	  --config bench/calibration_calls.toml --home .foundry-calibration
+	$(PY) bench/calibration_calls.py --embedded 2
+	@if [ -d .foundry/lake ]; then $(VENV)/bin/foundry redteam --every-task; \
+	else echo "foundry redteam: skipped, it reads the lake a \`make run\` leaves in .foundry"; fi
 
 clean:
-	rm -rf .foundry .pytest_cache .ruff_cache
+	rm -rf .foundry .foundry-calibration .pytest_cache .ruff_cache

@@ -7,7 +7,14 @@ phases, side by side in one process:
   in order, through the plain stage functions over a lake that `ingest_docs` filled beforehand
   (ingest is not timed; the variants `repair` makes are not taken round again);
 - raw: the very requests the pipeline sent, replayed through one `LLMClient` (no cache) with
-  the same concurrency limit, all at once.
+  the same concurrency limit, all at once;
+- flow: the production path on another fresh lake, ingested alike: the `pipeline` flow itself
+  (`flows.pipeline.pipeline_flow`, configured from a file) on a local Prefect server, its
+  batches Prefect task runs on the configured task runner, the run's artifacts published.
+  It takes the repair loop round until nothing is pending, so it sends more requests than the
+  plain stages; `flow/raw` compares its LLM stages' span (first request to last reply) with its
+  own requests replayed raw. The whole flow's seconds (flow run, export, artifacts) are printed
+  beside it.
 
 Several `--latency` values are measured in turn, each on a fresh lake, and compared in a last
 table. Run from the repository root: `.venv/bin/python bench/throughput.py --latency 0.05 0.2`.
@@ -35,6 +42,8 @@ from data.funnel import run_usage  # noqa: E402
 from data.lake import Lake  # noqa: E402
 from data.llm import LLMClient, LLMError  # noqa: E402
 from families.stage import LLMStage, StageContext, batches  # noqa: E402
+from flows.pipeline import pipeline_flow  # noqa: E402
+from flows.prefect_server import prefect_api  # noqa: E402
 from flows.stage_runs import run_llm_batch, solver_through_proxy  # noqa: E402
 from flows.stages import llm_stages  # noqa: E402
 from harnesses.proxy import running_proxy  # noqa: E402
@@ -154,6 +163,41 @@ def run_stage(
     return Phase(name, requests, stage_start, time.monotonic(), detail, time.process_time() - cpu)
 
 
+FLOW_CONFIG = """\
+batch_size = {batch_size}
+
+[roles.generator]
+{endpoint}
+[[roles.judges]]
+{endpoint}
+[roles.solver]
+{endpoint}"""
+
+
+def run_flow(
+    home: Path, args: argparse.Namespace, batch_size: int, server: openai_server.FakeOpenAIServer
+) -> tuple[Phase, Phase]:
+    """The `pipeline` flow over a lake ingested beforehand: (its LLM stages' span, the whole
+    flow)."""
+    endpoint = (
+        f'base_url = "{server.base_url}"\napi_key = "k"\nmodel = "fake-model"\n'
+        f"max_concurrency = {args.concurrency}\njson_schema = true\nsupports_n = false\n"
+    )
+    config = home / "bench.toml"
+    config.write_text(FLOW_CONFIG.format(batch_size=batch_size, endpoint=endpoint))
+    first = len(server.requests)
+    started, cpu = time.monotonic(), time.process_time()
+    summary = pipeline_flow(home=str(home), config=str(config))
+    ended, cpu = time.monotonic(), time.process_time() - cpu
+    arrivals = server.request_times[first:]
+    requests = len(arrivals)
+    whole = Phase("flow, whole", requests, started, ended, "pipeline flow run", cpu)
+    span_end = max(arrivals) + server.latency_s if arrivals else ended
+    detail = f"LLM stages, Prefect task runs; {summary['export']['n_tasks']} tasks exported"
+    span = Phase("flow", requests, min(arrivals, default=started), span_end, detail, cpu)
+    return span, whole
+
+
 def replay(
     bodies: list[dict[str, Any]],
     endpoints: dict[str, Endpoint],
@@ -186,7 +230,7 @@ def replay(
     first = len(server.requests)
     started, cpu = time.monotonic(), time.process_time()
     results = asyncio.run(go())
-    detail = "LLMClient.chat, one gather" + (", through the proxy" if name != "raw" else "")
+    detail = "LLMClient.chat, one gather" + (", through the proxy" if name == "proxied" else "")
     requests = len(server.requests) - first
     phase = Phase(name, requests, started, time.monotonic(), detail, time.process_time() - cpu)
     return phase, results.count(False)
@@ -227,10 +271,17 @@ class Measurement:
     raw: Phase
     proxied: Phase
     pipeline: Phase
+    flow: Phase  # the pipeline flow's LLM stages, with Prefect
+    whole_flow: Phase
+    flow_raw: Phase  # the flow's own requests, replayed raw
 
     @property
     def ratio(self) -> float:
         return self.pipeline.rate / self.raw.rate if self.raw.rate else 0.0
+
+    @property
+    def flow_ratio(self) -> float:
+        return self.flow.rate / self.flow_raw.rate if self.flow_raw.rate else 0.0
 
     @property
     def proxy_ratio(self) -> float:
@@ -267,20 +318,40 @@ def measure(latency: float, args: argparse.Namespace, batch_size: int) -> Measur
             via, via_failed = replay(
                 bodies, endpoints_for(url, args.concurrency), server, "proxied"
             )
+        with tempfile.TemporaryDirectory(prefix="foundry-bench-flow-") as flow_home:
+            flow_config = FoundryConfig(home=Path(flow_home), batch_size=batch_size)
+            flow_lake = Lake(flow_config.home)
+            ingest_run = flow_lake.start_run("bench-ingest")
+            ingest_docs([args.docs], StageContext(flow_lake, flow_config, ingest_run))
+            flow_lake.finish_run(ingest_run, "completed", run_usage(flow_lake, ingest_run))
+            flow_first = len(server.requests)
+            flow, whole = run_flow(Path(flow_home), args, batch_size, server)
+            flow_bodies = [dict(body) for body in server.requests[flow_first:]]
+        flow_raw, flow_raw_failed = replay(flow_bodies, endpoints, server, "flow raw")
         times = list(server.request_times)
 
-    for phase in (raw, via, pipeline, *stages):
+    for phase in (raw, via, pipeline, *stages, flow_raw, flow):
         arrivals = [t for t in times if phase.start <= t <= phase.end]
         occupancy(phase, arrivals, latency, args.concurrency)
-    print_table([raw, via, pipeline, *stages], ideal)
+    print_table([raw, via, pipeline, *stages, flow_raw, flow], ideal)
+    print(
+        f"flow, whole: {whole.seconds:.2f} s (LLM stages {flow.seconds:.2f} s; the rest is the"
+        " flow run's start, the export and the artifacts)"
+    )
     print(
         "  idle: share of the time with no request at the server (client work, lake I/O and"
         " batch set-up); full: share with all slots busy; cpu: CPU time of this process"
         " (client, proxy and fake server together) per request."
     )
-    result = Measurement(latency, raw, via, pipeline)
+    result = Measurement(latency, raw, via, pipeline, flow, whole, flow_raw)
     verdict = "meets" if result.ratio >= TARGET_RATIO else "BELOW"
     print(f"pipeline/raw = {result.ratio:.2f} (target >= {TARGET_RATIO}: {verdict} target)")
+    verdict = "meets" if result.flow_ratio >= TARGET_RATIO else "BELOW"
+    print(f"flow/raw = {result.flow_ratio:.2f} (target >= {TARGET_RATIO}: {verdict} target)")
+    print(
+        f"(the flow takes the repair loop round until nothing is pending: {flow.requests}"
+        f" requests to the plain stages' {pipeline.requests}; flow/raw replays its own)"
+    )
     print(f"proxied/raw = {result.proxy_ratio:.2f} (what the recording proxy costs)")
     failed = {k: v for k, v in outcomes.items() if k.startswith("failed:")}
     print(f"pipeline outcomes: {dict(sorted(outcomes.items()))}")
@@ -288,9 +359,10 @@ def measure(latency: float, args: argparse.Namespace, batch_size: int) -> Measur
         f"pipeline LLM calls recorded: {usage['calls']} live, {usage['cache_hits']} from cache,"
         f" {usage['errors']} errors; server received {pipeline.requests}"
     )
-    if failed or raw_failed or via_failed or usage["errors"]:
+    if failed or raw_failed or via_failed or flow_raw_failed or usage["errors"]:
         print(
-            f"WARNING: failures (pipeline {failed}, raw {raw_failed}, proxied {via_failed})"
+            f"WARNING: failures (pipeline {failed}, raw {raw_failed}, proxied {via_failed},"
+            f" flow raw {flow_raw_failed})"
             " make the figures suspect"
         )
     return result
@@ -304,17 +376,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  concurrency    {args.concurrency} requests in flight (max_concurrency)")
     print(f"  batch size     {batch_size} items per stage batch (batches run one after another)")
     print(f"  corpus         {args.docs}")
-    results = [measure(latency, args, batch_size) for latency in args.latency]
+    with prefect_api() as api:
+        print(f"  prefect api    {api} (the flow phase)")
+        results = [measure(latency, args, batch_size) for latency in args.latency]
 
     print()
     head = f"{'latency':>8} {'raw req/s':>10} {'of ideal':>9} {'pipeline/raw':>13}"
-    print(f"{head} {'proxied/raw':>12} {'cpu ms/req raw, pipeline':>25}")
+    print(
+        f"{head} {'flow/raw':>9} {'flow whole s':>13} {'proxied/raw':>12}"
+        f" {'cpu ms/req raw, pipeline, flow':>31}"
+    )
     for r in results:
         share = r.raw.rate * r.latency / args.concurrency
-        cpu = f"{r.raw.cpu_per_request:.2f}, {r.pipeline.cpu_per_request:.2f}"
+        cpu = (
+            f"{r.raw.cpu_per_request:.2f}, {r.pipeline.cpu_per_request:.2f},"
+            f" {r.whole_flow.cpu_per_request:.2f}"
+        )
         print(
             f"{r.latency:>8g} {r.raw.rate:>10.1f} {share:>9.0%} {r.ratio:>13.2f}"
-            f" {r.proxy_ratio:>12.2f} {cpu:>25}"
+            f" {r.flow_ratio:>9.2f} {r.whole_flow.seconds:>13.1f} {r.proxy_ratio:>12.2f} {cpu:>31}"
         )
     print(
         f"note: each stage batch (<= {batch_size} items) finishes before the next starts and an"

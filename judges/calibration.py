@@ -27,7 +27,7 @@ from judges.adaptive import (
 )
 from judges.passrate import learnability, pass_at_k, pool, wilson_interval
 from judges.score import Score
-from judges.task_prior import CATEGORIES, Earlier, Features, TaskPriors
+from judges.task_prior import Earlier, Features, TaskPriors, spread
 from judges.verifier_types import grade
 
 
@@ -81,11 +81,7 @@ class Planner:
         enough = len(self.history) >= config.prior_min_tasks
         if config.method == "adaptive" and config.prior == "task" and enough:
             self.priors = TaskPriors.fit(self.history)
-            chosen = np.unique(
-                np.linspace(0, len(self.history) - 1, min(len(self.history), self.MATCHED_ON))
-                .round()
-                .astype(int)
-            )
+            chosen = spread(len(self.history), self.MATCHED_ON)
             own = [self.priors.prior_of(self.history[i].features).prior for i in chosen]
             self.cost = matching_cost(
                 own, self.rule, config.reference_k, config.round_size, config.max_attempts
@@ -98,12 +94,12 @@ class Planner:
     def plan_of(self, features: Features) -> Plan:
         """The plan of a task with these features."""
         if self.priors is None:
-            environment = features.categories[CATEGORIES.index("environment")]
+            environment = features.environment
             if environment not in self._pooled:
                 outcomes = [
                     (e.attempts, e.passes)
                     for e in self.history
-                    if e.features.categories[CATEGORIES.index("environment")] == environment
+                    if e.features.environment == environment
                 ]
                 self._pooled[environment] = plan(self.config, outcomes)
             return self._pooled[environment]

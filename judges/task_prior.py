@@ -49,6 +49,10 @@ class Features:
     relatives: frozenset[str]  # tasks in its lineage: repair parent and root, earlier versions
     chunks: frozenset[str]  # the source chunks it was made from
 
+    @property
+    def environment(self) -> str:
+        return self.categories[CATEGORIES.index("environment")]
+
     @classmethod
     def of(cls, task: Task, environment: str) -> Features:
         lineage = task.lineage
@@ -140,7 +144,7 @@ class TaskPriors:
         posteriors /= posteriors.sum(axis=1, keepdims=True)
         sizes = np.array([e.features.sizes for e in history])
         scale = np.where(sizes.std(axis=0) > 0, sizes.std(axis=0), 1.0)
-        fitted = _subset(len(history), MOST_FITTED)
+        fitted = spread(len(history), MOST_FITTED)
         own = [history[i].features for i in fitted]
         parts = _likeness(own, own, scale)
         np.fill_diagonal(parts.related, False)
@@ -216,6 +220,6 @@ def _likelihoods(history: Sequence[Earlier]) -> np.ndarray:
     return GRID[None, :] ** s * (1 - GRID[None, :]) ** (n - s)
 
 
-def _subset(size: int, most: int) -> np.ndarray:
+def spread(size: int, most: int) -> np.ndarray:
     """Evenly spread indices, at most `most` of them (the same every time)."""
     return np.unique(np.linspace(0, size - 1, min(size, most)).round().astype(int))

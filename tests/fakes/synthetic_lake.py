@@ -76,6 +76,8 @@ def difficulty_rows(ids: list[str]) -> dict[str, list]:
         "learnability": [4 * r * (1 - r) for r in rates],
         "method": ["fixed"] * len(ids),
         "prior": [""] * len(ids),
+        "prior_mean": [None] * len(ids),
+        "prior_alike": [None] * len(ids),
         "temperature": [0.8] * len(ids),
         "max_tokens": [48] * len(ids),
     }
