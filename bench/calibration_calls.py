@@ -99,7 +99,7 @@ def calls_per_attempt(lake: Lake) -> dict[str, float]:
         " FROM attempts a LEFT JOIN per_rollout r USING (rollout_id)"
         " WHERE a.stage = 'calibrate' GROUP BY 1"
     )
-    return {r["harness"]: max(1.0, r["calls"] / r["attempts"]) for r in rows}
+    return {r["harness"]: max(1.0, float(r["calls"]) / r["attempts"]) for r in rows}
 
 
 def settings(config: CalibrateConfig, method: str) -> CalibrateConfig:
@@ -171,6 +171,7 @@ def known_truths(
     calls: dict[str, list[float]] = {m: [] for m in METHODS}
     correct: dict[str, list[float]] = {m: [] for m in METHODS}
     by_env: dict[tuple[str, str], list[float]] = defaultdict(list)
+    right_by_env: dict[tuple[str, str], list[float]] = defaultdict(list)
 
     async def replicate(rng: np.random.Generator) -> None:
         for i, item in enumerate(tasks):
@@ -186,6 +187,7 @@ def known_truths(
                 calls[method].append(spent)
                 correct[method].append(right[LABELS.index(difficulty.band), truth])
                 by_env[(item.environment, method)].append(spent)
+                right_by_env[(item.environment, method)].append(correct[method][-1])
 
     for r in range(replications):
         asyncio.run(replicate(np.random.default_rng(1000 + r)))
@@ -206,11 +208,14 @@ def known_truths(
             f"{method:<10}{mean_calls:>11.2f}{mean_calls / base_calls:>12.3f}"
             f"{accuracy:>10.4f}{accuracy - base_right:>+12.4f} (se {error:.4f})"
         )
-    print(f"{'environment':<20}{'tasks':>6}" + "".join(f"{m:>10}" for m in METHODS))
+    print(f"calls per task and accuracy by environment ({', '.join(METHODS)}):")
     per_env = Counter(t.environment for t in tasks)
     for env in sorted(per_env):
-        row = "".join(f"{np.mean(by_env[(env, m)]):>10.2f}" for m in METHODS)
-        print(f"{env:<20}{per_env[env]:>6}{row}")
+        row = "".join(
+            f"{np.mean(by_env[(env, m)]):>8.2f} {np.mean(right_by_env[(env, m)]):.3f}"
+            for m in METHODS
+        )
+        print(f"{env:<18}{per_env[env]:>4}{row}")
     used = Counter(p.prior.split(":")[0] for p in made["task"])
     alike = np.array([p.prior_alike or 0.0 for p in made["task"]])
     print(

@@ -81,8 +81,9 @@ class Planner:
         enough = len(self.history) >= config.prior_min_tasks
         if config.method == "adaptive" and config.prior == "task" and enough:
             self.priors = TaskPriors.fit(self.history)
-            chosen = spread(len(self.history), self.MATCHED_ON)
-            own = [self.priors.prior_of(self.history[i].features).prior for i in chosen]
+            earlier = self.priors.history
+            chosen = spread(len(earlier), self.MATCHED_ON)
+            own = [self.priors.prior_of(earlier[i].features).prior for i in chosen]
             self.cost = matching_cost(
                 own, self.rule, config.reference_k, config.round_size, config.max_attempts
             )
