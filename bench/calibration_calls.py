@@ -153,6 +153,7 @@ async def grade_known(task: Task, completion: str) -> Score:
 def known_truths(
     config: CalibrateConfig,
     tasks: list[Calibrated],
+    made: dict[str, list[calibration.Plan]],
     per_attempt: dict[str, float],
     replications: int,
 ) -> None:
@@ -164,8 +165,6 @@ def known_truths(
     for t in tasks:
         w = population.weights * GRID**t.passes * (1 - GRID) ** (t.attempts - t.passes)
         truth_weights.append(w / w.sum())
-    made = plans(config, tasks)
-    planned = time.perf_counter() - started
     harnesses = {t.environment: KnownOutcomes(t.environment) for t in tasks}
     client = LLMClient(fake_endpoints("http://127.0.0.1:9", model="known-rates"), cache=None)
     calls: dict[str, list[float]] = {m: [] for m in METHODS}
@@ -194,10 +193,7 @@ def known_truths(
     asyncio.run(client.aclose())
     took = time.perf_counter() - started
 
-    print(
-        f"\n1. known truths: {len(tasks)} tasks x {replications} replications"
-        f" ({planned:.0f} s planning, {took:.0f} s in all)"
-    )
+    print(f"\n1. known truths: {len(tasks)} tasks x {replications} replications ({took:.0f} s)")
     print(f"{'method':<10}{'calls/task':>11}{'vs fixed16':>12}{'accuracy':>10}{'vs fixed16':>12}")
     base_calls, base_right = np.mean(calls["fixed16"]), np.mean(correct["fixed16"])
     for method in METHODS:
@@ -243,9 +239,14 @@ async def embedded_once(
     return len(attempts), calls, difficulty.band
 
 
-def embedded(config: FoundryConfig, lake: Lake, tasks: list[Calibrated], per_family: int) -> None:
+def embedded(
+    config: FoundryConfig,
+    lake: Lake,
+    tasks: list[Calibrated],
+    made: dict[str, list[calibration.Plan]],
+    per_family: int,
+) -> None:
     started = time.perf_counter()
-    made = plans(config.calibrate, tasks)
     chosen: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(tasks):
         name = item.task.kind
@@ -317,10 +318,13 @@ def main() -> None:
     )
     per_attempt = calls_per_attempt(lake)
     print("solver calls per attempt: " + ", ".join(f"{k} {v:.2f}" for k, v in per_attempt.items()))
+    started = time.perf_counter()
+    made = plans(config.calibrate, tasks)
+    print(f"planned every task four ways in {time.perf_counter() - started:.0f} s")
     if args.replications:
-        known_truths(config.calibrate, tasks, per_attempt, args.replications)
+        known_truths(config.calibrate, tasks, made, per_attempt, args.replications)
     if args.embedded:
-        embedded(config, lake, tasks, args.embedded)
+        embedded(config, lake, tasks, made, args.embedded)
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ class CalibrateConfig(Settings):
     # task: each task's prior from the earlier tasks like it (judges/task_prior.py); pooled: one
     # prior per environment; either needs `prior_min_tasks` earlier tasks, else Jeffreys'
     prior: Literal["task", "pooled"] = "task"
-    prior_min_tasks: int = Field(default=30, ge=1)
+    prior_min_tasks: int = Field(default=50, ge=1)
     band_low: float = Field(default=0.2, ge=0, le=1)
     band_high: float = Field(default=0.8, ge=0, le=1)
     confidence: float = Field(default=0.9, gt=0, lt=1)
