@@ -95,7 +95,7 @@ bench: install
 	# calibration calls read a run of 50+ verified tasks, made once (about 40 minutes)
 	test -d .foundry-calibration/lake || $(VENV)/bin/foundry run \
 	  --config bench/calibration_calls.toml --home .foundry-calibration
-	$(PY) bench/calibration_calls.py --embedded 2
+	$(PY) bench/calibration_calls.py --embedded 2 --kind doc_qa --kind world_tool_use --kind tool_replay
 	@if [ -d .foundry/lake ]; then $(VENV)/bin/foundry redteam --every-task; \
 	else echo "foundry redteam: skipped, it reads the lake a \`make run\` leaves in .foundry"; fi
 

@@ -18,12 +18,12 @@ prior), and calibrated by the pipeline's own `calibrate`, four ways:
    many solver calls as it did on average in the run, in the task's environment. Accuracy: the
    band is right for the true pass rate, or the true rate lies within the indifference zone of
    a band edge, where either neighbour counts as right.
-2. The embedded solver (`--embedded N`, default 0): up to N tasks per family attempted for
-   real in their environments, per-task priors vs fixed 16; calls from the client's records,
-   bands compared with each other (there is no truth).
+2. The embedded solver (`--embedded N`, default 0; `--kind` to choose kinds): up to N tasks
+   per kind attempted for real in their environments, per-task priors vs fixed 16; calls
+   from the client's records, bands compared with each other (there is no truth).
 
     .venv/bin/python bench/calibration_calls.py [--home .foundry-calibration]
-        [--config bench/calibration_calls.toml] [--replications 200] [--embedded 2]
+        [--config bench/calibration_calls.toml] [--replications 200] [--embedded 2 [--kind K]]
 """
 
 from __future__ import annotations
@@ -245,17 +245,18 @@ def embedded(
     tasks: list[Calibrated],
     made: dict[str, list[calibration.Plan]],
     per_family: int,
+    kinds: list[str] | None,
 ) -> None:
     started = time.perf_counter()
     chosen: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(tasks):
         name = item.task.kind
-        if len(chosen[name]) < per_family:
+        if len(chosen[name]) < per_family and (not kinds or name in kinds):
             chosen[name].append(i)
     ctx = StageContext(lake, config, run_id="bench-calibration-calls")
     totals: dict[str, list[int]] = {m: [0, 0] for m in ("task", "fixed16")}
     agree = 0
-    print(f"\n2. embedded solver: up to {per_family} tasks per family")
+    print(f"\n2. embedded solver: up to {per_family} tasks per kind ({', '.join(chosen)})")
     print(
         f"{'kind':<18}{'environment':<18}{'task: att calls band':>26}"
         f"{'fixed16: att calls band':>30}"
@@ -294,7 +295,10 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=ROOT / ".foundry-calibration")
     parser.add_argument("--config", type=Path, default=ROOT / "bench" / "calibration_calls.toml")
     parser.add_argument("--replications", type=int, default=200)
-    parser.add_argument("--embedded", type=int, default=0, help="tasks per family (0: none)")
+    parser.add_argument("--embedded", type=int, default=0, help="tasks per kind (0: none)")
+    parser.add_argument(
+        "--kind", action="append", help="the embedded part: only these kinds (repeat)"
+    )
     parser.add_argument("--min-tasks", type=int, default=50)
     args = parser.parse_args()
 
@@ -324,7 +328,7 @@ def main() -> None:
     if args.replications:
         known_truths(config.calibrate, tasks, made, per_attempt, args.replications)
     if args.embedded:
-        embedded(config, lake, tasks, made, args.embedded)
+        embedded(config, lake, tasks, made, args.embedded, args.kind)
 
 
 if __name__ == "__main__":
