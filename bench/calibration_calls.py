@@ -251,7 +251,7 @@ def embedded(
     chosen: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(tasks):
         name = item.task.kind
-        if len(chosen[name]) < per_family and (not kinds or name in kinds):
+        if (not kinds or name in kinds) and len(chosen[name]) < per_family:
             chosen[name].append(i)
     ctx = StageContext(lake, config, run_id="bench-calibration-calls")
     totals: dict[str, list[int]] = {m: [0, 0] for m in ("task", "fixed16")}
