@@ -24,7 +24,7 @@ from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.states import State
 
 from data.budget import Budget
-from data.config import load_config, with_overrides, with_solver
+from data.config import FoundryConfig, load_config, with_overrides, with_solver
 from data.diagnosis import diagnose
 from data.endpoints import Endpoint, shared_among
 from data.export import ExportResult, export_taskset
@@ -56,16 +56,25 @@ def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-@contextmanager
-def stage_context(
-    command: str, home: str | None, config: str | None, overrides: dict[str, Any] | None = None
-) -> Iterator[StageContext]:
-    """Load the configuration (with `overrides` over it; its task kinds must be registered),
-    open the lake and record the run (failed if an error escapes)."""
+def run_config(
+    home: str | None, config: str | None, overrides: dict[str, Any] | None = None
+) -> FoundryConfig:
+    """The run's configuration: the file (or the defaults), `overrides` over it (nested as in
+    the file); its task kinds must be registered."""
     cfg = load_config(Path(config) if config else None, Path(home) if home else None)
     if overrides:
         cfg = with_overrides(cfg, overrides)
     check_kinds(cfg.scope.kinds)
+    return cfg
+
+
+@contextmanager
+def stage_context(
+    command: str, home: str | None, config: str | None, overrides: dict[str, Any] | None = None
+) -> Iterator[StageContext]:
+    """Load the configuration (`run_config`), open the lake and record the run (failed if an
+    error escapes)."""
+    cfg = run_config(home, config, overrides)
     lake = Lake(cfg.home)
     carried, resumed = carried_spend(cfg.home, lake.runs(), command)
     run_id = lake.start_run(command)
@@ -370,7 +379,7 @@ def pipeline_flow(
     configured budget, `overrides` any setting (nested as in the file). With `publish_gate`
     (None: `[serve] publish_gate`), a new version waits for approval in the Prefect UI before
     it becomes `latest` (`flows.publish_gate`)."""
-    serve = load_config(Path(config) if config else None, Path(home) if home else None).serve
+    serve = run_config(home, config, overrides).serve
     gated = serve.publish_gate if publish_gate is None else publish_gate
     summary = run_pipeline(
         sources, home, config, out, band, max_tokens, max_cost_usd, overrides, publish=not gated
