@@ -1,7 +1,10 @@
 """`foundry`'s exit status tells the truth: a model server that cannot be used stops the run
 before any stage with one line naming the cause and the setting (exit 3); a run whose every LLM
 call failed exits 4; a configuration typo exits 2; none of them prints a traceback. (Each cause
-of an unusable server is tested at `resolve_endpoints`, in test_model_servers.py.)"""
+of an unusable server is tested at `resolve_endpoints`, in test_model_servers.py.)
+
+The commands report to one Prefect server this module starts (a command's own temporary server
+is what test_interrupt.py runs under), so each does not start its own."""
 
 from __future__ import annotations
 
@@ -11,12 +14,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from data.embedded import free_port
 from data.lake import Lake
 from data.model_servers import PROBE_TOOL_NAME
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, make_context
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.processes import running_prefect_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = str(SAMPLE_DOCS / "lumetra-x2-kettle.md")
@@ -24,15 +30,25 @@ FAST = "[roles.generator]\nmax_retries = 1\n[roles.solver]\nmax_retries = 1\n"
 FAST += "[[roles.judges]]\nmax_retries = 1\n[generate]\nmax_chunks = 2\n"
 
 
-def foundry(home: Path, *args: str, env: dict[str, str] | None = None, config: str = FAST):
-    """`foundry ARGS --home HOME` with a small config; (exit status, stderr)."""
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("prefect-server")
+    with running_prefect_server(root / "home", root / "server.log") as (api, _):
+        yield api
+
+
+def foundry(
+    home: Path, api: str, *args: str, env: dict[str, str] | None = None, config: str = FAST
+):
+    """`foundry ARGS --home HOME` with a small config, reporting to the Prefect server at
+    `api`; (exit status, stderr)."""
     (home.parent / "foundry.toml").write_text(config)
     command = [sys.executable, "-m", "flows.cli", *args, "--home", str(home)]
     command += ["--config", str(home.parent / "foundry.toml")]
     done = subprocess.run(
         command,
         cwd=ROOT,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "PREFECT_API_URL": api, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -49,10 +65,10 @@ def assert_no_stage_ran(home: Path) -> None:
     assert not lake.shards("status") and not lake.shards("tasks")
 
 
-def test_a_closed_port_stops_the_run_with_one_line(tmp_path):
+def test_a_closed_port_stops_the_run_with_one_line(tmp_path, prefect_api):
     url = f"http://127.0.0.1:{free_port()}/v1"
 
-    code, stderr = foundry(tmp_path / "home", "run", DOC, env={"OPENAI_BASE_URL": url})
+    code, stderr = foundry(tmp_path / "home", prefect_api, "run", DOC, env={"OPENAI_BASE_URL": url})
 
     assert code == 3
     assert "Traceback" not in stderr
@@ -62,8 +78,10 @@ def test_a_closed_port_stops_the_run_with_one_line(tmp_path):
     assert_no_stage_ran(tmp_path / "home")
 
 
-def test_a_config_typo_names_the_setting(tmp_path):
-    code, stderr = foundry(tmp_path / "home", "run", DOC, config="[generate]\nmax_chunk = 2\n")
+def test_a_config_typo_names_the_setting(tmp_path, prefect_api):
+    code, stderr = foundry(
+        tmp_path / "home", prefect_api, "run", DOC, config="[generate]\nmax_chunk = 2\n"
+    )
 
     assert code == 2 and "Traceback" not in stderr
     assert last_line(stderr).endswith("generate.max_chunk: unknown setting")
@@ -80,10 +98,10 @@ def probe_only(body: dict) -> str:
     raise RuntimeError("overloaded")
 
 
-def test_a_run_whose_every_call_failed_exits_4_with_the_reasons(tmp_path):
+def test_a_run_whose_every_call_failed_exits_4_with_the_reasons(tmp_path, prefect_api):
     with FakeOpenAIServer(probe_only) as server:
         code, stderr = foundry(
-            tmp_path / "home", "run", DOC, env={"OPENAI_BASE_URL": server.base_url}
+            tmp_path / "home", prefect_api, "run", DOC, env={"OPENAI_BASE_URL": server.base_url}
         )
 
     assert code == 4 and "Traceback" not in stderr
@@ -91,12 +109,12 @@ def test_a_run_whose_every_call_failed_exits_4_with_the_reasons(tmp_path):
     assert line.startswith("foundry: every LLM call of this run failed (http_500 x")
 
 
-def test_a_stage_command_against_a_closed_port_exits_3(tmp_path):
+def test_a_stage_command_against_a_closed_port_exits_3(tmp_path, prefect_api):
     home = tmp_path / "home"
     url = f"http://127.0.0.1:{free_port()}/v1"
     ingest_docs([DOC], make_context(home))  # chunks pending for `generate`
 
-    code, stderr = foundry(home, "generate", env={"OPENAI_BASE_URL": url})
+    code, stderr = foundry(home, prefect_api, "generate", env={"OPENAI_BASE_URL": url})
 
     assert code == 3 and "Traceback" not in stderr
     assert "cannot reach the model server" in last_line(stderr)
