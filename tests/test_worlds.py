@@ -84,6 +84,35 @@ def test_reset_restores_the_seed_or_a_snapshot():
     assert world.snapshot() == seed
 
 
+def test_a_reset_to_the_same_snapshot_restores_whatever_changed_since():
+    """A reset that finds the state as the same snapshot left it does nothing; each way the
+    state can change in between is undone by the next reset."""
+    bump = small_spec(effects=["UPDATE counts SET n = n + 1"])
+    world, seed = World(bump), {"counts": [{"name": "a", "n": 1}]}
+    world.reset()
+    world.call("bump", {})  # a change
+    world.reset()
+    assert world.snapshot() == seed
+    at_five = {"counts": [{"name": "a", "n": 5}]}
+    world.reset(at_five)
+    world.call("bump", {})
+    world.reset(at_five)  # the same snapshot object again, after a change
+    assert world.snapshot() == at_five
+    world.call("bump", {})
+    world.reset({"counts": [{"name": "a", "n": 5}]})  # an equal snapshot, another object
+    assert world.snapshot() == at_five
+    failing = small_spec(
+        effects=["UPDATE counts SET n = n + 1", "INSERT INTO counts VALUES ('a', 0)"]
+    )
+    world = World(failing)
+    assert not world.call("bump", {}).ok  # rolled back: nothing to undo
+    world.reset()
+    assert world.snapshot() == seed
+    world.query("UPDATE counts SET n = 9")  # a verifier's query is not held to reading
+    world.reset()
+    assert world.snapshot() == seed
+
+
 def test_a_failed_call_changes_nothing():
     spec = small_spec(
         effects=[

@@ -26,6 +26,7 @@ locked, a memory limit, and each call is interrupted after `CALL_TIMEOUT_S`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -235,10 +236,16 @@ class World:
             columns = ", ".join(f'"{c}" {SQL_TYPES[t]}' for c, t in schema.columns.items())
             key = ", ".join(f'"{k}"' for k in schema.key)
             self._con.execute(f'CREATE TABLE "{table}" ({columns}, PRIMARY KEY ({key}))')
+        self._at: Snapshot | None = None  # the snapshot the state was last put back to
+        self._changed = True  # whether the state may differ from `_at` (or the seed rows)
         self.reset(snapshot)
 
     def reset(self, snapshot: Snapshot | None = None) -> None:
-        """Put the state back to `snapshot` (default: the spec's seed rows)."""
+        """Put the state back to `snapshot` (default: the spec's seed rows). Nothing is done
+        when the state is still the one the same snapshot object gave it (no call changed it
+        since): a snapshot is never changed in place once made."""
+        if not self._changed and snapshot is self._at:
+            return
         rows = self.spec.seed if snapshot is None else snapshot
         self._con.execute("BEGIN")
         for table, schema in self.spec.tables.items():
@@ -253,6 +260,7 @@ class World:
                     f'INSERT INTO "{table}" ({names}) VALUES {", ".join([marks] * count)}', values
                 )
         self._con.execute("COMMIT")
+        self._at, self._changed = snapshot, False
 
     def snapshot(self) -> Snapshot:
         """Every table's rows (JSON values) in key order."""
@@ -260,6 +268,7 @@ class World:
 
     def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """Rows of a read-only query over the state (for verifiers)."""
+        self._changed = True  # nothing holds a query to reading: the next reset is made
         return self._select(sql, parameters or {})
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
@@ -272,11 +281,13 @@ class World:
             return ToolResult(False, error=f"invalid arguments: {problem}")
         watchdog = threading.Timer(CALL_TIMEOUT_S, self._con.interrupt)
         watchdog.start()
+        changed_before, self._changed = self._changed, True  # until known to be unchanged
         try:
             self._con.execute("BEGIN")
             for check in tool.checks:
                 if not self._select(check.sql, arguments):
                     self._con.execute("ROLLBACK")
+                    self._changed = changed_before
                     return ToolResult(False, error=_fill(check.error, arguments))
             for statement in tool.effects:
                 self._con.execute(statement, _bound(statement, arguments))
@@ -285,6 +296,7 @@ class World:
                 rows = self._select(tool.result, arguments)
                 content = rows if tool.shape == "rows" else (rows[0] if rows else None)
             self._con.execute("COMMIT")
+            self._changed = changed_before or bool(tool.effects)
         except duckdb.Error as error:
             self._rollback()
             if isinstance(error, duckdb.InterruptException):
@@ -324,10 +336,16 @@ def column_values(spec: WorldSpec, snapshot: Snapshot) -> dict[str, list[Any]]:
 
 
 def _bound(sql: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The `$name` parameters `sql` uses, as DuckDB's parser finds them (a `$word` in a string
-    or a comment is none), from `arguments` (NULL where not given)."""
+    """The `$name` parameters `sql` uses, from `arguments` (NULL where not given)."""
+    return {name: arguments.get(name) for name in _parameter_names(sql)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _parameter_names(sql: str) -> tuple[str, ...]:
+    """The `$name` parameters of `sql` as DuckDB's parser finds them (a `$word` in a string or a
+    comment is none); a world's few statements are parsed once per process."""
     (statement,) = duckdb.extract_statements(sql)
-    return {name: arguments.get(name) for name in sorted(statement.named_parameters)}
+    return tuple(sorted(statement.named_parameters))
 
 
 def _argument_problem(tool: ToolDef, arguments: dict[str, Any]) -> str:
