@@ -60,7 +60,7 @@ from tests.test_world_package import (
 )
 
 SETTINGS = {
-    "code": {"max_functions": 4},
+    "code": {"max_functions": 2},
     "calibrate": {"method": "fixed", "k": 4},
     "sandbox": {"wall_s": 120},
     "repair": {"max_steps": 0},
@@ -277,12 +277,24 @@ def test_run_with_a_repository_through_the_cli(tmp_path, monkeypatch, capsys):
     assert "code tasks: function_rebuild" in capsys.readouterr().out
 
 
+def rebuilt(repo, limits, *endings: str) -> list[Task]:
+    """The base-level rebuild tasks of the functions whose names end with `endings`, in that
+    order; the repository's candidates are built (each tried in the sandbox) only until every
+    one is found."""
+    found: dict[str, Task] = {}
+    for made in rebuild_tasks(repo, limits, 30, 24_000):
+        name = made.lineage.knobs["function"] if isinstance(made, Task) else ""
+        found |= {end: made for end in endings if name.endswith(end)}
+        if len(found) == len(endings):
+            return [found[end] for end in endings]
+    raise AssertionError(f"no rebuild task for {sorted(set(endings) - set(found))}")
+
+
 def test_the_function_rebuild_ladder_in_the_sandbox(code_run):
     ctx, _, _ = code_run
     any_task = next(t for t in ctx.lake.records("tasks") if t.kind == "function_rebuild")
     repo = repo_of(ctx.lake, any_task)
-    every = [t for t in rebuild_tasks(repo, ctx.limits, 30, 24_000) if isinstance(t, Task)]
-    task = next(t for t in every if t.lineage.knobs["function"].endswith("::parse_line"))
+    task, init = rebuilt(repo, ctx.limits, "::parse_line", "ParseError.__init__")
     assert task.lineage.knobs["level"] == "base" and "These tests" not in task.question
 
     def variant(level, direction):
@@ -304,7 +316,6 @@ def test_the_function_rebuild_ladder_in_the_sandbox(code_run):
     for made in (shown, bare, pair):
         assert admission_failure(ctx.unit_tests, made) is None
 
-    init = next(t for t in every if t.lineage.knobs["function"].endswith("ParseError.__init__"))
     with pytest.raises(CheckFailure, match="no_docstring_to_drop"):
         make_variant(init, LADDER.level("no_docstring"), "harder", repo, ctx.limits, 24_000)
 
@@ -444,27 +455,32 @@ def test_no_exported_file_holds_a_path_of_this_machine(code_run, tmp_path):
     assert {r["repo"] for r in rows} == {repo.name}
 
 
-@needs_verifiers
-def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
-    code_run, code_version, tmp_path
-):
+@pytest.fixture(scope="module")
+def code_package(code_run, code_version, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """The verifiers package of the code run's taskset, checked and installed: (its folder,
+    the environment the verifiers virtualenv's Python finds it in)."""
     ctx, _, _ = code_run
-    assert_package_grades_alike(ctx, code_version, "code", tmp_path)
-
-
-def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -> None:
-    """Every code task of `version` (export `name`) is in the package with its tree; the
-    reference patch validates, and the same completions (reference, empty, two calibration
-    replies) to a task of each kind score the same through the package as through
-    taskfoundry's verifier; on Python trees, so do red-team attacks (0 in both)."""
-    tasks = {t["task_id"]: t for t in canonical_rows(version)}
-    projection = project(version, "verifiers", ctx.lake, graders=package_graders())
+    tasks = canonical_rows(code_version)
+    projection = project(code_version, "verifiers", ctx.lake, graders=package_graders())
     assert projection.skipped == {}  # nothing left out: code tasks included
     readme = (projection.path / "taskset" / "README.md").read_text()
-    for kind, n in Counter(t["kind"] for t in tasks.values()).items():
+    for kind, n in Counter(t["kind"] for t in tasks).items():
         assert f"| {kind} | none | {n} |" in readme
     assert "FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1" in readme
+    package = projection.path / "taskset"
+    return package, installed(package, tmp_path_factory.mktemp("code-package"))
 
+
+@needs_verifiers
+def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
+    code_run, code_version, code_package, tmp_path
+):
+    """The same completions (reference, empty, two calibration replies, three red-team
+    attacks) to a task of each kind score the same through the package as through
+    taskfoundry's verifier."""
+    ctx, _, _ = code_run
+    _, env = code_package
+    tasks = {t["task_id"]: t for t in canonical_rows(code_version)}
     chosen = {t["kind"]: task_id for task_id, t in sorted(tasks.items(), reverse=True)}
     records = {t.task_id: t for t in ctx.lake.records("tasks") if t.task_id in chosen.values()}
     cases: dict[str, dict] = {}
@@ -483,10 +499,9 @@ def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -
             name: asyncio.run(ctx.unit_tests.grade(task, reply)).reward
             for name, reply in completions.items()
         }
-    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()), package_graders())
-    env = installed(projection.path / "taskset", tmp_path)
+    write_rl_toml(tmp_path / "rl.toml", code_version, list(tasks.values()), package_graders())
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    args = [taskset_id(name), "cases.json", tmp_path / "rl.toml"]
+    args = [taskset_id("code"), "cases.json", tmp_path / "rl.toml"]
     figures = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
 
     assert set(figures["tasks"]) == set(tasks)
@@ -495,15 +510,23 @@ def assert_package_grades_alike(ctx, version: Path, name: str, tmp_path: Path) -
     assert {r["reference"] for r in expected.values()} == {1.0}
     assert {r["empty"] for r in expected.values()} == {0.0}
     attacked = [v for r in expected.values() for k, v in r.items() if k.startswith("attack:")]
-    assert set(attacked) <= {0.0} and (name != "code" or attacked)
+    assert attacked and set(attacked) == {0.0}
     trainable = {t for t, task in tasks.items() if not task["hackable"] and task["split"] != "eval"}
     assert set(figures["trained"]) == trainable  # prime-rl trains on the code tasks too
 
-    validate = [VERIFIERS_PYTHON.parent / "vf-validate", taskset_id(name)]
+
+@pytest.mark.full
+@needs_verifiers
+def test_vf_validate_passes_every_code_task_of_the_package(code_version, code_package, tmp_path):
+    """`vf-validate` over every task of the package: the reference patch passes and an empty
+    reply fails, in the package's sandbox."""
+    _, env = code_package
+    validate = [VERIFIERS_PYTHON.parent / "vf-validate", taskset_id("code")]
     validate += ["--runtime.type", "subprocess", "--rich", "false", "-o", tmp_path / "validate"]
-    verifiers_run(validate, env, tmp_path)  # the reference patch passes, an empty reply fails
+    verifiers_run(validate, env, tmp_path)
     (summary,) = (tmp_path / "validate").glob("*/summary.json")
     outcomes = json.loads(summary.read_text())["outcomes"]
+    tasks = canonical_rows(code_version)
     assert outcomes["valid"] == len(tasks) == sum(outcomes.values())
 
 
