@@ -456,9 +456,9 @@ def test_no_exported_file_holds_a_path_of_this_machine(code_run, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def code_package(code_run, code_version, tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """The verifiers package of the code run's taskset, checked and installed: (its folder,
-    the environment the verifiers virtualenv's Python finds it in)."""
+def code_package(code_run, code_version, tmp_path_factory) -> dict[str, str]:
+    """The verifiers package of the code run's taskset, checked and installed: the environment
+    the verifiers virtualenv's Python finds it in."""
     ctx, _, _ = code_run
     tasks = canonical_rows(code_version)
     projection = project(code_version, "verifiers", ctx.lake, graders=package_graders())
@@ -467,8 +467,7 @@ def code_package(code_run, code_version, tmp_path_factory) -> tuple[Path, dict[s
     for kind, n in Counter(t["kind"] for t in tasks).items():
         assert f"| {kind} | none | {n} |" in readme
     assert "FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1" in readme
-    package = projection.path / "taskset"
-    return package, installed(package, tmp_path_factory.mktemp("code-package"))
+    return installed(projection.path / "taskset", tmp_path_factory.mktemp("code-package"))
 
 
 @needs_verifiers
@@ -479,7 +478,7 @@ def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
     attacks) to a task of each kind score the same through the package as through
     taskfoundry's verifier."""
     ctx, _, _ = code_run
-    _, env = code_package
+    env = code_package
     tasks = {t["task_id"]: t for t in canonical_rows(code_version)}
     chosen = {t["kind"]: task_id for task_id, t in sorted(tasks.items(), reverse=True)}
     records = {t.task_id: t for t in ctx.lake.records("tasks") if t.task_id in chosen.values()}
@@ -520,7 +519,7 @@ def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
 def test_vf_validate_passes_every_code_task_of_the_package(code_version, code_package, tmp_path):
     """`vf-validate` over every task of the package: the reference patch passes and an empty
     reply fails, in the package's sandbox."""
-    _, env = code_package
+    env = code_package
     validate = [VERIFIERS_PYTHON.parent / "vf-validate", taskset_id("code")]
     validate += ["--runtime.type", "subprocess", "--rich", "false", "-o", tmp_path / "validate"]
     verifiers_run(validate, env, tmp_path)

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ FAST += "[[roles.judges]]\nmax_retries = 1\n[generate]\nmax_chunks = 2\n"
 
 
 @pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory) -> str:
+def prefect_api(tmp_path_factory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("prefect-server")
     with running_prefect_server(root / "home", root / "server.log") as (api, _):
         yield api
