@@ -4,7 +4,10 @@ byte the original. Python is read with `ast`, JavaScript with tree-sitter's gram
 
 Mutations come in two kinds: `plain` (a comparison or membership turned around, `+` for `-`,
 `and` for `or` (`&&` for `||`), a `not` (`!`) dropped, `True` for `False`) and `subtle` (a
-boundary moved, `<` for `<=`, or a whole number off by one).
+boundary moved, `<` for `<=`, or a whole number off by one). The admission's mutants of a
+reference (`mutants_of_change`) may also take `coarse` ones, which bug injection never does:
+a returned value replaced by nothing (`None`, `undefined`) or a statement deleted, so that a
+function without an operator or a constant still has a mutant its tests are tried on.
 """
 
 from __future__ import annotations
@@ -170,6 +173,59 @@ def _constant(node: ast.Constant, source: str, offsets: _LineOffsets) -> Iterato
         yield start, end, bumped, f"`{written}` became `{bumped}`", True
 
 
+def python_coarse_mutations(source: str, target: Target) -> list[Mutation]:
+    """A Python `target`'s coarse mutations (see above) in `source`, in source order: each
+    `return` of a value made `return None`, each simple statement of its body made `pass`."""
+    offsets = _LineOffsets(source)
+    found: list[Mutation] = []
+    for node in ast.walk(ast.parse(source)):
+        line = getattr(node, "lineno", 0)
+        inside = target.body_start <= line and getattr(node, "end_lineno", 0) <= target.end
+        if not inside or not isinstance(node, SIMPLE_STATEMENTS) or _is_docstring(node):
+            continue
+        start, end = offsets.start(node), offsets.end(node)
+        if isinstance(node, ast.Return) and node.value is not None:
+            returned = ast.unparse(node.value)
+            if returned != "None":
+                description = f"`return {returned[:40]}` became `return None`"
+                found.append(Mutation(target, start, end, "return None", description, False, line))
+        elif not isinstance(node, (ast.Return, ast.Pass)):
+            description = f"statement on line {line} deleted"
+            found.append(Mutation(target, start, end, "pass", description, False, line))
+    return sorted(found, key=lambda m: (m.start, m.description))
+
+
+SIMPLE_STATEMENTS = (
+    ast.Return,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.Expr,
+    ast.Raise,
+    ast.Pass,
+    ast.Delete,
+)
+
+
+def _is_docstring(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def coarse_mutations(source: str, target: Target) -> list[Mutation]:
+    """`target`'s coarse mutations in `source`, by its language, the ones whose result does not
+    parse left out, in a stable order."""
+    if isinstance(of_path(target.path), JavaScript):
+        found = javascript_coarse_mutations(source, target)
+    else:
+        found = python_coarse_mutations(source, target)
+    kept = [m for m in found if _parses(target.path, m.apply(source))]
+    return sorted(kept, key=lambda m: content_id(target.item, m.key))
+
+
 def mutations(source: str, target: Target) -> list[Mutation]:
     """Every mutation of `target`'s body in `source`, in source order, by its language."""
     if isinstance(of_path(target.path), JavaScript):
@@ -200,8 +256,9 @@ def mutants_of_change(
 ) -> list[dict[str, str]]:
     """Up to `most` mutants of a change: each is `after` (path: text) with one mutation in a
     function whose lines the change touched (plain mutations first: they change behaviour far
-    more often than a moved boundary does), in a stable order spread over the functions."""
-    found: dict[bool, list[tuple[str, Mutation]]] = {False: [], True: []}
+    more often than a moved boundary does; coarse ones last, where the others are too few), in
+    a stable order spread over the functions."""
+    found: dict[str, list[tuple[str, Mutation]]] = {"plain": [], "subtle": [], "coarse": []}
     for path, text in sorted(after.items()):
         if not path.endswith((".py", *JAVASCRIPT_SUFFIXES)):
             continue
@@ -213,9 +270,10 @@ def mutants_of_change(
         except SyntaxError:
             continue
         for target in touched:
-            for subtle in (False, True):
-                found[subtle] += [(path, m) for m in candidates(text, target, subtle)]
-    picked = [*_spread(found[False]), *_spread(found[True])][:most]
+            found["plain"] += [(path, m) for m in candidates(text, target, subtle=False)]
+            found["subtle"] += [(path, m) for m in candidates(text, target, subtle=True)]
+            found["coarse"] += [(path, m) for m in coarse_mutations(text, target)]
+    picked = [m for kind in ("plain", "subtle", "coarse") for m in _spread(found[kind])][:most]
     return [{**after, path: mutation.apply(after[path])} for path, mutation in picked]
 
 
@@ -300,6 +358,32 @@ def _javascript_changes(node: Node) -> Iterator[_Change]:
         if written.isdigit() and int(written) <= MAX_CONSTANT:
             bumped = str(int(written) + 1)
             yield node.start_byte, node.end_byte, bumped, f"`{written}` became `{bumped}`", True
+
+
+def javascript_coarse_mutations(source: str, target: Target) -> list[Mutation]:
+    """A JavaScript `target`'s coarse mutations in `source`: each `return` of a value made
+    `return undefined;`, each expression statement of its body deleted."""
+    encoded = source.encode()
+    found: list[Mutation] = []
+    stack = [javascript_tree(source).root_node]
+    while stack:
+        node = stack.pop()
+        first, last = node.start_point.row + 1, node.end_point.row + 1
+        if last < target.body_start or first > target.end:
+            continue
+        stack.extend(node.children)
+        if first < target.body_start or last > target.end:
+            continue
+        start, end = _chars(encoded, node.start_byte), _chars(encoded, node.end_byte)
+        if node.type == "return_statement" and node.named_child_count:
+            returned = node.text.decode()[:40]
+            description = f"`{returned}` became `return undefined;`"
+            replacement = "return undefined;"
+            found.append(Mutation(target, start, end, replacement, description, False, first))
+        elif node.type == "expression_statement":
+            description = f"statement on line {first} deleted"
+            found.append(Mutation(target, start, end, ";", description, False, first))
+    return sorted(found, key=lambda m: (m.start, m.description))
 
 
 def _chars(encoded: bytes, offset: int) -> int:

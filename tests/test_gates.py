@@ -30,6 +30,8 @@ def test_the_gates_are_counted_per_gate_in_the_order_they_are_taken(tmp_path):
             gate("d", "fresh_runs", True, 1.0),
             gate("d", "outside_check", True),
             gate("d", "mutants", False, 0.0),
+            gate("e", "reference", True),
+            gate("e", "mutants", False).model_copy(update={"ran": False}),  # no mutant to try
         ],
         "run-1",
     )
@@ -37,10 +39,15 @@ def test_the_gates_are_counted_per_gate_in_the_order_they_are_taken(tmp_path):
     assert list(rows) == ["reference", "fresh_runs", "outside_check", "mutants"]
     assert (rows["fresh_runs"]["passed"], rows["fresh_runs"]["failed"]) == (2, 2)
     assert rows["fresh_runs"]["flaky"] == 1
+    assert (rows["mutants"]["passed"], rows["mutants"]["failed"], rows["mutants"]["not_run"]) == (
+        1,
+        1,
+        1,
+    )
     assert rows["mutants"]["mean_share"] == 1 / 3
     text = format_gates(gate_rows(lake))
-    assert "fresh_runs: 2 passed, 2 kept out (1 flaky)" in text
-    assert "mutants: 1 passed, 1 kept out; mean share of mutants killed 33%" in text
+    assert "fresh_runs: 2 passed, 2 kept out, 0 not run (1 flaky)" in text
+    assert "mutants: 1 passed, 1 kept out, 1 not run; mean share of mutants killed 33%" in text
     page = render_report(lake, None).html
     section = page.split('<section id="gates">')[1].split("</section>")[0]
     assert "<td>fresh_runs</td>" in section and '<td class="num">33%</td>' in section

@@ -54,13 +54,16 @@ GateName = Literal[
 
 class Gate(Record):
     """One admission gate a code task was put through (`judges.unit_tests`) and what it saw;
-    `share` where the gate measures one (fresh runs passed, mutants its tests killed)."""
+    `share` where the gate measures one (fresh runs passed, mutants its tests killed). A gate
+    that could not run (no mutant to try) is `ran=False` and never `passed`: it keeps the
+    task out as a failed one does."""
 
     task_id: str
     gate: GateName
     passed: bool
     detail: str
     share: float | None = None
+    ran: bool = True
 
 
 class VerdictRerun(Record):
