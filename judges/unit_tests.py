@@ -28,7 +28,7 @@ from data.runtime.outside_check import Oracle, oracles
 from data.runtime.sandbox import Limits
 from data.runtime.trial import Step, Trial
 from harnesses.workspace import files_around_last, files_at_start, try_steps
-from judges.redteam.code_attacks import ADMISSION, admission_attacks
+from judges.redteam.code_attacks import ADMISSION, admission_attacks, as_first_step, attacked
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
 from judges.verifier_types import verifier_type
@@ -77,9 +77,20 @@ class Admission:
         self.failure = GateFailure(reason, detail)
         return self
 
-    def _add(self, gate: GateName, passed: bool, detail: str, share: float | None) -> None:
+    def not_run(self, gate: GateName, reason: str, detail: str) -> Admission:
+        """Record `gate` as one that could not run, and end the admission: a task is admitted
+        only past gates that ran."""
+        self._add(gate, False, detail, None, ran=False)
+        self.failure = GateFailure(reason, detail)
+        return self
+
+    def _add(
+        self, gate: GateName, passed: bool, detail: str, share: float | None, ran: bool = True
+    ) -> None:
         self.gates.append(
-            Gate(task_id=self.task_id, gate=gate, passed=passed, detail=detail, share=share)
+            Gate(
+                task_id=self.task_id, gate=gate, passed=passed, detail=detail, share=share, ran=ran
+            )
         )
 
     def of(self, task_id: str) -> Admission:
@@ -189,7 +200,12 @@ class UnitTests:
                 "outside_check", "no_outside_check", unchecked.partition(": ")[2]
             )
         calls = sum(len(c.calls) for c in checks if c is not None)
-        admission.passed("outside_check", f"outside check: {calls} calls")
+        unseen = [c.unseen for c in checks if c is not None]
+        if not all(unseen):
+            why = f"its {calls} calls are all inputs the tests show: a table of their values"
+            return admission.failed("outside_check", "no_unseen_input", why + " would pass")
+        detail = f"outside check: {calls} calls, {sum(unseen)} on inputs no test shows"
+        admission.passed("outside_check", detail)
         empty = await asyncio.to_thread(self.score, task, [None] * len(reference))
         if empty.reward > 0.0:
             return admission.failed("empty_attempt", "empty_attempt_passes", empty.why)
@@ -200,16 +216,20 @@ class UnitTests:
             return admission.failed("do_nothing", "do_nothing_passes", idle.why)
         admission.passed("do_nothing", "a do-nothing attempt scored 0")
         killed, tried = await asyncio.to_thread(self.mutants_killed, task, reference, mutate)
-        share = killed / tried if tried else None
-        if tried and not killed:
+        if not tried:
+            why = "no mutant of the reference to try: the tests' strength is unmeasured"
+            return admission.not_run("mutants", "no_mutant_to_try", why)
+        if not killed:
             detail = f"its tests killed 0 of {tried} mutants of the reference"
-            return admission.failed("mutants", "tests_kill_no_mutant", detail, share)
-        detail = f"tests killed {killed} of {tried} mutants" if tried else "no mutant to try"
-        admission.passed("mutants", detail, share)
-        attacked = await asyncio.to_thread(self._red_team, task, files, tests, checks)
-        if attacked:
-            return admission.failed("red_team", "red_team_scores", attacked)
-        admission.passed("red_team", f"{len(ADMISSION) + 1} red-team attacks scored 0")
+            return admission.failed("mutants", "tests_kill_no_mutant", detail, 0.0)
+        admission.passed("mutants", f"tests killed {killed} of {tried} mutants", killed / tried)
+        paid, unrun = await asyncio.to_thread(self._red_team, task, files, checks)
+        if paid:
+            return admission.failed("red_team", "red_team_scores", paid)
+        if unrun:
+            why = f"not shown to have run: {unrun}"
+            return admission.not_run("red_team", "red_team_not_run", why)
+        admission.passed("red_team", f"{len(ADMISSION) + 1} red-team attacks ran and scored 0")
         return admission
 
     def mutants_killed(
@@ -238,20 +258,24 @@ class UnitTests:
         return files_at_start(mirror, task.workspace, sorted(reference[0].paths), self.limits)
 
     def _red_team(
-        self, task: Task, files: dict[str, str], tests: dict[str, str], checks: list[Oracle | None]
-    ) -> str:
-        """The red team's admission attacks on a one-step Python task: the first that scored
-        and why, or ""."""
-        if len(checks) != 1 or checks[0] is None:
-            return ""
+        self, task: Task, files: dict[str, str], checks: list[Oracle | None]
+    ) -> tuple[str, str]:
+        """The red team's admission attacks on a Python task (made as a sequence's first step):
+        the first that scored and why (or ""), and those not seen to run (or "")."""
+        check = checks[0]
+        if check is None:
+            return "", "no outside check to attack"
         points, trier = checkpoints_of(task), self.trier(task)
-        for attack in admission_attacks(tests):
-            reward, why = code_grading.grade(
-                attack.reply(files), task.answer, points, trier, checks
-            )
-            if reward > 0.0:
-                return f"{attack.name}: {why}"
-        return ""
+        unrun = []
+        for attack in admission_attacks(check.shown):
+            if len(points) > 1:
+                attack = as_first_step(attack)
+            got = attacked(attack, files, task.answer, points, trier, checks)
+            if got.reward > 0.0:
+                return f"{attack.name}: {got.why}", ""
+            if not got.ran:
+                unrun.append(attack.name)
+        return "", "; ".join(unrun)
 
     def score(self, task: Task, edits: list[Edits | None]) -> Score:
         """Apply each step's `edits` (None: nothing) to the task's workspace, each followed by

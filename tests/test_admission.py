@@ -62,7 +62,7 @@ def test_a_sound_task_passes_every_gate_and_says_so(bug_task):
     # the bug's tests catch the bug put back, so they kill mutants of the reference
     assert gates["mutants"].share > 0 and gates["mutants"].detail.startswith("tests killed ")
     assert "outside check: " in admission.summary
-    assert "3 red-team attacks scored 0" in admission.summary
+    assert "4 red-team attacks ran and scored 0" in admission.summary
 
 
 def test_tests_that_kill_no_mutant_keep_the_task_out(bug_task):
@@ -75,6 +75,19 @@ def test_tests_that_kill_no_mutant_keep_the_task_out(bug_task):
     assert admission.failure.reason == "tests_kill_no_mutant"
     assert admission.gates[-1].gate == "mutants" and admission.gates[-1].share == 0.0
     assert admission.failure.detail == "its tests killed 0 of 3 mutants of the reference"
+
+
+def test_a_gate_that_could_not_run_keeps_the_task_out_and_is_not_counted_as_passed(bug_task):
+    ctx, task = bug_task
+
+    def none(before, after, most):  # no mutant to try: the tests' strength is unmeasured
+        return []
+
+    admission = asyncio.run(ctx.unit_tests.admit(task, none))
+    assert admission.failure.reason == "no_mutant_to_try"
+    last = admission.gates[-1]
+    assert (last.gate, last.passed, last.ran, last.share) == ("mutants", False, False, None)
+    assert all(gate.ran and gate.passed for gate in admission.gates[:-1])
 
 
 def test_a_variant_graded_alike_gets_its_parents_gates_without_taking_them_again(bug_task):
@@ -107,6 +120,24 @@ def test_mutants_are_taken_in_the_functions_the_change_touched():
         assert mutant["m.py"] != after["m.py"]
         assert mutant["m.py"].split("def fixed")[0] == after["m.py"].split("def fixed")[0]
     assert mutants_of_change(after, after, 5) == []  # no change: no function touched
+
+
+def test_a_function_without_operators_or_constants_still_gets_mutants():
+    before = {"m.py": 'def name(user):\n    """The name."""\n    return user\n'}
+    after = {
+        "m.py": before["m.py"].replace(
+            "return user", "first = user.strip()\n    return first.title()"
+        )
+    }
+    mutants = [m["m.py"] for m in mutants_of_change(before, after, 3)]
+    assert len(mutants) == 2
+    assert after["m.py"].replace("return first.title()", "return None") in mutants
+    assert after["m.py"].replace("first = user.strip()", "pass") in mutants
+    script = {"m.js": "export function name(user) {\n  return user;\n}\n"}
+    changed = {"m.js": script["m.js"].replace("return user;", "log(user);\n  return user.trim();")}
+    made = [m["m.js"] for m in mutants_of_change(script, changed, 3)]
+    assert changed["m.js"].replace("return user.trim();", "return undefined;") in made
+    assert changed["m.js"].replace("log(user);", ";") in made
 
 
 def test_a_reference_that_fails_one_fresh_run_is_flaky(bug_task):
@@ -149,8 +180,9 @@ GREETING = {
 }
 
 
-def test_a_task_whose_one_value_can_be_hard_coded_is_not_admitted(tmp_path):
-    # one call, no argument to nudge: the tests' own value, hard-coded, passes the outside check
+def test_a_task_whose_oracle_holds_no_unseen_input_is_not_admitted(tmp_path):
+    # one call, no argument to nudge: the tests' own value, hard-coded, would pass the outside
+    # check, so the outside check alone does not admit it
     repo = tmp_path / "hello"
     for name, text in GREETING.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -163,5 +195,8 @@ def test_a_task_whose_one_value_can_be_hard_coded_is_not_admitted(tmp_path):
     inject_bugs(ctx)
     [task] = ctx.lake.records("tasks")
     failure = admission_failure(ctx.unit_tests, task)
-    assert failure.reason == "red_team_scores"
-    assert failure.detail.startswith("guess: the tests' expected values hard-coded")
+    assert failure.reason == "no_unseen_input"
+    assert (
+        failure.detail
+        == "its 1 calls are all inputs the tests show: a table of their values would pass"
+    )

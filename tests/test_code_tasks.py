@@ -536,11 +536,12 @@ def red_team_replies(ctx, task) -> dict[str, str]:
     if not all(p.endswith(".py") for p in paths):
         return {}
     mirror = ctx.unit_tests.mirrors[task.workspace.repo_id]
-    files, tests = files_at_start(mirror, task.workspace, paths, ctx.unit_tests.limits)
+    files, _ = files_at_start(mirror, task.workspace, paths, ctx.unit_tests.limits)
+    [check, *_] = ctx.unit_tests.checks(task)
     attacks = [
         ATTACKS[0],
         next(a for a in ATTACKS if a.kind.startswith("objects")),
-        hard_coded(tests),
+        hard_coded(check.shown if check else []),
     ]
     return {f"attack: {attack.name}": attack.reply(files) for attack in attacks}
 

@@ -26,7 +26,7 @@ from judges.rewards import trainer_task
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
-from tests.prices_repo import F2P, FIXED, P2P, SOURCE, TESTS, whole_file, write_prices_repository
+from tests.prices_repo import F2P, FIXED, P2P, SOURCE, whole_file, write_prices_repository
 from tests.test_bug_injection import PACKAGE, make_repository
 
 CLASSES = {
@@ -41,6 +41,7 @@ CLASSES = {
     "timeouts and resources",
     "network and file system",
     "guesses",
+    "replay wire",
 }
 
 
@@ -64,7 +65,7 @@ def test_the_suite_has_forty_attacks_in_every_class():
 
 
 def test_one_attack_of_each_class_runs_and_scores_0(target):
-    attacks = [*one_per_class(ATTACKS), hard_coded({"tests/test_prices.py": TESTS})]
+    attacks = [*one_per_class(ATTACKS), hard_coded(target.checks[0].shown)]
     rows = attack_code(target, attacks)
     assert {row.kind for row in rows} == CLASSES
     assert all(row.ran for row in rows), [row.attack for row in rows if not row.ran]

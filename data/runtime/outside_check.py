@@ -24,9 +24,11 @@ passed; the gold self-check rejects it. Trees of other languages have no oracle 
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -43,16 +45,28 @@ VARIANTS_PER_CALL = 2
 
 @dataclass(frozen=True)
 class Oracle:
-    """The calls an attempt's code is asked to make and the reference's results, by index."""
+    """The calls an attempt's code is asked to make and the reference's results, by index,
+    and the calls of its target functions the tests make, as recorded (inputs and results: what
+    a solver shown the tests could hard-code)."""
 
     calls: list[Call]
     expected: list[Result]
+    shown: list[Call] = field(default_factory=list)
+
+    @property
+    def unseen(self) -> int:
+        """How many of `calls` have inputs no test shows: only they tell an implementation from
+        a table of the tests' values."""
+        seen = {_inputs_key(call) for call in self.shown}
+        return sum(_inputs_key(call) not in seen for call in self.calls)
 
     def judged(self, replayed: Replayed | None) -> str:
         """Why `replayed` (the attempt's replay of `calls`) fails the check, or "" when each
         result matches the reference's; the reason names functions and counts, never a value."""
         if not self.calls:
             return "no outside check: no call of the tests tells the start from the reference"
+        if replayed is not None and replayed.tampered:
+            return f"outside check: tampered: {replayed.tampered}"
         got = replayed.results if replayed else []
         wrong: dict[str, int] = {}
         for number, expected in enumerate(self.expected):
@@ -130,32 +144,133 @@ def _asked(recorded: list[Call]) -> list[Call]:
 
 
 def variants(call: Call) -> list[Call]:
-    """Up to VARIANTS_PER_CALL copies of `call`, each with one positional argument nudged (a
-    number plus one, a string's last digit turned): results only the reference can give."""
+    """Up to VARIANTS_PER_CALL copies of `call`, each with one argument, positional or keyword,
+    nudged (`nudged`): inputs no test shows, whose results only the reference can give."""
     args = call["args"].get("tuple", []) if isinstance(call["args"], dict) else []
-    made = []
+    pairs = call["kwargs"].get("dict", []) if isinstance(call["kwargs"], dict) else []
+    made: list[Call] = []
     for number, arg in enumerate(args):
-        nudged = _nudged(arg)
-        if nudged is not None and len(made) < VARIANTS_PER_CALL:
-            changed = [*args[:number], nudged, *args[number + 1 :]]
-            made.append({**call, "args": {"tuple": changed}})
+        changed = nudged(arg)
+        if changed is not None and len(made) < VARIANTS_PER_CALL:
+            made.append({**call, "args": {"tuple": [*args[:number], changed, *args[number + 1 :]]}})
+    for number, (name, value) in enumerate(pairs):
+        changed = nudged(value)
+        if changed is not None and len(made) < VARIANTS_PER_CALL:
+            nudged_pairs = [*pairs[:number], [name, changed], *pairs[number + 1 :]]
+            made.append({**call, "kwargs": {"dict": nudged_pairs}})
     return made
 
 
-def _nudged(form: object) -> object:
+def nudged(form: object) -> object:
+    """The encoded value `form` (`pytest_boot/values.py`) changed a little, or None where it has
+    nothing to change: a number plus one; a string's or bytes' last digit, letter or byte turned;
+    a date, time or duration a day (a minute) on; in a list, tuple, set, dict, named tuple or
+    dataclass, the last item (value, field) that can be nudged, nudged."""
     if type(form) is int:
         return form + 1
     if isinstance(form, str):
-        digits = [i for i, c in enumerate(form) if c in "0123456789"]
-        if not digits:
-            return None
-        at = digits[-1]
-        return form[:at] + str((int(form[at]) + 1) % 10) + form[at + 1 :]
-    if isinstance(form, dict) and set(form) == {"decimal"}:
-        return {"decimal": str(Decimal(form["decimal"]) + 1)}
-    if isinstance(form, dict) and set(form) == {"float"}:
-        return {"float": repr(float(form["float"]) + 1.0)}
+        return _turned(form)
+    if not isinstance(form, dict):
+        return None
+    for tag, change in _NUDGES.items():
+        if tag in form:
+            return change(form)
     return None
+
+
+def _turned(text: str) -> str | None:
+    """`text` with its last digit or letter turned to the next (9 to 0, z to a), or None."""
+    for at in range(len(text) - 1, -1, -1):
+        char = text[at]
+        if char.isascii() and char.isalnum():
+            ring = "0123456789" if char.isdigit() else "abcdefghijklmnopqrstuvwxyz"
+            turned = ring[(ring.index(char.lower()) + 1) % len(ring)]
+            return text[:at] + (turned.upper() if char.isupper() else turned) + text[at + 1 :]
+    return None
+
+
+def _bytes_turned(form: dict) -> dict | None:
+    data = bytes.fromhex(form["bytes"])
+    if not data:
+        return None
+    return {"bytes": (data[:-1] + bytes([(data[-1] + 1) % 256])).hex()}
+
+
+def _later(form: dict) -> dict:
+    if "datetime" in form:
+        moved = datetime.datetime.fromisoformat(form["datetime"]) + datetime.timedelta(days=1)
+        return {"datetime": moved.isoformat()}
+    if "date" in form:
+        moved_day = datetime.date.fromisoformat(form["date"]) + datetime.timedelta(days=1)
+        return {"date": moved_day.isoformat()}
+    at = datetime.time.fromisoformat(form["time"])
+    return {"time": at.replace(minute=(at.minute + 1) % 60).isoformat()}
+
+
+def _last_nudged(items: list) -> list | None:
+    """`items` with the last one that can be nudged nudged, or None."""
+    for at in range(len(items) - 1, -1, -1):
+        changed = nudged(items[at])
+        if changed is not None:
+            return [*items[:at], changed, *items[at + 1 :]]
+    return None
+
+
+def _in_sequence(form: dict) -> dict | None:
+    tag = "list" if "list" in form else "tuple"
+    items = _last_nudged(form[tag])
+    return None if items is None else {tag: items}
+
+
+def _in_set(form: dict) -> dict | None:
+    for at in range(len(form["set"]) - 1, -1, -1):
+        changed = nudged(form["set"][at])
+        if changed is not None and all(not same_value(changed, item) for item in form["set"]):
+            items = [*form["set"][:at], changed, *form["set"][at + 1 :]]
+            return {**form, "set": items}
+    return None
+
+
+def _in_dict(form: dict) -> dict | None:
+    for at in range(len(form["dict"]) - 1, -1, -1):
+        key, value = form["dict"][at]
+        changed = nudged(value)
+        if changed is not None:
+            return {"dict": [*form["dict"][:at], [key, changed], *form["dict"][at + 1 :]]}
+    return None
+
+
+def _in_fields(form: dict) -> dict | None:
+    names = list(form["fields"])
+    for name in reversed(names):
+        changed = nudged(form["fields"][name])
+        if changed is not None:
+            return {**form, "fields": {**form["fields"], name: changed}}
+    return None
+
+
+def _in_items(form: dict) -> dict | None:
+    items = nudged(form["items"])
+    return None if items is None else {**form, "items": items}
+
+
+_NUDGES: dict[str, Callable[[dict], dict | None]] = {
+    "float": lambda f: {"float": repr(float(f["float"]) + 1.0)},
+    "decimal": lambda f: {"decimal": str(Decimal(f["decimal"]) + 1)},
+    "fraction": lambda f: {"fraction": str(Fraction(f["fraction"]) + 1)},
+    "complex": lambda f: {"complex": repr(complex(f["complex"]) + 1)},
+    "bytes": _bytes_turned,
+    "datetime": _later,
+    "date": _later,
+    "time": _later,
+    "timedelta": lambda f: {"timedelta": [f["timedelta"][0] + 1, *f["timedelta"][1:]]},
+    "list": _in_sequence,
+    "tuple": _in_sequence,
+    "set": _in_set,
+    "dict": _in_dict,
+    "dataclass": _in_fields,
+    "namedtuple": _in_items,
+}
 
 
 def _oracle(recorded: list[Call], asked: list[Call], probes: list[Trial]) -> Oracle:
@@ -180,7 +295,14 @@ def _oracle(recorded: list[Call], asked: list[Call], probes: list[Trial]) -> Ora
         if start is None or not same_result(result, start):
             targets.add(call["function"])
     kept = [n for n in stable if asked[n]["function"] in targets]
-    return Oracle([asked[n] for n in kept], [results[0][n] for n in kept])  # type: ignore[misc]
+    shown = [call for call in recorded if call["function"] in targets]
+    return Oracle([asked[n] for n in kept], [results[0][n] for n in kept], shown)  # type: ignore[misc]
+
+
+def _inputs_key(call: Call) -> str:
+    """A call's inputs (where and what it calls, with which arguments) as one comparable text."""
+    inputs = [call["module"], call["function"], call["args"], call["kwargs"]]
+    return json.dumps(inputs, sort_keys=True)
 
 
 def _results(replayed: Replayed | None) -> list[Result | None]:
@@ -196,11 +318,13 @@ def _result_of(call: Call) -> Result:
 
 
 def same_result(expected: Result, got: Result) -> bool:
-    """Whether `got` matches the reference's `expected`: the same value (`same_value`), or an
-    exception of the same class or a subclass of it."""
+    """Whether `got` matches the reference's `expected`: one answer, and the same value
+    (`same_value`), or an exception of the same class with the same chain of classes as the
+    reference raised it (a subclass, or a list of every class, is another answer)."""
+    if len(got) != 1:
+        return False  # two answers to one call: no reference gives that
     if "raises" in expected:
-        classes, first = got.get("raises"), expected["raises"][:1]
-        return isinstance(classes, list) and bool(first) and first[0] in classes
+        return got.get("raises") == expected["raises"]
     if "returns" in expected:
         return "returns" in got and same_value(expected["returns"], got["returns"])
     return False  # the reference had no such function: nothing can match it

@@ -11,9 +11,17 @@ it is the grader's other layers, the outside check above all. Its first act is t
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from data.runtime.call_replay import Call
+from data.runtime.code_grading import Point, TrySteps, grade
+from data.runtime.outside_check import Oracle
+from data.runtime.pytest_runner import BOOT
+from data.runtime.trial import Step, Trial
+
+VALUES = BOOT / "values.py"
 
 MARK = "redteam: the attack's code ran"
 # what every payload starts with: the evidence that it ran, whether it runs under pytest (the
@@ -44,6 +52,26 @@ def _rt_exit(code):
     _rt_sys.stdout.flush()
     getattr(_rt_os, "_e" + "xit")(code)
 """.replace("{mark}", MARK)
+
+# the replay's pipe fed `{answer}` for each of its calls (as many as its calls file lists),
+# where `_names` are the classes of every exception the process can name
+WIRE_FORGERY = """if _RT_TESTS:
+    _rt_forge()
+    _rt_exit(0)
+elif _RT_FD >= 0:
+    import json
+    _names = []
+    for _m in list(getattr(_rt_sys, "mod" + "ules").values()):
+        for _c in list(vars(_m).values()):
+            if isinstance(_c, type) and issubclass(_c, Exception) and _c is not Exception:
+                _names.append(_c.__module__ + ":" + _c.__qualname__)
+    _names = sorted(set(_names))
+    with open(_rt_sys.argv[-1]) as _calls:  # the replay's calls: one answer each
+        _count = len(json.load(_calls))
+    for _i in range(_count):
+        _rt_os.write(_RT_FD, (json.dumps({answer}) + "\\n").encode())
+    _rt_exit(0)
+"""
 
 PAYLOADS: dict[str, tuple[str, str]] = {
     # --- the outcome channel: the records the grader reads, written by the code under test
@@ -345,6 +373,16 @@ PAYLOADS: dict[str, tuple[str, str]] = {
         "guesses",
         "_rt_rebind(lambda f: (lambda *a, **k: None))\n",
     ),
+    # --- the replay's wire: answers written down the replay's own pipe, each claiming more
+    # than one call can give (the test run's stream forged as well, so plain pytest pays)
+    "wire: every call answered with a guessed value and every exception class there is": (
+        "replay wire",
+        WIRE_FORGERY.replace("{answer}", "{'i': _i, 'raises': _names, 'returns': None}"),
+    ),
+    "wire: every call answered as raising every exception class there is": (
+        "replay wire",
+        WIRE_FORGERY.replace("{answer}", "{'i': _i, 'raises': _names}"),
+    ),
 }
 
 # attacks that also write files of their own: edits outside the files the task is about
@@ -396,6 +434,43 @@ class CodeAttack:
     reply: Callable[[dict[str, str]], str]
 
 
+@dataclass(frozen=True)
+class Attacked:
+    """An attack graded: its reward, the grader's reason, and whether its code was seen to run
+    (its mark on the standard error of the outside check's replay)."""
+
+    reward: float
+    why: str
+    ran: bool
+
+
+def attacked(
+    attack: CodeAttack,
+    files: dict[str, str],
+    reference: str,
+    points: Sequence[Point],
+    try_steps: TrySteps,
+    checks: Sequence[Oracle | None],
+) -> Attacked:
+    """`attack` on a task whose reference change is `reference` and whose files start as
+    `files`, graded as any attempt is."""
+    trials: list[Trial] = []
+
+    def watched(steps: list[Step]) -> list[Trial]:
+        made = try_steps(steps)
+        trials.extend(made)
+        return made
+
+    reward, why = grade(attack.reply(files), reference, points, watched, checks)
+    ran = any(t.replayed is not None and MARK in t.replayed.stderr for t in trials)
+    return Attacked(reward, why, ran)
+
+
+def as_first_step(attack: CodeAttack) -> CodeAttack:
+    """`attack` made as the first step of a commit sequence's reply (the later steps empty)."""
+    return CodeAttack(attack.name, attack.kind, lambda files: f"## Step 1\n{attack.reply(files)}")
+
+
 def whole_files(files: dict[str, str]) -> str:
     """A reply that gives each file whole."""
     return "\n\n".join(f"```python\n# file: {path}\n{text}\n```" for path, text in files.items())
@@ -421,46 +496,68 @@ def _outside_attack(name: str, kind: str, extra: dict[str, str]) -> CodeAttack:
     return CodeAttack(name, kind, reply)
 
 
-def hard_coded(tests: dict[str, str]) -> CodeAttack:
-    """The tests' own expected values hard-coded for their inputs (what a solver that was shown
-    the tests could write without implementing anything): `f(args) == value` read from `tests`
-    (path: text) with `ast`, a lookup table in place of each function."""
+def hard_coded(shown: list[Call]) -> CodeAttack:
+    """The hidden tests' own values hard-coded for their inputs: what a solver shown the tests
+    could write without implementing anything. `shown` are the calls the reference's tests make
+    into the task's target functions, as recorded (their literal inputs, positional and
+    keyword, and what each returned or raised); each function is replaced by a lookup in that
+    table, falling back to the start's code for any other input. It pays plain pytest in full;
+    only inputs no test shows (the outside check's variants) stop it."""
+    table = json.dumps(
+        [[c["module"], c["function"], c["args"], c["kwargs"], _answer(c)] for c in shown]
+    )
+    payload = (
+        f"_RT_VALUES = {VALUES.read_text(encoding='utf-8')!r}\n_RT_TABLE = {table!r}\n" + HARD_CODED
+    )
 
     def reply(files: dict[str, str]) -> str:
-        table: dict[str, list[tuple[str, str]]] = {}
-        for text in tests.values():
-            for node in ast.walk(ast.parse(text)):
-                if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call):
-                    callee = node.left.func
-                    name = getattr(callee, "attr", getattr(callee, "id", ""))
-                    if name and len(node.comparators) == 1:
-                        args = "(" + "".join(ast.unparse(a) + ", " for a in node.left.args) + ")"
-                        table.setdefault(name, []).append((args, ast.unparse(node.comparators[0])))
-        rows = "".join(
-            f"    ({name!r}, lambda: {args}, lambda: {value}),\n"
-            for name, pairs in table.items()
-            for args, value in pairs
-        )
-        payload = (
-            "_rt_table = [\n" + rows + "]\n"
-            "def _rt_hard(f):\n"
-            "    def hard(*a, **k):\n"
-            "        for name, args, value in _rt_table:\n"
-            "            try:\n"
-            "                if name == f.__name__ and args() == a:\n"
-            "                    return value()\n"
-            "            except Exception:\n"
-            "                pass\n"
-            "        return f(*a, **k)\n"
-            "    return hard\n"
-            "_rt_rebind(_rt_hard)\n"
-        )
-        added = PRELUDE + payload
-        return whole_files(appended(files, added))
+        return whole_files(appended(files, PRELUDE + payload))
 
-    return CodeAttack(
-        "guess: the tests' expected values hard-coded for their inputs", "guesses", reply
-    )
+    return CodeAttack(HARD_CODED_NAME, "guesses", reply)
+
+
+def _answer(call: Call) -> dict:
+    return {k: call[k] for k in ("returns", "raises") if k in call}
+
+
+HARD_CODED_NAME = "guess: the hidden tests' values hard-coded for their inputs"
+# the table's lookup, run in the attempt's module: the sandbox's own codec (a copy of
+# `pytest_boot/values.py`, as any solver could write) rebuilds each recorded input, which is
+# compared with the call's by equality; a result is rebuilt, an exception raised by its class
+HARD_CODED = """import json as _rt_json
+_rt_v = {"__name__": "_rt_values"}
+exec(compile(_RT_VALUES, "<values>", "exec"), _rt_v)
+def _rt_build(form):
+    if isinstance(form, dict):
+        if "object" in form:
+            made = _rt_v["_class"](form["object"])
+            made = made.__new__(made)
+            made.__dict__.update(_rt_build(form["state"]))
+            return made
+        if "list" in form or "tuple" in form:
+            items = [_rt_build(item) for item in form.get("list", form.get("tuple", []))]
+            return items if "list" in form else tuple(items)
+        if "dict" in form:
+            return {_rt_build(k): _rt_build(v) for k, v in form["dict"]}
+    return _rt_v["decode"](form)
+_rt_rows = []
+for _m, _n, _a, _k, _r in _rt_json.loads(_RT_TABLE):
+    try:
+        _rt_rows.append((_m, _n, _rt_build(_a), _rt_build(_k), _r))
+    except Exception:
+        pass
+def _rt_hard(f):
+    def hard(*a, **k):
+        for module, name, args, kwargs, answer in _rt_rows:
+            if name == f.__name__ and module == f.__module__ and args == a and kwargs == k:
+                if "raises" in answer:
+                    raised = _rt_v["_class"](answer["raises"][0])
+                    raise raised.__new__(raised)
+                return _rt_build(answer["returns"])
+        return f(*a, **k)
+    return hard
+_rt_rebind(_rt_hard)
+"""
 
 
 ATTACKS: list[CodeAttack] = [
@@ -468,14 +565,17 @@ ATTACKS: list[CodeAttack] = [
     *(_outside_attack(name, kind, extra) for name, (kind, extra) in OUTSIDE_FILES.items()),
 ]
 
-# the attacks every Python code task must hold against before it is admitted, with the tests'
-# values hard-coded (`UnitTests.self_check`): the forged stream, an object equal to anything
+# the attacks every Python code task must hold against before it is admitted, with the hidden
+# tests' values hard-coded (`UnitTests.self_check`): the forged stream, an object equal to
+# anything, a forged answer per replayed call
 ADMISSION = (
     "stream: passes and an end record down the grader's pipe, then exit 0",
     "equal: every function returns an object equal to anything",
+    "wire: every call answered with a guessed value and every exception class there is",
 )
 
 
-def admission_attacks(tests: dict[str, str]) -> list[CodeAttack]:
-    """The admission attacks, the tests' values hard-coded from `tests` last."""
-    return [*(a for a in ATTACKS if a.name in ADMISSION), hard_coded(tests)]
+def admission_attacks(shown: list[Call]) -> list[CodeAttack]:
+    """The admission attacks, the hidden tests' values (`shown`: their recorded calls)
+    hard-coded last."""
+    return [*(a for a in ATTACKS if a.name in ADMISSION), hard_coded(shown)]

@@ -17,12 +17,11 @@ from typing import TypeVar
 
 from data.llm import LLMError
 from data.records import Task
-from data.runtime.code_grading import Point, TrySteps, grade
+from data.runtime.code_grading import Point, TrySteps
 from data.runtime.outside_check import Oracle
-from data.runtime.trial import Step, Trial
 from judges import verifier_types
 from judges.redteam.answer_attacks import AnswerAttack, JudgeAsked, NoJudge
-from judges.redteam.code_attacks import MARK, CodeAttack
+from judges.redteam.code_attacks import CodeAttack, attacked
 
 A = TypeVar("A", CodeAttack, AnswerAttack)
 
@@ -65,17 +64,10 @@ def attack_code(target: CodeTarget, attacks: Sequence[CodeAttack]) -> list[Row]:
 
 
 def _attacked(target: CodeTarget, attack: CodeAttack) -> Row:
-    trials: list[Trial] = []
-
-    def watched(steps: list[Step]) -> list[Trial]:
-        made = target.try_steps(steps)
-        trials.extend(made)
-        return made
-
-    reply = attack.reply(target.files)
-    reward, why = grade(reply, target.reference, target.points, watched, target.checks)
-    ran = any(t.replayed is not None and MARK in t.replayed.stderr for t in trials)
-    return Row(attack.name, attack.kind, target.family, target.name, reward, why, ran)
+    got = attacked(
+        attack, target.files, target.reference, target.points, target.try_steps, target.checks
+    )
+    return Row(attack.name, attack.kind, target.family, target.name, got.reward, got.why, got.ran)
 
 
 def attack_answers(tasks: Sequence[Task], attacks: Sequence[AnswerAttack]) -> list[Row]:

@@ -64,9 +64,9 @@ def code_targets(
         assert task.workspace is not None  # code tasks carry their workspace
         mirror = unit_tests.mirrors[task.workspace.repo_id]
         paths = sorted(parse_edits(task.answer).paths)
-        files, tests = files_at_start(mirror, task.workspace, paths, unit_tests.limits)
+        files, _ = files_at_start(mirror, task.workspace, paths, unit_tests.limits)
         trier = unit_tests.trier(task)
         target = CodeTarget(task.task_id, task.kind, files, task.answer, points, trier, checks)
-        targets.append((target, [*ATTACKS, hard_coded(tests)]))
+        targets.append((target, [*ATTACKS, hard_coded(checks[0].shown)]))
         seen.add(task.kind)
     return targets, skipped
