@@ -12,6 +12,7 @@ from data.records import Workspace
 from data.runtime.edits import Edits, apply_edits, apply_patch
 from data.runtime.languages import is_any_test_file, project_files
 from data.runtime.sandbox import Limits, Sandbox
+from data.runtime.test_runners import test_suite
 from data.runtime.trial import Step, Trial, WorkspaceError, steps_in_tree
 
 
@@ -28,6 +29,14 @@ def try_steps(mirror: Path, workspace: Workspace, steps: list[Step], limits: Lim
     with tempfile.TemporaryDirectory(prefix="foundry-workspace-") as scratch:
         tree = checkout(mirror, workspace.base, Path(scratch) / "tree")
         return steps_in_tree(tree, workspace.start_patch, steps, limits)
+
+
+def environment_of(mirror: Path, workspace: Workspace) -> Path | None:
+    """The environment `workspace`'s tests run in (None for a tree that is not Python's)."""
+    with tempfile.TemporaryDirectory(prefix="foundry-workspace-") as scratch:
+        tree = checkout(mirror, workspace.base, Path(scratch) / "tree")
+        suite = test_suite(tree)
+        return suite.environment if suite.language.name == "python" else None
 
 
 def files_at_start(

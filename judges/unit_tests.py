@@ -25,9 +25,10 @@ from data.runtime.code_grading import Graded
 from data.runtime.edits import Edits
 from data.runtime.languages import of_path
 from data.runtime.outside_check import Oracle, oracles
+from data.runtime.python_env import copies_in
 from data.runtime.sandbox import Limits
 from data.runtime.trial import Step, Trial
-from harnesses.workspace import files_around_last, files_at_start, try_steps
+from harnesses.workspace import environment_of, files_around_last, files_at_start, try_steps
 from judges.redteam.code_attacks import ADMISSION, admission_attacks, as_first_step, attacked
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
@@ -206,6 +207,11 @@ class UnitTests:
             return admission.failed("outside_check", "no_unseen_input", why + " would pass")
         detail = f"outside check: {calls} calls, {sum(unseen)} on inputs no test shows"
         admission.passed("outside_check", detail)
+        copies = await asyncio.to_thread(self.copies_elsewhere, task, checks)
+        if copies:
+            why = f"the environment holds a copy of the target's module: {copies}"
+            return admission.failed("no_other_copy", "copy_in_environment", why)
+        admission.passed("no_other_copy", "no copy of the target's modules in the environment")
         empty = await asyncio.to_thread(self.score, task, [None] * len(reference))
         if empty.reward > 0.0:
             return admission.failed("empty_attempt", "empty_attempt_passes", empty.why)
@@ -249,6 +255,15 @@ class UnitTests:
             reward, _ = code_grading.score_edits(attempt, points, trier, [None] * len(points))
             killed += reward < 1.0
         return killed, len(mutants)
+
+    def copies_elsewhere(self, task: Task, checks: list[Oracle | None]) -> str:
+        """Where the test environment holds another copy of a module the outside check calls
+        into (`data.runtime.python_env.copies_in`), or ""."""
+        assert task.workspace is not None  # a code task carries its workspace
+        env = environment_of(self.mirrors[task.workspace.repo_id], task.workspace)
+        modules = sorted({call["module"] for c in checks if c is not None for call in c.calls})
+        found = [path for module in modules for path in copies_in(env, module)] if env else []
+        return ", ".join(found[:3])
 
     def _start(self, task: Task, reference: list[Edits | None]) -> tuple[dict, dict]:
         """The files of the reference's first step as an attempt starts from them, and the

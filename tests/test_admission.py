@@ -13,8 +13,10 @@ from data.gates import GATE_ORDER
 from data.git import git
 from data.repos import ingest_repo
 from data.runtime.code_grading import edits_of
+from data.runtime.python_env import INSTALLER, copies_in, site_packages
 from families.bug_injection import inject_bugs
 from generators.mutations import mutants_of_change
+from harnesses.workspace import environment_of
 from judges.score import Score
 from judges.unit_tests import FRESH_RUNS, GateFailure, UnitTests, do_nothing
 from tests.conftest import make_context
@@ -200,3 +202,27 @@ def test_a_task_whose_oracle_holds_no_unseen_input_is_not_admitted(tmp_path):
         failure.detail
         == "its 1 calls are all inputs the tests show: a table of their values would pass"
     )
+
+
+def test_a_task_whose_module_has_a_copy_in_the_environment_is_not_admitted(bug_task):
+    ctx, task = bug_task
+
+    class Shadowed(UnitTests):  # the seam: what the environment holds besides the tree
+        def copies_elsewhere(self, task, checks):
+            return "stockroom/levels.py"
+
+    shadowed = Shadowed(ctx.unit_tests.mirrors, ctx.unit_tests.limits)
+    failure = admission_failure(shadowed, task)
+    assert failure.reason == "copy_in_environment"
+    assert failure.detail.endswith("a copy of the target's module: stockroom/levels.py")
+    assert ctx.unit_tests.copies_elsewhere(task, ctx.unit_tests.checks(task)) == ""
+
+
+def test_the_installer_and_the_packages_it_vendors_are_not_in_the_environment(bug_task):
+    ctx, task = bug_task
+    env = environment_of(ctx.unit_tests.mirrors[task.workspace.repo_id], task.workspace)
+    site = site_packages(env)
+    assert not [p.name for p in site.iterdir() if p.name.split("-")[0] in INSTALLER]
+    # setuptools vendors more_itertools, pip vendors rich: nothing of them is left
+    assert copies_in(env, "more_itertools.more") == copies_in(env, "rich.console") == []
+    assert copies_in(env, "packaging.version") == ["packaging/version.py"]  # pytest's own

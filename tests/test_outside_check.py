@@ -22,7 +22,9 @@ from data.runtime.call_replay import Replayed, answers
 from data.runtime.code_grading import Point, grade, outside_checks
 from data.runtime.outside_check import Oracle, nudged, same_result, same_value, variants
 from data.runtime.pytest_runner import BOOT
+from data.runtime.python_env import copies_in
 from data.runtime.sandbox import Limits
+from data.runtime.test_runners import test_suite
 from data.runtime.trial import Step, Trial, steps_in_tree
 from judges.redteam.code_attacks import ATTACKS, MARK, hard_coded
 from tests.prices_repo import F2P, FIXED, P2P, SOURCE, whole_file, write_prices_repository
@@ -412,3 +414,50 @@ def test_a_call_s_variants_nudge_its_positional_and_keyword_arguments():
         (("ac", True), {"count": 2, "flag": None}),
         (("ab", True), {"count": 3, "flag": None}),
     ]
+
+
+# a project that is one of pytest's dependencies: its installed copy sits in the environment
+CANONICAL = '''"""Project names."""
+
+
+def canonicalize_name(name, *, validate=False):
+    """PEP 503's normal form of a project name."""
+    return name
+'''
+CANONICAL_FIXED = CANONICAL.replace(
+    "    return name\n",
+    '    value = name.lower().replace("_", "-").replace(".", "-")\n'
+    '    while "--" in value:\n'
+    '        value = value.replace("--", "-")\n'
+    "    return value\n",
+)
+
+
+def test_a_copy_of_the_module_in_the_environment_pays_the_delegation_attack(tmp_path):
+    (tmp_path / "packaging").mkdir()
+    (tmp_path / "packaging" / "__init__.py").write_text("")
+    (tmp_path / "packaging" / "utils.py").write_text(CANONICAL)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_utils.py").write_text(
+        "from packaging.utils import canonicalize_name\n\n\ndef test_names():\n"
+        '    assert canonicalize_name("Foo.Bar__baz") == "foo-bar-baz"\n'
+    )
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "packaging"\nversion = "0"\n')
+
+    def try_steps(steps):
+        return steps_in_tree(tmp_path, "", steps, Limits(wall_s=60))
+
+    def reply(text):
+        return f"```python\n# file: packaging/utils.py\n{text}```"
+
+    points = [Point("", ["tests/test_utils.py::test_names"], [])]
+    [check] = outside_checks(reply(CANONICAL_FIXED), points, try_steps)
+    assert check.unseen > 0
+    attack = next(a for a in ATTACKS if a.kind == "delegation")
+    reward, why = grade(
+        attack.reply({"packaging/utils.py": CANONICAL}), "", points, try_steps, [check]
+    )
+    assert reward == 1.0, why  # the installed copy answers every call as the reference does
+    # so admission refuses such a task (`copy_in_environment`): the copy is found
+    env = test_suite(tmp_path).environment
+    assert copies_in(env, "packaging.utils") == ["packaging/utils.py"]

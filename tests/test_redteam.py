@@ -42,6 +42,7 @@ CLASSES = {
     "network and file system",
     "guesses",
     "replay wire",
+    "delegation",
 }
 
 

@@ -45,6 +45,7 @@ GateName = Literal[
     "reference",
     "fresh_runs",
     "outside_check",
+    "no_other_copy",
     "empty_attempt",
     "do_nothing",
     "mutants",

@@ -52,13 +52,7 @@ class Oracle:
     calls: list[Call]
     expected: list[Result]
     shown: list[Call] = field(default_factory=list)
-
-    @property
-    def unseen(self) -> int:
-        """How many of `calls` have inputs no test shows: only they tell an implementation from
-        a table of the tests' values."""
-        seen = {_inputs_key(call) for call in self.shown}
-        return sum(_inputs_key(call) not in seen for call in self.calls)
+    unseen: int = 0  # calls on inputs no test shows where the start and the reference differ
 
     def judged(self, replayed: Replayed | None) -> str:
         """Why `replayed` (the attempt's replay of `calls`) fails the check, or "" when each
@@ -144,8 +138,10 @@ def _asked(recorded: list[Call]) -> list[Call]:
 
 
 def variants(call: Call) -> list[Call]:
-    """Up to VARIANTS_PER_CALL copies of `call`, each with one argument, positional or keyword,
-    nudged (`nudged`): inputs no test shows, whose results only the reference can give."""
+    """Copies of `call` with inputs no test shows, whose results only the reference can give:
+    up to VARIANTS_PER_CALL with one argument, positional or keyword, nudged (`nudged`), and
+    one with every argument nudged at once, which keeps what relates them (a string and the
+    same string in a set are turned alike)."""
     args = call["args"].get("tuple", []) if isinstance(call["args"], dict) else []
     pairs = call["kwargs"].get("dict", []) if isinstance(call["kwargs"], dict) else []
     made: list[Call] = []
@@ -158,6 +154,15 @@ def variants(call: Call) -> list[Call]:
         if changed is not None and len(made) < VARIANTS_PER_CALL:
             nudged_pairs = [*pairs[:number], [name, changed], *pairs[number + 1 :]]
             made.append({**call, "kwargs": {"dict": nudged_pairs}})
+    every_arg = [nudged(arg) for arg in args]
+    every_pair = [[name, nudged(value)] for name, value in pairs]
+    if sum(v is not None for v in every_arg) + sum(v is not None for _, v in every_pair) > 1:
+        changed_args = [arg if v is None else v for arg, v in zip(args, every_arg, strict=True)]
+        changed_pairs = [
+            [name, value if v is None else v]
+            for (name, value), (_, v) in zip(pairs, every_pair, strict=True)
+        ]
+        made.append({**call, "args": {"tuple": changed_args}, "kwargs": {"dict": changed_pairs}})
     return made
 
 
@@ -279,7 +284,7 @@ def _oracle(recorded: list[Call], asked: list[Call], probes: list[Trial]) -> Ora
         return Oracle([], [])  # a probe's edits did not apply: nothing is reproducible
     before = _results(probes[0].replayed_before)
     results = [_results(trial.replayed) for trial in probes]
-    stable, targets = [], set()
+    stable, targets, telling = [], set(), set()
     for number, call in enumerate(asked):
         result = _at(results[0], number)
         repeats = [_at(other, number) for other in results[1:]]
@@ -294,9 +299,13 @@ def _oracle(recorded: list[Call], asked: list[Call], probes: list[Trial]) -> Ora
         start = _at(before, number)
         if start is None or not same_result(result, start):
             targets.add(call["function"])
+            telling.add(number)
     kept = [n for n in stable if asked[n]["function"] in targets]
     shown = [call for call in recorded if call["function"] in targets]
-    return Oracle([asked[n] for n in kept], [results[0][n] for n in kept], shown)  # type: ignore[misc]
+    seen = {_inputs_key(call) for call in shown}
+    unseen = sum(n in telling and _inputs_key(asked[n]) not in seen for n in kept)
+    expected = [results[0][n] for n in kept]
+    return Oracle([asked[n] for n in kept], expected, shown, unseen)  # type: ignore[arg-type]
 
 
 def _inputs_key(call: Call) -> str:

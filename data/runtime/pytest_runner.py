@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .python_env import readable_paths
+from .python_env import readable_paths, site_packages
 from .sandbox import Completed, Sandbox
 from .test_run import Outcome, StreamReader, TestRun
 
@@ -65,7 +65,7 @@ def run_boot_script(
     read_end, write_end = os.pipe()
     reader = StreamReader(read_end)
     argv = [str(env / "bin" / "python"), "-s", "-S", str(boot / script), str(write_end)]
-    argv += [str(_site_packages(env)), paths, *args]
+    argv += [str(site_packages(env)), paths, *args]
     variables = {"PATH": f"{env / 'bin'}:/usr/bin:/bin"}
     try:
         completed = sandbox.run(
@@ -170,11 +170,3 @@ def _disagreement(
     if isinstance(collected, int) and reported > collected:
         return f"{reported} tests reported, {collected} collected"
     return ""
-
-
-def _site_packages(env: Path) -> Path:
-    """The virtualenv's site-packages folder (`lib/pythonX.Y/site-packages`)."""
-    found = sorted((env / "lib").glob("python3*/site-packages"))
-    if not found:
-        raise FileNotFoundError(f"no site-packages under {env / 'lib'}")
-    return found[0]

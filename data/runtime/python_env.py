@@ -2,7 +2,10 @@
 once, then shared read-only by every sandbox that runs that repository's tests.
 
 Only wheels are installed (`--only-binary=:all:`), so installing runs none of the packages'
-code; the repository itself is never installed, its tree goes on PYTHONPATH. Environments live
+code; the repository itself is never installed, its tree goes on PYTHONPATH. The installer
+itself (pip, setuptools, wheel) is removed once it is done: it carries copies of popular
+packages (`pip/_vendor/`, `setuptools/_vendor/`) that an attempt could hand its calls to, and
+`copies_in` finds any copy of a module that is still there (a dependency of pytest's, say). Environments live
 under a folder every sandbox uid can read (`env_cache()`: `foundry-envs-<uid>` in the temporary
 folder, or `FOUNDRY_ENV_CACHE`), keyed by the interpreter and the requirements; one being built
 is locked, and one whose build died is rebuilt.
@@ -26,6 +29,9 @@ from pathlib import Path
 from .sandbox import SYSTEM_DIRS, private_dir
 
 ENV_CACHE_VARIABLE = "FOUNDRY_ENV_CACHE"
+ENV_LAYOUT = 2  # in every environment's key: 2 removes the installer after installing
+INSTALLER = ("pip", "setuptools", "wheel")
+VENDOR_FOLDERS = ("_vendor", "vendor", "_vendored", "extern", "_extern")
 TEST_EXTRAS = ("test", "tests", "testing", "dev")
 REQUIREMENT_FILES = (
     "requirements.txt",
@@ -115,7 +121,7 @@ def ensure_env(requirements: list[str], python: str | None = None) -> Path:
     """The environment with `requirements` installed, built now if it does not exist yet."""
     python = python or sandbox_python()
     cache = env_cache()
-    env = cache / key_of("python-env", python, sorted(requirements))
+    env = cache / key_of("python-env", ENV_LAYOUT, python, sorted(requirements))
     ready = "\n".join(requirements) + "\n"
     return built_once(env, lambda folder: _build(folder, python, requirements), ready)
 
@@ -168,6 +174,34 @@ def _build(env: Path, python: str, requirements: list[str]) -> None:
             "--only-binary=:all:",
             *requirements,
         ],
+        [str(env / "bin" / "python"), "-m", "pip", "uninstall", "--quiet", "--yes", *INSTALLER],
     ]
     for step in steps:
         run_installer(step, step[2])
+
+
+def site_packages(env: Path) -> Path:
+    """The virtualenv's site-packages folder (`lib/pythonX.Y/site-packages`)."""
+    found = sorted((env / "lib").glob("python3*/site-packages"))
+    if not found:
+        raise FileNotFoundError(f"no site-packages under {env / 'lib'}")
+    return found[0]
+
+
+def copies_in(env: Path, module: str) -> list[str]:
+    """Where `env` holds a copy of the Python module `module` (dotted), as paths under its
+    site-packages: the module's own path there, or under a folder a package vendors others
+    into (`pip/_vendor/`, `a/b/_vendor/`). An attempt replayed beside such a copy could load
+    it under another name and hand it every call."""
+    site = site_packages(env)
+    roots = [site]
+    for folder in VENDOR_FOLDERS:
+        roots += [*site.glob(f"*/{folder}"), *site.glob(f"*/*/{folder}")]
+    parts = module.split(".")
+    found = []
+    for root in roots:
+        base = root.joinpath(*parts)
+        candidates = [base.with_name(base.name + ".py"), base / "__init__.py"]
+        candidates += sorted(base.parent.glob(f"{base.name}.*.so"))
+        found += [str(c.relative_to(site)) for c in candidates if c.is_file()]
+    return found

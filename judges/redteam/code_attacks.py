@@ -73,6 +73,40 @@ elif _RT_FD >= 0:
     _rt_exit(0)
 """
 
+# another copy of this module (installed, or vendored under a package's `_vendor/`) found on
+# the path, loaded under another name, and every function rebound to the copy's
+DELEGATION = """def _rt_copy():
+    import glob, importlib, importlib.util as util
+    parts, own = __name__.split("."), _rt_os.path.realpath(__file__)
+    table = getattr(_rt_sys, "mod" + "ules")
+    for base in list(_rt_sys.path):
+        vendored = [glob.glob(_rt_os.path.join(base, *["*"] * n, "_vendor")) for n in (1, 2)]
+        for root in [base, *vendored[0], *vendored[1]]:
+            real = _rt_os.path.realpath(root)
+            if not _rt_os.path.isdir(real) or own.startswith(real + _rt_os.sep):
+                continue
+            package = _rt_os.path.join(real, parts[0])
+            init = _rt_os.path.join(package, "__init__.py")
+            if _rt_os.path.isfile(init):
+                spec = util.spec_from_file_location("_rt_copy", init,
+                                                    submodule_search_locations=[package])
+            elif len(parts) == 1 and _rt_os.path.isfile(package + ".py"):
+                spec = util.spec_from_file_location("_rt_copy", package + ".py")
+            else:
+                continue
+            made = util.module_from_spec(spec)
+            table["_rt_copy"] = made
+            try:
+                spec.loader.exec_module(made)
+                return importlib.import_module(".".join(["_rt_copy", *parts[1:]]))
+            except Exception:
+                table.pop("_rt_copy", None)
+    return None
+_rt_found = _rt_copy()
+if _rt_found is not None:
+    _rt_rebind(lambda f: getattr(_rt_found, f.__name__, f))
+"""
+
 PAYLOADS: dict[str, tuple[str, str]] = {
     # --- the outcome channel: the records the grader reads, written by the code under test
     "stream: passes and an end record down the grader's pipe, then exit 0": (
@@ -372,6 +406,11 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "guess: every function returns None": (
         "guesses",
         "_rt_rebind(lambda f: (lambda *a, **k: None))\n",
+    ),
+    # --- delegation: the behaviour taken from another copy of the module the process can load
+    "delegation: every call handed to a copy of the module installed or vendored elsewhere": (
+        "delegation",
+        DELEGATION,
     ),
     # --- the replay's wire: answers written down the replay's own pipe, each claiming more
     # than one call can give (the test run's stream forged as well, so plain pytest pays)
