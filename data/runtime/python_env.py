@@ -5,10 +5,10 @@ Only wheels are installed (`--only-binary=:all:`), so installing runs none of th
 code; the repository itself is never installed, its tree goes on PYTHONPATH. The installer
 itself (pip, setuptools, wheel) is removed once it is done: it carries copies of popular
 packages (`pip/_vendor/`, `setuptools/_vendor/`) that an attempt could hand its calls to, and
-`copies_in` finds any copy of a module that is still there (a dependency of pytest's, say). Environments live
-under a folder every sandbox uid can read (`env_cache()`: `foundry-envs-<uid>` in the temporary
-folder, or `FOUNDRY_ENV_CACHE`), keyed by the interpreter and the requirements; one being built
-is locked, and one whose build died is rebuilt.
+`copies_in` finds any copy of a module that is still there (a dependency of pytest's, say).
+Environments live under a folder every sandbox uid can read (`env_cache()`:
+`foundry-envs-<uid>` in the temporary folder, or `FOUNDRY_ENV_CACHE`), keyed by the interpreter
+and the requirements; one being built is locked, and one whose build died is rebuilt.
 """
 
 from __future__ import annotations
