@@ -29,7 +29,8 @@ from data.runtime.python_env import copies_in
 from data.runtime.sandbox import Limits
 from data.runtime.trial import Step, Trial
 from harnesses.workspace import environment_of, files_around_last, files_at_start, try_steps
-from judges.redteam.code_attacks import ADMISSION, admission_attacks, as_first_step, attacked
+from judges.redteam.code_attacks import ADMISSION, admission_attacks
+from judges.redteam.grading import as_first_step, attacked
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
 from judges.verifier_types import verifier_type

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from data.runtime import test_runners
 from data.runtime.call_replay import Replayed, answers
 from data.runtime.code_grading import Point, grade, outside_checks
 from data.runtime.outside_check import Oracle, nudged, same_result, same_value, variants
 from data.runtime.pytest_runner import BOOT
 from data.runtime.python_env import copies_in
 from data.runtime.sandbox import Limits
-from data.runtime.test_runners import test_suite
 from data.runtime.trial import Step, Trial, steps_in_tree
 from judges.redteam.code_attacks import ATTACKS, MARK, hard_coded
 from tests.prices_repo import F2P, FIXED, P2P, SOURCE, whole_file, write_prices_repository
@@ -357,13 +357,14 @@ def test_keyword_and_nested_arguments_get_unseen_inputs_a_table_cannot_answer(tm
     reply = functools.partial(reply_of, "summary")
     points = [Point("", ["tests/test_summary.py::test_summary"], [])]
     [check] = outside_checks(reply(SUMMARY_FIXED), points, try_steps)
-    assert len(check.shown) == 2 and check.unseen == 4  # each call: an entry's hours, count
+    # each call: an entry's hours nudged, the count, and both at once
+    assert len(check.shown) == 2 and check.unseen == 6
     attack = hard_coded(check.shown)
     naive = grade(attack.reply({"src/summary.py": SUMMARY}), "", points, try_steps, [None])
     assert naive[0] == 1.0  # graded by the hidden tests alone, the table is paid in full
     reward, why = grade(attack.reply({"src/summary.py": SUMMARY}), "", points, try_steps, [check])
     assert MARK in try_steps.trials[-1].replayed.stderr
-    assert reward == 0.0 and "outside check: 4/6 calls differ (summary 4)" in why
+    assert reward == 0.0 and "outside check: 6/8 calls differ (summary 6)" in why
     assert grade(reply(SUMMARY_FIXED), "", points, try_steps, [check])[0] == 1.0
 
 
@@ -413,6 +414,7 @@ def test_a_call_s_variants_nudge_its_positional_and_keyword_arguments():
     assert made == [
         (("ac", True), {"count": 2, "flag": None}),
         (("ab", True), {"count": 3, "flag": None}),
+        (("ac", True), {"count": 3, "flag": None}),  # every argument at once
     ]
 
 
@@ -459,5 +461,5 @@ def test_a_copy_of_the_module_in_the_environment_pays_the_delegation_attack(tmp_
     )
     assert reward == 1.0, why  # the installed copy answers every call as the reference does
     # so admission refuses such a task (`copy_in_environment`): the copy is found
-    env = test_suite(tmp_path).environment
+    env = test_runners.test_suite(tmp_path).environment
     assert copies_in(env, "packaging.utils") == ["packaging/utils.py"]

@@ -21,7 +21,8 @@ from data.runtime.code_grading import Point, TrySteps
 from data.runtime.outside_check import Oracle
 from judges import verifier_types
 from judges.redteam.answer_attacks import AnswerAttack, JudgeAsked, NoJudge
-from judges.redteam.code_attacks import CodeAttack, attacked
+from judges.redteam.code_attacks import CodeAttack
+from judges.redteam.grading import attacked
 
 A = TypeVar("A", CodeAttack, AnswerAttack)
 
