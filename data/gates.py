@@ -42,3 +42,29 @@ def format_gates(rows: list[dict[str, Any]]) -> str:
             line += f"; mean share of mutants killed {row['mean_share']:.0%}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def version_gates(lake: Lake, task_ids: list[str]) -> dict[str, Any]:
+    """The gates as a taskset version states them (its manifest and card): per gate, how many of
+    the version's tasks passed it, each one it ran for (a task is exported only past gates that
+    ran), and the lake's counts over every candidate (`gate_rows`)."""
+    rows = lake.rows(
+        "SELECT gate, count(*) AS passed FROM gates"
+        " WHERE passed AND ran IS NOT FALSE AND list_contains(?, task_id) GROUP BY gate",
+        [task_ids],
+    )
+    by_gate = {row["gate"]: row["passed"] for row in rows}
+    tasks = {gate: by_gate[gate] for gate in GATE_ORDER if gate in by_gate}
+    return {"tasks_passed": tasks, "candidates": gate_rows(lake)}
+
+
+def gate_lines(gates: dict[str, Any]) -> str:
+    """A version's gates (`version_gates`) as the card's lines."""
+    if not gates["candidates"]:
+        return "No code task was verified: no admission gate was taken."
+    passed = ", ".join(f"{gate} {n}" for gate, n in gates["tasks_passed"].items()) or "-"
+    lines = [f"- this version's code tasks that passed each gate, which ran for them: {passed}"]
+    lines.append("- over every code candidate (passed / kept out / could not run, kept out):")
+    for row in gates["candidates"]:
+        lines.append(f"  {row['gate']} {row['passed']} / {row['failed']} / {row['not_run']}")
+    return "\n".join(lines)

@@ -3,7 +3,7 @@ the `gates` records the verify stage writes (the gates themselves: tests/test_ad
 
 from __future__ import annotations
 
-from data.gates import format_gates, gate_rows
+from data.gates import format_gates, gate_lines, gate_rows, version_gates
 from data.lake import Lake
 from data.records import Gate
 from data.report import render_report
@@ -48,6 +48,16 @@ def test_the_gates_are_counted_per_gate_in_the_order_they_are_taken(tmp_path):
     text = format_gates(gate_rows(lake))
     assert "fresh_runs: 2 passed, 2 kept out, 0 not run (1 flaky)" in text
     assert "mutants: 1 passed, 1 kept out, 1 not run; mean share of mutants killed 33%" in text
+    version = version_gates(lake, ["a", "e"])  # a version holding task a (and e, kept out)
+    assert version["tasks_passed"] == {
+        "reference": 2,
+        "fresh_runs": 1,
+        "outside_check": 1,
+        "mutants": 1,
+    }  # e's mutants gate did not run: it is not counted as passed
+    lines = gate_lines(version)
+    assert "reference 2, fresh_runs 1, outside_check 1, mutants 1" in lines
+    assert "  mutants 1 / 1 / 1" in lines
     page = render_report(lake, None).html
     section = page.split('<section id="gates">')[1].split("</section>")[0]
     assert "<td>fresh_runs</td>" in section and '<td class="num">33%</td>' in section
@@ -57,3 +67,4 @@ def test_a_lake_without_code_tasks_says_no_gate_was_taken(tmp_path):
     lake = Lake(tmp_path / "home")
     assert gate_rows(lake) == []
     assert "none taken" in format_gates([])
+    assert gate_lines(version_gates(lake, [])).startswith("No code task was verified")
