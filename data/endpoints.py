@@ -43,6 +43,9 @@ class Endpoint:
     price_output_per_mtok: float = 0.0
     headers: tuple[tuple[str, str], ...] = ()  # sent with every request (a proxy's access key)
     upstream: str = ""  # behind a proxy: the server's own URL, where its request limit counts
+    # a judge that failed its control items, kept on a panel where no judge passed them: the
+    # checks it would decide are held (`judges.controls.deciding_judges`, `judges.panel`)
+    below_bar: bool = False
 
     @property
     def server(self) -> str:

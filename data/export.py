@@ -25,7 +25,9 @@ import pyarrow.parquet as pq
 from data.cost_breakdown import cost_breakdown
 from data.curation import export_filter, review_states
 from data.funnel import MEASURED_BY
+from data.gates import version_gates
 from data.git import checkout
+from data.judge_controls import AGREEMENT_SQL
 from data.lake import Lake
 from data.names import slug
 from data.public_names import public_origin, public_sources, public_workspace
@@ -94,8 +96,9 @@ TASKSET_SCHEMA = pa.schema(
 # One task per repair family (an original and the variants the repair loop made of it, which
 # share its answer and evidence) among those within the pass-rate filter: the member in the
 # band, else the one the repair moved furthest, so a trainer never sees one fact twice. Each
-# task carries its judge verdicts, panel decisions and rubric items as lists (a trace task also
-# its trace's, the panel's rating of the trace), so the export reads one ordered stream.
+# task carries its judge verdicts, panel decisions (agreement only where several judges voted)
+# and rubric items as lists (a trace task also its trace's, the panel's rating of the trace), so
+# the export reads one ordered stream.
 # Its split (`data.splits`) is added in Python. Parameters: $1 the calibrate stage, $2 the kinds
 # exported once reviewed, $3 the kinds made from traces, $4 and $5 the pass-rate range, $6
 # whether only tasks a person accepted are exported (`data.curation`).
@@ -146,7 +149,7 @@ _TASKS_SQL = (
     FROM verdicts GROUP BY task_id
 ), consensus_of AS (
     SELECT task_id, list({{'check': "check", 'rule': rule, 'decision': decision, 'passes': passes,
-                          'fails': fails, 'errors': errors, 'agreement': agreement}}
+                          'fails': fails, 'errors': errors, 'agreement': {agreement}}}
                          ORDER BY "check") AS items
     FROM consensus GROUP BY task_id
 ), rubric_of AS (
@@ -179,7 +182,7 @@ ROWS_PER_BATCH = 10_000  # rows read from the lake at a time
 
 def _chosen(sql: str) -> str:
     """`sql` (built on `_CHOSEN_SQL`) with its calibration and review conditions filled in."""
-    return sql.format(measured=MEASURED_BY, curated=export_filter("$6"))
+    return sql.format(measured=MEASURED_BY, curated=export_filter("$6"), agreement=AGREEMENT_SQL)
 
 
 @dataclass(frozen=True)
@@ -285,6 +288,7 @@ def export_taskset(
         return ExportResult(latest, tally.n_tasks, written=False)
     manifest = tally.manifest(lake, name, version, band, digest, parts.names)
     manifest["cost"] = cost_breakdown(lake, kinds.made_by)
+    manifest["gates"] = version_gates(lake, list(splits.split_of))
     manifest["split"] = {
         "eval_share": eval_share,
         "grouping": {g.label: g.text for g in groupings},

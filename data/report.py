@@ -32,6 +32,7 @@ from data.lake import Lake
 from data.loop_rounds import loop_rows
 from data.projections import canonical_rows, last_user_message
 from data.records import utcnow
+from data.taskset_card import judge_text
 from data.version_diff import changes_html
 
 SAMPLES_PER_KIND = 3
@@ -211,8 +212,10 @@ def _controls(lake: Lake) -> str:
     note = (
         "<p>Before verifying, each judge answered control items made from the run's own chunks:"
         " fill-in-the-blank questions the passage shown answers, right answers to accept and"
-        " wrong ones to reject; a judge below the bar on any kind votes only where no judge"
-        " passed.</p>"
+        " wrong ones to reject; a judge below the bar on any kind decides no check: it does"
+        " not vote where another judge passed, and where none did the checks are held"
+        " (held_judge_below_controls), but for the leak gate of a question its source answers"
+        " by construction, which can only reject.</p>"
     )
     header = ["judge", "model", "control items right", "accuracy", "able to judge"]
     return note + html_table(header, table, ["", "", "num", "num", ""])
@@ -226,6 +229,7 @@ def _gates(rows: list[dict[str, Any]]) -> str:
             r["gate"],
             r["passed"],
             r["failed"],
+            r["not_run"],
             r["flaky"] if r["gate"] == "fresh_runs" else "",
             f"{r['mean_share']:.0%}" if r["mean_share"] is not None else "",
         ]
@@ -235,26 +239,46 @@ def _gates(rows: list[dict[str, Any]]) -> str:
         "<p>Each code task is admitted only past every gate, in this order: a usable reference"
         " that passes 3 fresh runs, an outside check, the empty and a do-nothing attempt scoring"
         " 0, tests that kill at least one mutant of the reference, and the red team's admission"
-        " attacks scoring 0 (docs/reward-integrity.md).</p>"
+        " attacks scoring 0 (docs/reward-integrity.md). A gate that could not run for a task"
+        " (no mutant to try) is not passed: it keeps the task out.</p>"
     )
-    header = ["gate", "tasks passed", "kept out", "flaky", "mean share"]
-    return note + html_table(header, table, ["", "num", "num", "num", "num"])
+    header = ["gate", "tasks passed", "kept out", "not run (kept out)", "flaky", "mean share"]
+    return note + html_table(header, table, ["", "num", "num", "num", "num", "num"])
 
 
 def _agreement(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], plots: _Plots) -> str:
     if not manifest:
         return empty_note("No exported taskset, so no judged tasks.")
     points: Counter[tuple[str, float, float]] = Counter()
-    unjudged = 0
+    unjudged = lone = 0
     for task in tasks:
-        agreement = [float(c["agreement"]) for c in json.loads(task["consensus"])]
+        decisions = json.loads(task["consensus"])
+        agreement = [float(c["agreement"]) for c in decisions if c["agreement"] is not None]
         if agreement:
             mean = round(sum(agreement) / len(agreement), 3)
             points[(task["kind"], mean, task["pass_rate"])] += 1
+        elif decisions:
+            lone += 1
         else:
             unjudged += 1
-    if not points:
+    checks = html_table(
+        ["check", "panel decisions", "judges", "mean agreement"],
+        [
+            [c, v["decisions"], "; ".join(map(judge_text, v["judges"])), _agreement_text(v)]
+            for c, v in manifest["judge_agreement"].items()
+        ],
+        ["", "num", "", "num"],
+    )
+    if not points and not lone:
         return empty_note("No task in the taskset carries judge panel decisions.")
+    if not points:
+        return (
+            empty_note(
+                f"No task has an agreement figure: at most one judge voted on each check of the"
+                f" {lone} judged tasks."
+            )
+            + checks
+        )
     by_kind: dict[str, list[tuple[float, float, int]]] = {}
     for (kind, x, y), n in sorted(points.items()):
         by_kind.setdefault(kind, []).append((x, y, n))
@@ -288,16 +312,21 @@ def _agreement(manifest: dict[str, Any] | None, tasks: list[dict[str, Any]], plo
     )
     note = (
         "Each marker is the tasks of one kind at one (agreement, pass rate); its area grows with"
-        " their number. Agreement is the share of the panel siding with its decision."
+        " their number. Agreement is the share of the judges that voted siding with the panel's"
+        " decision, counted only where more than one judge voted."
     )
     if unjudged:
         note += f" {unjudged} tasks without judged checks (e.g. code tasks) are not shown."
-    checks = html_table(
-        ["check", "panel decisions", "mean agreement"],
-        [[c, v["decisions"], v["mean_agreement"]] for c, v in manifest["judge_agreement"].items()],
-        ["", "num", "num"],
-    )
+    if lone:
+        note += f" {lone} tasks whose every check had at most one vote are not shown."
     return plots.div(fig, "agreement") + f'<p class="note">{escaped(note)}</p>' + checks
+
+
+def _agreement_text(check: dict[str, Any]) -> str:
+    """A check's mean agreement over its decisions with several votes, or why it has none."""
+    if check["mean_agreement"] is None:
+        return "- (no decision had more than one vote)"
+    return f"{check['mean_agreement']} over {check['decisions_with_several_votes']}"
 
 
 def _cost(summary: dict[str, Any], plots: _Plots) -> str:

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from data.funnel import funnel
+from data.gates import gate_lines
+from data.judge_controls import controls_by_judge
 from data.records import SCHEMA_VERSION, utcnow
 
 HISTOGRAM_BINS = 10
@@ -33,9 +35,12 @@ class Tally:
     by_harness: Counter[str] = field(default_factory=Counter)  # where the pass rates were measured
     # tasks per pass-rate bin of width 1/HISTOGRAM_BINS, the last bin closed ([0.9, 1.0])
     histogram: list[int] = field(default_factory=lambda: [0] * HISTOGRAM_BINS)
-    # per judge check: the panel decisions the taskset carries and the sum of their agreement
+    # per judge check: the panel decisions the taskset carries, those with an agreement figure
+    # (more than one judge voted) and the sum of their agreement, and each judge's votes on it
     decisions: Counter[str] = field(default_factory=Counter)
-    agreement_sum: dict[str, float] = field(default_factory=dict)
+    agreed: Counter[str] = field(default_factory=Counter)
+    agreement_sum: Counter[str] = field(default_factory=Counter)
+    votes: dict[str, Counter[tuple[str, str]]] = field(default_factory=dict)
     hackable: int = 0
     repaired: int = 0
     generators: set[str] = field(default_factory=set)
@@ -57,13 +62,48 @@ class Tally:
         for decision in consensus:
             check = decision["check"]
             self.decisions[check] += 1
-            self.agreement_sum[check] = self.agreement_sum.get(check, 0) + decision["agreement"]
+            if decision["agreement"] is not None:
+                self.agreed[check] += 1
+                self.agreement_sum[check] += decision["agreement"]
+        for verdict in verdicts:
+            if verdict["decision"] != "error":
+                judge = (verdict["judge"], verdict["judge_model"])
+                self.votes.setdefault(verdict["check"], Counter())[judge] += 1
         self.hackable += bool(row["hackable"])
         self.repaired += lineage.get("repair") is not None
         if lineage["model"]:
             self.generators.add(lineage["model"])
         self.judges.update(v["judge_model"] for v in verdicts)
         self.solvers.add(row["solver_model"])
+
+    def judge_checks(
+        self, controls: dict[tuple[str, str], dict[str, Any]]
+    ) -> dict[str, dict[str, Any]]:
+        """Per judged check: its panel decisions, the judges that voted on them (role, model,
+        votes and control figures, `controls` by role and model; None: not measured) and the
+        mean agreement over the decisions more than one judge voted on (None: there are none,
+        as with a panel of one)."""
+        return {
+            check: {
+                "decisions": count,
+                "decisions_with_several_votes": self.agreed[check],
+                "mean_agreement": (
+                    round(self.agreement_sum[check] / self.agreed[check], 3)
+                    if self.agreed[check]
+                    else None
+                ),
+                "judges": [
+                    {
+                        "role": role,
+                        "model": model,
+                        "votes": votes,
+                        "controls": controls.get((role, model)),
+                    }
+                    for (role, model), votes in sorted(self.votes.get(check, Counter()).items())
+                ],
+            }
+            for check, count in sorted(self.decisions.items())
+        }
 
     def manifest(self, lake, name, version, band, fingerprint, parts) -> dict[str, Any]:
         return {
@@ -77,13 +117,7 @@ class Tally:
             "by_band": {b: self.by_band.get(b, 0) for b in BANDS},
             "by_pool": dict(sorted(self.by_pool.items())),
             "difficulty_histogram": self.histogram,
-            "judge_agreement": {
-                check: {
-                    "decisions": count,
-                    "mean_agreement": round(self.agreement_sum[check] / count, 3),
-                }
-                for check, count in sorted(self.decisions.items())
-            },
+            "judge_agreement": self.judge_checks(controls_by_judge(lake)),
             "hackable": self.hackable,
             "by_level": dict(sorted(self.by_level.items())),
             "by_harness": dict(sorted(self.by_harness.items())),
@@ -126,6 +160,36 @@ def _git_sha() -> str:
     return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
+def judged_lines(checks: dict[str, dict[str, Any]]) -> str:
+    """The manifest's `judge_agreement` as the card's lines, one per check."""
+    lines = []
+    for check, v in checks.items():
+        judges = "; ".join(judge_text(judge) for judge in v["judges"]) or "no judge voted"
+        several = v["decisions_with_several_votes"]
+        agreement = (
+            "no agreement figure (no decision had more than one vote)"
+            if v["mean_agreement"] is None
+            else f"mean agreement {v['mean_agreement']} over the {several} decisions more than"
+            " one judge voted on"
+        )
+        lines.append(f"- {check}: {v['decisions']} panel decisions by {judges}; {agreement}")
+    return "\n".join(lines) or "- no judged checks"
+
+
+def judge_text(judge: dict[str, Any]) -> str:
+    """A judge of a check with its votes and control figure, for the card."""
+    figure = judge["controls"]
+    if figure is None:
+        said = "control items not measured"
+    else:
+        bar = "at or above it on every kind" if figure["competent"] else "below it on some kind"
+        said = (
+            f"{figure['correct']} of {figure['items']} control items right"
+            f" ({figure['accuracy']:.0%}; bar {figure['threshold']:.0%}, {bar})"
+        )
+    return f"{judge['role']} ({judge['model']}, {judge['votes']} votes; {said})"
+
+
 def dataset_card(manifest: dict[str, Any]) -> str:
     bands = ", ".join(f"{k}: {v}" for k, v in manifest["by_band"].items())
     levels = ", ".join(f"{k}: {v}" for k, v in manifest["by_level"].items()) or "-"
@@ -134,13 +198,8 @@ def dataset_card(manifest: dict[str, Any]) -> str:
     harnesses = ", ".join(f"{k}: {v}" for k, v in manifest["by_harness"].items()) or "-"
     split = manifest["split"]
     withheld = sum(split["withheld"].values())
-    agreement = (
-        "\n".join(
-            f"- {check}: {v['decisions']} panel decisions, mean agreement {v['mean_agreement']}"
-            for check, v in manifest["judge_agreement"].items()
-        )
-        or "- no judged checks"
-    )
+    judged = judged_lines(manifest["judge_agreement"])
+    gates = gate_lines(manifest["gates"])
     return f"""# {manifest["name"]} {manifest["version"]}
 
 Verifiable tasks generated by taskfoundry, each built backwards from a known answer and
@@ -173,9 +232,26 @@ The solver's pass rate per task (`pass_rate`), in bins of 0.1:
 {histogram_lines(manifest["difficulty_histogram"])}
 ```
 
-## Judge agreement
+## Judges
 
-{agreement}
+Who decided each judged check of these tasks, with each judge's control figure (before verify,
+each judge answers control items made from the run's chunks: one below the bar decides no check;
+where every judge is below it only the leak gate, `closed_book`, of a question its source answers
+by construction is asked, and it can only reject), and the panel's mean agreement over the
+decisions more than one judge voted on (a lone vote gives no agreement figure):
+
+{judged}
+
+## Code admission gates
+
+A code task is exported only past every admission gate, each of which must have run: a usable
+reference passing 3 fresh runs, an outside check on inputs no test shows, no copy of its module
+where an attempt runs, the empty and a do-nothing attempt scoring 0, tests that kill a mutant of
+the reference, and the red team's admission attacks seen to run and scoring 0
+(docs/reward-integrity.md). A gate that could not run keeps a task out; it is never counted as
+passed.
+
+{gates}
 
 ## Columns
 

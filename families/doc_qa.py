@@ -34,7 +34,7 @@ from harnesses.base import Harness
 from harnesses.doc_search import NAME as DOC_SEARCH
 from harnesses.doc_search import DocSearch
 from harnesses.single_turn import CLOSED_BOOK, OPEN_BOOK, SingleTurn
-from judges import answerability, controls, hacks
+from judges import answerability, hacks
 from judges.selfcheck import self_check
 
 KIND = "doc_qa"
@@ -138,7 +138,6 @@ class DocQA(Family):
             passage,
             llm,
             services.config.verify,
-            trusted=controls.panel_trusted(llm, services.lake),
             answered_by_source=answered_by_source(task, passage),
         )
         return Checked(

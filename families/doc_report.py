@@ -33,7 +33,7 @@ from generators.doc_qa_variants import Material
 from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.single_turn import OPEN_BOOK, SingleTurn
-from judges import answerability, controls, hacks
+from judges import answerability, hacks
 from judges.selfcheck import self_check
 
 KIND = doc_report.KIND
@@ -142,7 +142,6 @@ class DocReport(Family):
             llm,
             services.config.verify,
             answerability.REPORTS,
-            trusted=controls.panel_trusted(llm, services.lake),
         )
         return Checked(
             decision.status, decision.reason, decision.detail, decision.verdicts, decision.consensus

@@ -15,7 +15,7 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from data.funnel import usage_by_role
-from data.taskset_card import histogram_lines
+from data.taskset_card import histogram_lines, judge_text
 from data.taskset_versions import previous_version
 from data.version_diff import diff_versions, format_diff
 from families.stage import StageContext
@@ -61,10 +61,20 @@ def publish_run_artifacts(
         description="The exported taskset's difficulty histogram",
     )
     create_table_artifact(
-        [{"check": check, **figures} for check, figures in manifest["judge_agreement"].items()]
-        or [{"check": "-", "decisions": 0, "mean_agreement": None}],
+        [
+            {
+                **figures,
+                "check": check,
+                "judges": "; ".join(judge_text(judge) for judge in figures["judges"]),
+            }
+            for check, figures in manifest["judge_agreement"].items()
+        ]
+        or [{"check": "-", "decisions": 0, "judges": "", "mean_agreement": None}],
         key="foundry-judges",
-        description="Judge panel decisions in the exported taskset and their mean agreement",
+        description=(
+            "Judge panel decisions in the exported taskset, the judges that voted with their"
+            " control figures, and the mean agreement where more than one judge voted"
+        ),
     )
     create_table_artifact(
         [

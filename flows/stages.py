@@ -104,9 +104,11 @@ async def measure_controls(
         ctx.progress(controls.figure(record) if record.competent else controls.warning(record))
     if not any(record.competent for record in records):
         ctx.progress(
-            "no judge passed its controls, so none decides alone: a fill-in-the-blank of a"
-            " sentence its source quotes verbatim meets only the leak gate, and any other task is"
-            " held until a judge that passes its controls decides"
+            "no judge passed its controls, so none decides alone: every check a judge would"
+            " decide (answerability, instructions, trace outcomes, rubric and equivalence"
+            " grading, reviews) is held (held_judge_below_controls) until a judge that passes"
+            " its controls decides; a fill-in-the-blank of a sentence its source quotes"
+            " verbatim meets only the leak gate"
         )
     reason = "judges_competent" if all(r.competent for r in records) else "judge_below_accuracy"
     detail = ", ".join(f"{r.role} {r.correct}/{r.items}" for r in records)

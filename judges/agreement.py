@@ -6,7 +6,7 @@ from collections import Counter
 from itertools import combinations
 from typing import Any
 
-from data.judge_controls import latest_controls
+from data.judge_controls import AGREEMENT_SQL, latest_controls
 from data.lake import Lake
 
 
@@ -26,7 +26,8 @@ def cohen_kappa(a: list[str], b: list[str]) -> float | None:
 
 
 def judge_report(lake: Lake) -> dict[str, Any]:
-    """Per judge: verdicts, error rate, agreement with consensus; per pair: kappa."""
+    """Per judge: verdicts, error rate, agreement with consensus; per pair: kappa; per check:
+    decisions and the mean agreement over those more than one judge voted on."""
     per_judge = lake.rows(
         "SELECT v.judge, any_value(v.judge_model) AS model, count(*) AS verdicts,"
         " count(*) FILTER (WHERE v.decision = 'error') AS errors,"
@@ -59,7 +60,8 @@ def judge_report(lake: Lake) -> dict[str, Any]:
             ),
         }
     panel = lake.rows(
-        'SELECT "check", count(*) AS decisions, avg(agreement) AS mean_agreement,'
+        f'SELECT "check", count(*) AS decisions, avg({AGREEMENT_SQL}) AS mean_agreement,'
+        f" count({AGREEMENT_SQL}) AS several_votes,"
         " count(*) FILTER (WHERE decision = 'undecided') AS undecided"
         ' FROM consensus GROUP BY "check" ORDER BY "check"'
     )
@@ -118,9 +120,14 @@ def format_judge_report(report: dict[str, Any]) -> str:
     if not report["controls"]:
         lines.append("controls: not measured yet (the run's first verify measures them)")
     for check, p in report["panel"].items():
+        agreement = (
+            "-  (no decision had more than one vote)"
+            if p["mean_agreement"] is None
+            else f"{p['mean_agreement']:.2f} over {p['several_votes']}"
+        )
         lines.append(
-            f"panel {check:<12} decisions {p['decisions']:>5}  mean agreement"
-            f" {p['mean_agreement']:.2f}  undecided {p['undecided']}"
+            f"panel {check:<12} decisions {p['decisions']:>5}  undecided {p['undecided']}"
+            f"  mean agreement {agreement}"
         )
     for pair, p in report["pairs"].items():
         kappa = "-" if p["kappa"] is None else f"{p['kappa']:.2f}"

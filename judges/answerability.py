@@ -8,12 +8,12 @@ casts no vote; when errors leave a decision open, the task is retried by a later
 judges are asked for is a `Book`: a short answer (`ANSWERS`), or a short report drawing on
 several passages (`REPORTS`, graded item by item against the task's rubric of facts).
 
-A panel whose every judge failed its control items (`judges.controls.panel_below_bar`) does not
-decide alone. Where the source answers the task by construction (a fill-in-the-blank of a
-sentence the passage holds verbatim, the blank being the answer: the family says so), the
-open-book panel is not asked and only the closed-book gate is, which can only reject; any other
-task is held undecided (`failed`, `held_judge_below_controls`), and a later run whose judges
-pass their controls decides it.
+A panel whose every judge failed its control items (`judges.panel.below_bar`) does not decide.
+Where the source answers the task by construction (a fill-in-the-blank of a sentence the passage
+holds verbatim, the blank being the answer: the family says so), the open-book panel is not
+asked and only the closed-book gate is, which can only reject; any other task is held as every
+check of such a panel is (`judges.panel.Held`: `failed`, `held_judge_below_controls`), and a
+later run whose judges pass their controls decides it.
 """
 
 from __future__ import annotations
@@ -27,18 +27,13 @@ from data.llm import LLMClient, LLMError
 from data.prompts import Prompt, load_prompt
 from data.records import Consensus, Task, Usage, Verdict, content_id
 from judges.consensus import Predicate, majority, rule_from
-from judges.panel import consensus_record
+from judges.panel import Held, below_bar, consensus_record
 from judges.verifier_types import grade
 
 OPEN_BOOK = load_prompt(__file__, "open_book")
 CLOSED_BOOK = load_prompt(__file__, "closed_book")
 MAX_ANSWER_TOKENS = 48
 LEAK_RULE = "leak unless a majority fails"
-HELD = "held_judge_below_controls"
-HELD_DETAIL = (
-    "every judge failed its control items: its verdict would decide alone; held until a run"
-    " whose judges pass their controls (a stronger judge model) decides"
-)
 BY_CONSTRUCTION = (
     "accepted_by_construction",
     "every judge failed its control items; the source answers this question by construction"
@@ -149,15 +144,14 @@ async def judge(
     config: VerifyConfig,
     book: Book = ANSWERS,
     *,
-    trusted: bool = True,
     answered_by_source: bool = False,
 ) -> Decision:
-    """Run the open-book panel, then (if it passed) the closed-book leakage gate. With an
-    untrusted panel (every judge below its controls), a task `answered_by_source` (by
-    construction) meets only the closed-book gate, and any other is held undecided."""
-    if not trusted and not answered_by_source:
-        return Decision("failed", HELD, [], [], HELD_DETAIL)
-    if not trusted:
+    """Run the open-book panel, then (if it passed) the closed-book leakage gate. With a panel
+    below the bar (every judge below its controls), a task `answered_by_source` (by
+    construction) meets only the closed-book gate, and any other is held (raises `Held`)."""
+    if below_bar(llm) and not answered_by_source:
+        raise Held()
+    if below_bar(llm):
         return await _closed_book_gate(task, llm, book, [], [], BY_CONSTRUCTION)
     question = task.question
     opened, open_consensus = await _panel(

@@ -1,7 +1,9 @@
 """Pass-rate calibration: solver attempts in rounds, then interval, band and pool.
 
 The adaptive method asks `judges.adaptive` after every round whether the band is settled; the
-fixed method is the same loop with one round of k attempts, labelled by the point estimate.
+fixed method is the same loop with one round of k attempts, labelled by the point estimate. A
+task whose verifier asks the judge panel is not attempted while every judge is below its control
+bar: its pass rate would rest on their word, so it is held (`judges.panel.Held`).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from judges.adaptive import (
     matching_policy,
     solve,
 )
+from judges.panel import Held, below_bar
 from judges.passrate import learnability, pass_at_k, pool, wilson_interval
 from judges.score import Score
 from judges.task_prior import Earlier, Features, TaskPriors, spread
-from judges.verifier_types import grade
+from judges.verifier_types import grade, verifier_type
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,10 @@ async def calibrate(
 ) -> tuple[list[Attempt], Difficulty]:
     """Attempt `task` through `harness` (never with its source in the prompt), round by round,
     until the plan settles its band; `grader` scores each reply (default: `verifier_types.grade`,
-    the task's answer verifier). The difficulty row names `stage` as what measured it."""
+    the task's answer verifier). The difficulty row names `stage` as what measured it. Raises
+    `Held` for a judged verifier whose every judge is below its control bar."""
+    if grader is None and verifier_type(task.verifier).judged and below_bar(llm):
+        raise Held()
     score = grader or (lambda task, completion: grade(task, completion, llm))
     # calibrations share their seeds, evaluations theirs: an evaluation samples afresh
     _, seed = seed_for(stage.split(":")[0], task.task_id)

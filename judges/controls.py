@@ -13,9 +13,11 @@ A judge is able when it is right on at least `[verify] control_accuracy` of each
 no one-sided habit passes: saying yes to everything fails the rejects, no to everything the
 accepts, yes to long answers the short accepts and the long rejects, guessing all three. A judge
 below the bar is reported before verification with its figure and the remedy (a stronger model
-for that judge), and does not vote while a judge above it does (`deciding_judges`). Where no
-judge passed, the panel does not decide alone (`panel_below_bar`; what verification falls back
-to: `judges.answerability`); `foundry stats` and the report page show every judge's figure.
+for that judge), and decides nothing: it does not vote while a judge above it does, and where no
+judge passed (`panel_below_bar`) every judge is marked below the bar (`deciding_judges`), so
+that each check the panel would decide is held (`judges.panel.Held`; the leak gate of a question
+its source answers by construction still runs: `judges.answerability`); `foundry stats` and the
+report page show every judge's figure.
 """
 
 from __future__ import annotations
@@ -23,13 +25,11 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from data.chunking import split_sentences
 from data.endpoints import Endpoint
-from data.judge_controls import latest_controls
-from data.lake import Lake
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
 from data.records import JudgeControl, content_id, utcnow
@@ -182,26 +182,20 @@ def deciding_judges(
 ) -> tuple[dict[str, Endpoint], list[str]]:
     """The endpoints with the judges below the bar left out, where a judge above it remains, and
     the roles left out. `latest` holds each role's latest control record (`latest_controls`);
-    a judge counts as below the bar only by a record of its present model, and where no judge is
-    above it the panel stays as configured (and does not decide alone: `panel_below_bar`)."""
-    judges = [role for role in endpoints if role.startswith("judge:")]
+    a judge counts as below the bar only by a record of its present model. Where no judge is
+    above it, every judge stays, marked `below_bar`: the checks they would decide are held
+    (`judges.panel.deciding_roles`)."""
     below = _below_bar(endpoints, latest)
-    if not below or len(below) == len(judges):
-        return dict(endpoints), []
+    if panel_below_bar(endpoints, latest):
+        return {role: replace(e, below_bar=role in below) for role, e in endpoints.items()}, []
     return {role: e for role, e in endpoints.items() if role not in below}, below
 
 
 def panel_below_bar(endpoints: Mapping[str, Endpoint], latest: Sequence[Mapping[str, Any]]) -> bool:
     """Whether every judge of the panel failed its control items (by a record of its present
-    model): its verdicts are then no ground for a decision on their own."""
+    model): its verdicts are then no ground for any decision."""
     judges = [role for role in endpoints if role.startswith("judge:")]
     return bool(judges) and len(_below_bar(endpoints, latest)) == len(judges)
-
-
-def panel_trusted(llm: LLMClient, lake: Lake) -> bool:
-    """Whether the judges `llm` asks may decide alone: not every one of them failed its
-    control items by the latest records in `lake` (none measured: trusted as configured)."""
-    return not panel_below_bar(llm.endpoints, latest_controls(lake))
 
 
 def _below_bar(endpoints: Mapping[str, Endpoint], latest: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -230,6 +224,7 @@ def warning(record: JudgeControl) -> str:
     weak = ", ".join(_weak_kinds(record.by_kind, record.threshold))
     return (
         f"{figure(record)[:-1]}; below {record.threshold:.0%} on {weak}): its verdicts are"
-        " unreliable, and it votes only where no judge passed its controls; give that judge a"
-        " stronger model ([[roles.judges]] model and base_url in foundry.toml)"
+        " unreliable, so it decides no check (where no judge passed its controls, the checks are"
+        " held); give that judge a stronger model ([[roles.judges]] model and base_url in"
+        " foundry.toml)"
     )

@@ -9,7 +9,8 @@ instructions. Before the panel is asked, an attempt with judge-directed instruct
 candidate answers, the question repeated). With a rubric only an exact match skips the panel:
 a token-F1 match must also be judged against the rubric items. The verdict must be a JSON
 boolean: a reply such as "yes", "maybe" or both answers is rejected (repaired once, then an
-error), and a panel left undecided by errors raises instead of scoring 0 or 1.
+error), and a panel left undecided by errors raises instead of scoring 0 or 1, as does a panel
+whose every judge is below its control bar (`judges.panel.Held`) where it would decide.
 """
 
 from __future__ import annotations

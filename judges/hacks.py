@@ -9,7 +9,8 @@ is the verifier type's to say: for answers, an exact match; for code, the refere
 for tool calls, the gold sequence; for rubric-graded replies, the reference). Up to
 MAX_ATTEMPTS distinct ones per task go to the panel. An attempt is a hack when a majority of the
 panel says so; a judge error counts neither way, and a panel left undecided by errors raises,
-so the review is retried rather than guessed.
+so the review is retried rather than guessed; a panel whose every judge is below its control bar
+is not asked, and the review is held (`judges.panel.Held`).
 
 Remedies are the verifier type's too (`VerifierType.tighter`): the first of its tighter specs
 that rejects every flagged attempt and still accepts the gold. An answer task's run from exact
@@ -49,6 +50,7 @@ from data.records import (
 )
 from judges import rubrics
 from judges.consensus import decide, majority
+from judges.panel import deciding_roles
 from judges.rewards import answer_key, distinct_attempts
 from judges.rubric_grade import transcript
 from judges.tool_calls import expected_calls, parse_calls
@@ -306,10 +308,12 @@ async def _vote(
 async def mine(
     task: Task, attempts: list[Attempt], llm: LLMClient, audit: Audit
 ) -> tuple[list[Attempt], list[HackVerdict], list[Finding]]:
-    """Ask the panel about each suspicious attempt: (checked attempts, verdicts, findings)."""
+    """Ask the panel about each suspicious attempt: (checked attempts, verdicts, findings).
+    Raises `judges.panel.Held` where there is one and every judge is below its control bar."""
     checked = suspicious(task, attempts, audit)
+    roles = deciding_roles(llm) if checked else []
     votes = await asyncio.gather(
-        *(_vote(task, attempt, role, llm, audit) for attempt in checked for role in llm.judge_roles)
+        *(_vote(task, attempt, role, llm, audit) for attempt in checked for role in roles)
     )
     findings = []
     for attempt in checked:

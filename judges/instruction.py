@@ -7,7 +7,9 @@ needs. Each judge of the panel sees the request and what fulfils it (the gold ca
 tools' descriptions, and the value asked for) and votes faithful or not with the problem in one
 sentence; the configured consensus rule decides, as for answerability. A request with
 judge-directed instructions in it (`judges.injection`) is unfaithful without a judge being
-asked. A panel left open by errors is `undecided` and the task is retried by a later run.
+asked. A panel left open by errors is `undecided` and the task is retried by a later run; a
+panel whose every judge is below its control bar is not asked, and the task is held
+(`judges.panel.Held`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,11 @@
-"""Asking the judge panel one structured question: every judge votes, errors included."""
+"""Asking the judge panel one structured question: every judge votes, errors included.
+
+A judge below its control bar decides nothing (`judges.controls`): the stage runner leaves it
+off a panel where another judge passed its controls, and where none did it marks every judge
+(`Endpoint.below_bar`). A check such a panel would decide is then held, in every family, by one
+error (`Held`: the item `failed`, `held_judge_below_controls`, taken again by a later run):
+`deciding_roles` raises it before any judge is asked.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +18,35 @@ from pydantic import BaseModel
 
 from data.llm import LLMClient, LLMError
 from data.records import Consensus, Usage, Verdict, content_id
+from data.runtime.errors import ReasonedError
 from judges.consensus import Predicate, decide
 
 V = TypeVar("V", bound=BaseModel)
+HELD = "held_judge_below_controls"
+HELD_DETAIL = (
+    "every judge failed its control items: its verdict would decide alone; held until a run"
+    " whose judges pass their controls (a stronger judge model) decides"
+)
+
+
+class Held(ReasonedError):
+    """A check that only judges below their control bar could decide: the item waits."""
+
+    def __init__(self) -> None:
+        super().__init__(HELD, HELD_DETAIL)
+
+
+def below_bar(llm: LLMClient) -> bool:
+    """Whether every judge `llm` asks failed its control items (`Endpoint.below_bar`)."""
+    roles = llm.judge_roles
+    return bool(roles) and all(llm.endpoint(role).below_bar for role in roles)
+
+
+def deciding_roles(llm: LLMClient) -> list[str]:
+    """The judges whose votes decide a check; raises `Held` where all are below the bar."""
+    if below_bar(llm):
+        raise Held()
+    return llm.judge_roles
 
 
 @dataclass(frozen=True)
@@ -32,7 +65,8 @@ async def panel_votes(
     max_tokens: int = 120,
 ) -> list[JudgeVote]:
     """Each judge's vote on `messages`: its reply parsed into `schema` (repaired once), then
-    `passed` decides pass or fail; a judge without a usable reply votes "error"."""
+    `passed` decides pass or fail; a judge without a usable reply votes "error". Raises
+    `Held` where every judge is below its control bar."""
 
     async def vote(role: str) -> JudgeVote:
         try:
@@ -41,7 +75,7 @@ async def panel_votes(
             return JudgeVote(role, "error", str(error)[:200])
         return JudgeVote(role, "pass" if passed(verdict) else "fail", reason(verdict))
 
-    return list(await asyncio.gather(*(vote(role) for role in llm.judge_roles)))
+    return list(await asyncio.gather(*(vote(role) for role in deciding_roles(llm))))
 
 
 def refused_votes(llm: LLMClient, reason: str) -> list[JudgeVote]:

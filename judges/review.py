@@ -1,6 +1,9 @@
 """Review of a calibrated task: rubric items from its failed attempts (answer and report
 tasks, as its family's audit distils them), reward hacks among its rewarded ones as the audit
-shows them to the panel, and the remedy when a hack is found."""
+shows them to the panel, and the remedy when a hack is found. While every judge is below its
+control bar, no rubric is extracted (the review records that it was not, as its
+`rubric_error`: a record of failures, it decides nothing about the task), and a review that
+must clear a suspicious attempt is held (`judges.panel.Held`)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from dataclasses import dataclass
 from data.llm import LLMClient, LLMError
 from data.records import Attempt, HackVerdict, Review, RubricItem, Task
 from judges import hacks
+from judges.panel import Held
 
 
 @dataclass(frozen=True)
@@ -22,10 +26,13 @@ class ReviewResult:
 async def _rubric(
     task: Task, attempts: list[Attempt], llm: LLMClient, audit: hacks.Audit
 ) -> list[RubricItem] | str:
-    """The rubric, or why the judge's replies gave none (a reply that never fits the schema is
-    recorded, not retried forever; transient errors still raise and the review is retried)."""
+    """The rubric, or why there is none: the judge's replies never fit the schema (recorded, not
+    retried forever; transient errors still raise and the review is retried), or every judge is
+    below its control bar (not extracted)."""
     try:
         return await audit.failure_rubric(task, attempts, llm)
+    except Held as held:
+        return f"not extracted: {held}"[:200]
     except LLMError as error:
         if error.reason != "invalid_structured_output":
             raise

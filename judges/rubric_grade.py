@@ -8,7 +8,7 @@ so a reply cannot pose as instructions, and a reply with judge-directed instruct
 the whole rubric at once, or, for a `by_item` rubric, on each item (every judge answers for
 all items in one reply; an item is met when a majority says so, and the reward is the share
 met, a pass only when every item is). A panel left undecided by errors raises instead of
-scoring.
+scoring, and so does a panel whose every judge is below its control bar (`judges.panel.Held`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from data.prompts import chat_messages, escape, load_prompt
 from data.records import Message, Task
 from judges.consensus import Tally, decide, majority
 from judges.injection import injection
-from judges.panel import panel_votes
+from judges.panel import deciding_roles, panel_votes
 from judges.score import Score
 
 SYSTEM = load_prompt(__file__, "rubric_grade_system")
@@ -93,7 +93,8 @@ class ItemVotes:
 
 
 async def item_votes(task: Task, completion: str, llm: LLMClient) -> list[ItemVotes]:
-    """Each judge's item-by-item votes on `completion`."""
+    """Each judge's item-by-item votes on `completion` (raises `judges.panel.Held` where every
+    judge is below its control bar)."""
     count = len(task.verifier.rubric)
     messages = item_messages(task, completion)
 
@@ -106,7 +107,7 @@ async def item_votes(task: Task, completion: str, llm: LLMClient) -> list[ItemVo
             return ItemVotes(role, ["error"] * count, str(error)[:200])
         return ItemVotes(role, ["pass" if m else "fail" for m in verdict.met], verdict.reason)
 
-    return list(await asyncio.gather(*(vote(role) for role in llm.judge_roles)))
+    return list(await asyncio.gather(*(vote(role) for role in deciding_roles(llm))))
 
 
 async def item_tallies(task: Task, completion: str, llm: LLMClient) -> list[Tally]:

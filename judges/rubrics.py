@@ -25,6 +25,7 @@ from data.prompts import chat_messages, escape, load_prompt
 from data.records import Attempt, RubricItem, Task, content_id
 from data.runtime.answer_match import normalize_answer
 from judges.injection import injection
+from judges.panel import deciding_roles
 from judges.rewards import distinct_attempts
 from judges.rubric_grade import ITEMS_SYSTEM, ITEMS_USER, item_tallies
 
@@ -94,11 +95,12 @@ def _schema(n_attempts: int) -> type[BaseModel]:
 
 async def extract(task: Task, attempts: list[Attempt], llm: LLMClient) -> list[RubricItem]:
     """Rubric items for `task` from its failed attempts ([] when none failed); raises LLMError
-    when the judge gives no valid rubric."""
+    when the judge gives no valid rubric, `judges.panel.Held` when the judges are below the
+    control bar."""
     failed = failed_examples(attempts)
     if not failed:
         return []
-    role = llm.judge_roles[0]
+    role = deciding_roles(llm)[0]
     reply = await llm.structured(
         role, messages_for(task, failed), _schema(len(failed)), max_tokens=160, repairs=1
     )

@@ -4,8 +4,9 @@ The judge panel sees the scrubbed conversation (tool calls and results included)
 reply, and each judge votes good or bad with a one-line failure; a final reply with
 judge-directed instructions in it (`judges.injection`) is bad without a judge being asked. The
 majority decides, as for answerability; a panel left open by errors is `undecided` and the
-trace is retried later. A good trace becomes a reference task; a bad one a near-miss task
-naming its failure.
+trace is retried later, and a panel whose every judge is below its control bar is not asked:
+the trace is held (`judges.panel.Held`). A good trace becomes a reference task; a bad one a
+near-miss task naming its failure.
 """
 
 from __future__ import annotations

@@ -120,14 +120,15 @@ def endpoints_for(server: FakeOpenAIServer, **overrides):
 
 @pytest.fixture(scope="session")
 def docqa_taskset(tmp_path_factory):
-    """A doc-QA taskset from three sample documents with the oracle as every model, exported
-    with every trainer projection: (context, version folder, projections by format)."""
+    """A doc-QA taskset from three sample documents with the oracle as every model (two
+    judges), exported with every trainer projection: (context, version folder, projections by
+    format)."""
     root = tmp_path_factory.mktemp("projections")
     ctx = make_context(root / "home", generate={"max_chunks": 8}, calibrate={"k": 4})
     docs = sorted(SAMPLE_DOCS.glob("*.md"))[:3]
     ingest_docs([str(d) for d in docs], ctx)
     with FakeOpenAIServer(Oracle()) as server:
-        run_llm_stages(ctx, endpoints_for(server))
+        run_llm_stages(ctx, endpoints_for(server, judges=2))
     version = export_taskset(
         ctx.lake, "docqa", root / "tasksets", kinds=export_kinds(), groupings=groupings()
     ).path

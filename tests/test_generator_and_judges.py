@@ -11,9 +11,10 @@ from data.spans import answer_candidates, generic_words, ranked_candidates
 from generators import doc_qa, doc_qa_variants
 from generators.checks import CheckFailure, check_answer, check_question
 from judges import answerability
+from judges.panel import Held
 from judges.rewards import score
 from tests.fakes.oracle import Oracle
-from tests.fakes.scripted_llm import ScriptedLLM
+from tests.fakes.scripted_llm import ScriptedLLM, below_the_bar
 
 TEXT = (
     "The Orvanne Bridge crosses the River Kelm at Tessaly Port. "
@@ -264,28 +265,24 @@ def test_a_panel_below_its_controls_does_not_decide_alone():
     assert not doc_qa_variants.answered_by_source(written_task, TEXT)
     assert not doc_qa_variants.answered_by_source(cloze_task, "Another passage altogether.")
 
-    unable = ScriptedLLM(lambda role, messages, params: "no idea", judges=3)
+    unable = below_the_bar(ScriptedLLM(lambda role, messages, params: "no idea", judges=3))
     accepted = asyncio.run(
-        answerability.judge(
-            cloze_task, TEXT, unable, VerifyConfig(), trusted=False, answered_by_source=True
-        )
+        answerability.judge(cloze_task, TEXT, unable, VerifyConfig(), answered_by_source=True)
     )
     assert (accepted.status, accepted.reason) == ("done", "accepted_by_construction")
     assert [v.check for v in accepted.verdicts] == ["closed_book"] * 3
     assert "by construction" in accepted.detail
 
-    leaking = ScriptedLLM(lambda role, messages, params: cloze_task.answer, judges=3)
+    leaking = below_the_bar(ScriptedLLM(lambda role, messages, params: cloze_task.answer, judges=3))
     leaked = asyncio.run(
-        answerability.judge(
-            cloze_task, TEXT, leaking, VerifyConfig(), trusted=False, answered_by_source=True
-        )
+        answerability.judge(cloze_task, TEXT, leaking, VerifyConfig(), answered_by_source=True)
     )
     assert leaked.reason == "closed_book_leak"  # the gate still rejects
 
-    untrusted = answerability.judge(written_task, TEXT, unable, VerifyConfig(), trusted=False)
-    held = asyncio.run(untrusted)
-    assert (held.status, held.reason) == ("failed", "held_judge_below_controls")
-    assert "stronger judge" in held.detail and len(unable.requests) == 3  # the gate's alone
+    with pytest.raises(Held) as held:
+        asyncio.run(answerability.judge(written_task, TEXT, unable, VerifyConfig()))
+    assert held.value.reason == "held_judge_below_controls"
+    assert "stronger judge" in held.value.detail and len(unable.requests) == 3  # the gate's alone
 
 
 def test_the_most_specific_spans_are_offered_first():

@@ -1,7 +1,8 @@
 """Judges measured on control items from the run's own chunks before their verdicts count: a
 judge that cannot answer what the passage shows, accepts a wrong answer or refuses a right one is
-reported with its figure and the remedy, and votes only where no judge passed its controls;
-stats and the report show every judge's figure."""
+reported with its figure and the remedy, and decides no check in any family: it is left out
+where another judge passed, and where none did every check a judge would decide is held; stats,
+the report, the manifest and the card show every judge's figure."""
 
 from __future__ import annotations
 
@@ -12,9 +13,19 @@ import re
 
 import pytest
 
+from data.config import CalibrateConfig, VerifyConfig
+from data.export import export_taskset
+from data.funnel import funnel
 from data.lake import Lake
+from data.records import ExactOrF1Spec, LLMEquivalenceSpec
 from data.spans import answer_candidates
+from data.taskset_versions import taskset_version
+from data.trace_ingest import ingest_traces
+from families import export_kinds
 from flows.cli import main
+from flows.stages import pending_verify
+from harnesses.single_turn import CLOSED_BOOK, SingleTurn
+from judges import calibration, instruction
 from judges.controls import (
     BLANK,
     MIN_LONG_WORDS,
@@ -23,10 +34,19 @@ from judges.controls import (
     measure,
     panel_below_bar,
 )
-from tests.conftest import SAMPLE_DOCS
+from judges.panel import HELD, Held
+from judges.rewards import trainer_task
+from judges.trace_outcome import rate
+from judges.verifier_types import grade
+from sources import groupings
+from sources.worlds import ingest_world_files
+from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
-from tests.fakes.scripted_llm import ScriptedLLM, fake_endpoints
+from tests.fakes.scripted_llm import ScriptedLLM, below_the_bar, fake_endpoints
+from tests.test_reward_integrity_answers import GOLD, QUESTION, RUBRICS, _trace, world_task, yes_man
+from tests.test_traces import SAMPLE_TRACES
+from tests.test_world_tasks import WORLDS
 
 WEAK = "weak-judge"
 PASSAGES = [doc.read_text() for doc in sorted(SAMPLE_DOCS.glob("*.md"))]
@@ -127,7 +147,7 @@ def test_a_judge_right_on_most_items_but_one_sided_is_below_the_bar():
     assert record.accuracy > record.threshold and record.by_kind["accept"] == [4, 0]
 
 
-def test_a_judge_below_the_bar_votes_only_where_no_judge_passed():
+def test_a_judge_below_the_bar_is_left_out_or_marked():
     endpoints = fake_endpoints("http://judges", judges=3)
     able = {"model": "scripted", "competent": True}
     unable = {"model": "scripted", "competent": False}
@@ -138,8 +158,11 @@ def test_a_judge_below_the_bar_votes_only_where_no_judge_passed():
     ]
     kept, left_out = deciding_judges(endpoints, latest)
     assert left_out == ["judge:1"] and set(kept) == set(endpoints) - {"judge:1"}
-    # none passed: the panel as configured (no judge would be left to decide)
-    assert deciding_judges(endpoints, [{**row, **unable} for row in latest]) == (endpoints, [])
+    assert not any(e.below_bar for e in kept.values())
+    # none passed: every judge stays, marked, so that the checks it would decide are held
+    marked, left_out = deciding_judges(endpoints, [{**row, **unable} for row in latest])
+    assert left_out == [] and set(marked) == set(endpoints)
+    assert [role for role, e in marked.items() if e.below_bar] == ["judge:0", "judge:1", "judge:2"]
     # a figure of another model says nothing about the judge's present one
     stale = [{**row, "model": "an-earlier-model"} for row in latest]
     assert deciding_judges(endpoints, stale) == (endpoints, [])
@@ -199,6 +222,20 @@ def test_a_judge_below_the_accuracy_is_reported_before_verifying(tmp_path, capsy
     # the judge below the bar did not vote: the one above it decided
     voters = lake.rows("SELECT DISTINCT judge FROM verdicts")
     assert voters == [{"judge": "judge:0"}]
+    # the taskset says who decided, with its figure, and gives a lone vote no agreement figure
+    version = taskset_version(home / "tasksets" / "docqa")
+    opened = json.loads((version / "manifest.json").read_text())["judge_agreement"]["open_book"]
+    assert opened["mean_agreement"] is None and opened["decisions_with_several_votes"] == 0
+    [judge] = opened["judges"]
+    assert (judge["role"], judge["model"], judge["controls"]["correct"]) == (
+        "judge:0",
+        "fake-model",
+        12,
+    )
+    card = (version / "README.md").read_text()
+    [line] = [line for line in card.splitlines() if line.startswith("- open_book: ")]
+    assert "judge:0 (fake-model, " in line and WEAK not in line
+    assert "no agreement figure (no decision had more than one vote)" in line
 
     assert main(["stats", "--home", str(home)]) == 0
     out = capsys.readouterr().out
@@ -206,3 +243,95 @@ def test_a_judge_below_the_accuracy_is_reported_before_verifying(tmp_path, capsy
     page = tmp_path / "report.html"
     assert main(["report", "--home", str(home), "--out", str(page)]) == 0
     assert "control items right" in page.read_text()
+
+
+# --- a panel below the bar decides no check, in any family -----------------------------------
+
+HONEST_REPLY = (
+    "Yes: order 88212 has not shipped yet, so I cancelled it and the refund is on its way."
+)
+PARAPHRASE = "She was born in the harbour town on the Tessaly coast."
+
+
+def _graded(spec):
+    return lambda llm: grade(trainer_task(QUESTION, GOLD, spec), PARAPHRASE, llm)
+
+
+JUDGED_CHECKS = {
+    "instruction": lambda llm: instruction.check(world_task(), llm, VerifyConfig()),
+    "trace_outcome": lambda llm: rate(_trace(HONEST_REPLY), llm),
+    "answer equivalence": _graded(LLMEquivalenceSpec()),
+    "rubric": _graded(RUBRICS[0]),
+    "rubric item by item": _graded(RUBRICS[1]),
+}
+
+
+@pytest.mark.parametrize("check", list(JUDGED_CHECKS))
+def test_judges_below_the_bar_decide_no_check(check):
+    """Judges that say yes to everything and failed their controls: the check is held before
+    any of them is asked; the same judges, trusted as configured, would have passed it."""
+    run = JUDGED_CHECKS[check]
+    weak = below_the_bar(ScriptedLLM(yes_man, judges=2))
+    with pytest.raises(Held, match="held_judge_below_controls"):
+        asyncio.run(run(weak))
+    assert weak.requests == []
+    trusted = ScriptedLLM(yes_man, judges=2)
+    asyncio.run(run(trusted))
+    assert len(trusted.requests) == 2
+
+
+def test_a_pass_rate_resting_on_judges_below_the_bar_is_not_measured():
+    """A rubric-graded task is not attempted while its judges are below the bar (not even the
+    solver is asked); a task its verifier grades without a judge is calibrated as before."""
+    config = CalibrateConfig(method="fixed", k=2)
+    how = calibration.plan(config, [])
+
+    def calibrated(spec, llm):
+        task = trainer_task(QUESTION, GOLD, spec)
+        return asyncio.run(calibration.calibrate(task, llm, config, how, SingleTurn(CLOSED_BOOK)))
+
+    weak = below_the_bar(ScriptedLLM(lambda role, messages, params: GOLD))
+    with pytest.raises(Held):
+        calibrated(RUBRICS[0], weak)
+    assert weak.requests == []
+    attempts, difficulty = calibrated(ExactOrF1Spec(), weak)
+    assert difficulty.passes == len(attempts) == 2
+    assert {role for role, _, _ in weak.requests} == {"solver"}
+
+
+def test_a_panel_below_the_bar_holds_world_and_trace_tasks(tmp_path, oracle_server):
+    """The tool-use families' checks (a world task's instruction, a trace's outcome) are held
+    as document questions are: recorded `failed`, `held_judge_below_controls`, with no verdict,
+    shown in the funnel, left out of the export and taken again by the next run."""
+    home = tmp_path / "home"
+    ctx = make_context(
+        home,
+        calibrate={"k": 2, "method": "fixed"},
+        worlds={"tasks_per_world": 1, "refine_rounds": 0},
+        repair={"max_steps": 0},
+    )
+    ingest_world_files([str(WORLDS)], ctx)
+    ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
+    record = measured(REALISTIC_WRONG["answers every prompt yes"])
+    ctx.lake.write("judge_controls", [record.model_copy(update={"model": "fake-model"})])
+    run_llm_stages(ctx, endpoints_for(oracle_server))
+
+    verified = ctx.lake.rows(
+        "SELECT s.status, s.reason FROM status s JOIN tasks t ON t.task_id = s.item_id"
+        " WHERE s.stage = 'verify' AND t.kind = 'world_tool_use'"
+    )
+    assert verified and {(v["status"], v["reason"]) for v in verified} == {("failed", HELD)}
+    rated = ctx.lake.rows("SELECT status, reason FROM status WHERE stage = 'trace_tasks'")
+    held = [r for r in rated if (r["status"], r["reason"]) == ("failed", HELD)]
+    assert held and all(r["reason"] == "near_duplicate_request" for r in rated if r not in held)
+    assert ctx.lake.rows("SELECT * FROM verdicts") == []
+    assert ctx.lake.rows("SELECT * FROM consensus") == []
+    assert ctx.lake.rows("SELECT * FROM difficulty") == []
+    stages = funnel(ctx.lake)["stages"]
+    assert stages["verify"]["reasons"][f"failed:{HELD}"] == len(verified)
+    assert stages["trace_tasks"]["reasons"][f"failed:{HELD}"] == len(held)
+    assert len(pending_verify(ctx)) == len(verified)  # the next run takes them again
+    exported = export_taskset(
+        ctx.lake, "held", home / "tasksets", kinds=export_kinds(), groupings=groupings()
+    )
+    assert exported.n_tasks == 0

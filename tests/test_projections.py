@@ -16,6 +16,7 @@ from datasets import load_dataset
 from data.hub import push_version
 from data.projections import SFT_SCHEMA, canonical_rows, episode_message, project
 from data.runtime.errors import ReasonedError
+from data.taskset_card import Tally
 from data.verifiers_package import module_name, packaged, taskset_id
 from flows.cli import main
 from judges.verifier_types import package_graders
@@ -112,14 +113,56 @@ def test_projecting_again_writes_nothing_and_a_torn_write_is_redone(docqa_taskse
         project(version, "csv", ctx.lake, graders=package_graders())
 
 
-def test_the_card_shows_the_difficulty_histogram_and_judge_agreement(docqa_taskset):
+def test_the_card_shows_the_difficulty_histogram_and_who_judged(docqa_taskset):
+    """Per check, the judges that voted with their control figures, and the mean agreement of
+    the decisions both of them voted on."""
     _, version, _ = docqa_taskset
     manifest = json.loads((version / "manifest.json").read_text())
     assert sum(manifest["difficulty_histogram"]) == manifest["n_tasks"]
-    assert manifest["judge_agreement"]["open_book"]["decisions"] >= manifest["n_tasks"]
+    opened = manifest["judge_agreement"]["open_book"]
+    assert opened["decisions"] >= manifest["n_tasks"]
+    assert opened["decisions_with_several_votes"] == opened["decisions"]
+    assert opened["mean_agreement"] == 1.0  # the oracle agrees with itself
+    able = {"items": 12, "correct": 12, "accuracy": 1.0, "threshold": 0.6, "competent": True}
+    assert [(j["role"], j["model"], j["votes"], j["controls"]) for j in opened["judges"]] == [
+        ("judge:0", "fake-model", opened["decisions"], able),
+        ("judge:1", "fake-model", opened["decisions"], able),
+    ]
     card = (version / "README.md").read_text()
     assert "## Difficulty" in card and "0.9-1.0 |" in card
-    assert "open_book:" in card and "mean agreement" in card
+    [line] = [line for line in card.splitlines() if line.startswith("- open_book: ")]
+    assert "judge:1 (fake-model, " in line and "12 of 12 control items right (100%" in line
+    assert f"mean agreement 1.0 over the {opened['decisions']} decisions" in line
+
+
+def test_agreement_counts_only_decisions_more_than_one_judge_voted_on():
+    tally = Tally()
+    row = {
+        "kind": "world_tool_use",
+        "intent": None,
+        "band": "in_band",
+        "pool": "normal",
+        "harness": "world_tools",
+        "pass_rate": 0.5,
+        "hackable": False,
+        "solver_model": "s",
+        "lineage": json.dumps({"knobs": {}, "model": "g"}),
+    }
+    votes = [("judge:0", "pass"), ("judge:1", "pass"), ("judge:2", "error")]
+    verdicts = [
+        {"check": "instruction", "judge": judge, "judge_model": "m", "decision": decision}
+        for judge, decision in votes
+    ]
+    for agreement in (1.0, 0.5, None):  # two votes agreeing, two split, one vote
+        tally.add(row, verdicts, [{"check": "instruction", "agreement": agreement}])
+    able = {"items": 12, "correct": 11, "accuracy": 0.917, "threshold": 0.6, "competent": True}
+    [(check, figures)] = tally.judge_checks({("judge:0", "m"): able}).items()
+    assert (figures["decisions"], figures["decisions_with_several_votes"]) == (3, 2)
+    assert figures["mean_agreement"] == 0.75
+    assert [(j["role"], j["votes"], j["controls"]) for j in figures["judges"]] == [
+        ("judge:0", 3, able),
+        ("judge:1", 3, None),  # its model's controls were never measured
+    ]
 
 
 def test_pushing_to_the_hub_without_a_token_says_so(docqa_taskset, monkeypatch, tmp_path):

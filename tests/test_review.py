@@ -13,6 +13,7 @@ from data.llm import LLMError
 from data.records import AnswerSpec, Attempt, ExactOrF1Spec, LLMEquivalenceSpec, Usage
 from families import export_kinds
 from judges import hacks, rubrics
+from judges.panel import Held
 from judges.review import review
 from judges.review_report import format_review_report, review_report
 from judges.rewards import score
@@ -23,7 +24,7 @@ from sources.documents import ingest_docs
 from tests.conftest import make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
-from tests.fakes.scripted_llm import ScriptedLLM, fake_endpoints
+from tests.fakes.scripted_llm import ScriptedLLM, below_the_bar, fake_endpoints
 from tests.test_generator_and_judges import first_task
 from tests.test_pipeline import small_corpus
 
@@ -128,6 +129,25 @@ def test_only_rewarded_non_exact_attempts_go_to_the_hack_panel():
     result, llm = run_review(task, attempts_of(task, task.answer, task.answer), reviewer())
     assert llm.requests == []  # no failures, no suspicious passes: nothing to ask
     assert result.review.remedy == "none_needed" and result.review.checked_attempts == 0
+
+
+def test_judges_below_the_control_bar_review_nothing():
+    """While every judge is below its control bar, a review that must clear a suspicious pass
+    is held, a failed attempt's rubric is not extracted (and the review says so), and one that
+    needs no judge still ends; no judge is asked."""
+    task = a_task()
+    hedge = f"{task.answer}, something"
+    weak = below_the_bar(ScriptedLLM(reviewer()))
+    with pytest.raises(Held):
+        asyncio.run(review(task, attempts_of(task, hedge), weak, hacks.ANSWERS))
+    assert weak.requests == []
+    weak = below_the_bar(ScriptedLLM(reviewer()))
+    failed = asyncio.run(review(task, attempts_of(task, "Wrong"), weak, hacks.ANSWERS))
+    assert failed.rubric == [] and weak.requests == []
+    assert failed.review.rubric_error.startswith("not extracted: held_judge_below_controls")
+    weak = below_the_bar(ScriptedLLM(reviewer()))
+    result = asyncio.run(review(task, attempts_of(task, task.answer), weak, hacks.ANSWERS))
+    assert result.review.remedy == "none_needed" and weak.requests == []
 
 
 def test_a_hedge_is_flagged_and_exact_match_only_closes_it():

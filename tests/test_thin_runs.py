@@ -1,12 +1,13 @@
-"""A run whose judges all fail their control items: the judges do not decide alone (a
+"""A run whose judges all fail their control items: the judges decide nothing (a
 fill-in-the-blank of a verbatim sentence is accepted by construction, any other question is
-held), and a thin taskset explains itself in the run's last lines, `foundry stats` and the
-report page."""
+held, and so is every review that needs a judge), and a thin taskset explains itself in the
+run's last lines, `foundry stats` and the report page."""
 
 from __future__ import annotations
 
 from data.lake import Lake
 from flows.cli import main
+from judges.panel import HELD
 from tests.conftest import SAMPLE_DOCS
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -45,10 +46,11 @@ def verify_outcomes(lake: Lake) -> set[tuple[str, str]]:
 
 def test_written_questions_are_held_and_the_thin_run_says_why(tmp_path, capsys):
     lake = run_with_a_weak_judge(tmp_path, "question")
-    assert verify_outcomes(lake) == {("failed", "held_judge_below_controls")}
+    assert verify_outcomes(lake) == {("failed", HELD)}
     assert lake.rows("SELECT count(*) AS n FROM verdicts")[0]["n"] == 0  # no judge decided
     captured = capsys.readouterr()
     assert "no judge passed its controls, so none decides alone" in captured.err
+    assert "every check a judge would decide" in captured.err
     out = captured.out
     explanation = out[out.index("only 0 tasks exported") :]
     held = lake.rows("SELECT count(*) AS n FROM status WHERE stage = 'verify'")[0]["n"]
@@ -68,11 +70,19 @@ def test_written_questions_are_held_and_the_thin_run_says_why(tmp_path, capsys):
     assert "Why so few tasks" in page.read_text()
 
 
-def test_a_verbatim_cloze_is_accepted_by_construction(tmp_path, capsys):
+def test_a_verbatim_cloze_is_accepted_by_construction_and_reviewed_without_a_judge(
+    tmp_path, capsys
+):
     lake = run_with_a_weak_judge(tmp_path, "cloze", explain_below=1)
     assert verify_outcomes(lake) == {("done", "accepted_by_construction")}
     checks = lake.rows('SELECT DISTINCT "check" FROM verdicts')
     assert checks == [{"check": "closed_book"}]  # the leak gate alone was asked
+    # no judge distils its failed attempts into rubric items: the review says it did not
+    reviews = lake.rows("SELECT status, reason FROM status WHERE stage = 'review'")
+    assert reviews and {(r["status"], r["reason"]) for r in reviews} == {("done", "reviewed")}
+    errors = {r["rubric_error"] for r in lake.rows("SELECT rubric_error FROM reviews")}
+    assert errors and all(e == "" or e.startswith(f"not extracted: {HELD}") for e in errors)
+    assert lake.rows("SELECT * FROM rubrics") == []
     out = capsys.readouterr().out
     assert "tasks exported (fewer than" not in out  # a taskset big enough is not explained
     assert main(["stats", "--home", str(tmp_path / "home")]) == 0

@@ -9,6 +9,7 @@ from data.endpoints import Endpoint
 from data.llm import LLMClient
 from data.llm_replies import Completion, ToolCallRequest
 from data.records import Usage
+from judges.controls import deciding_judges
 
 
 class ToolCalls(list[ToolCallRequest]):
@@ -58,3 +59,11 @@ class ScriptedLLM(LLMClient):
         texts = out if isinstance(out, list) else [out]
         usage = Usage(prompt_tokens=10, completion_tokens=5)
         return Completion(texts, usage, False, "", [[] for _ in texts])
+
+
+def below_the_bar(llm: LLMClient) -> LLMClient:
+    """`llm` as the stage runner hands it to a stage after every judge failed its control
+    items (`judges.controls.deciding_judges`)."""
+    failed = [{"role": r, "model": llm.model(r), "competent": False} for r in llm.judge_roles]
+    llm.endpoints, _ = deciding_judges(llm.endpoints, failed)
+    return llm
