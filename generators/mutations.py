@@ -322,6 +322,15 @@ def javascript_mutations(source: str, target: Target) -> list[Mutation]:
     """Every mutation of a JavaScript `target`'s body in `source`, in source order."""
     encoded = source.encode()
     found: list[Mutation] = []
+    for node, first in _javascript_body_nodes(source, target):
+        for start, end, replacement, description, subtle in _javascript_changes(node):
+            start, end = _chars(encoded, start), _chars(encoded, end)
+            found.append(Mutation(target, start, end, replacement, description, subtle, first))
+    return sorted(found, key=lambda m: (m.start, m.description))
+
+
+def _javascript_body_nodes(source: str, target: Target) -> Iterator[tuple[Node, int]]:
+    """Each syntax node wholly inside `target`'s body, with its first line (1-based)."""
     stack = [javascript_tree(source).root_node]
     while stack:
         node = stack.pop()
@@ -329,12 +338,8 @@ def javascript_mutations(source: str, target: Target) -> list[Mutation]:
         if last < target.body_start or first > target.end:
             continue
         stack.extend(node.children)
-        if first < target.body_start or last > target.end:
-            continue
-        for start, end, replacement, description, subtle in _javascript_changes(node):
-            start, end = _chars(encoded, start), _chars(encoded, end)
-            found.append(Mutation(target, start, end, replacement, description, subtle, first))
-    return sorted(found, key=lambda m: (m.start, m.description))
+        if first >= target.body_start and last <= target.end:
+            yield node, first
 
 
 def _javascript_changes(node: Node) -> Iterator[_Change]:
@@ -365,15 +370,7 @@ def javascript_coarse_mutations(source: str, target: Target) -> list[Mutation]:
     `return undefined;`, each expression statement of its body deleted."""
     encoded = source.encode()
     found: list[Mutation] = []
-    stack = [javascript_tree(source).root_node]
-    while stack:
-        node = stack.pop()
-        first, last = node.start_point.row + 1, node.end_point.row + 1
-        if last < target.body_start or first > target.end:
-            continue
-        stack.extend(node.children)
-        if first < target.body_start or last > target.end:
-            continue
+    for node, first in _javascript_body_nodes(source, target):
         start, end = _chars(encoded, node.start_byte), _chars(encoded, node.end_byte)
         if node.type == "return_statement" and node.named_child_count:
             returned = node.text.decode()[:40]
