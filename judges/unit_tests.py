@@ -286,7 +286,7 @@ class UnitTests:
         for attack in admission_attacks(check.shown):
             if len(points) > 1:
                 attack = as_first_step(attack)
-            got = attacked(attack, files, task.answer, points, trier, checks)
+            got = attacked(attack, files, task.answer, points, trier, checks, until_decided=True)
             if got.reward > 0.0:
                 return f"{attack.name}: {got.why}", ""
             if not got.ran:
@@ -295,9 +295,10 @@ class UnitTests:
 
     def score(self, task: Task, edits: list[Edits | None]) -> Score:
         """Apply each step's `edits` (None: nothing) to the task's workspace, each followed by
-        its outside check and its checkpoint's tests."""
-        points, trier = checkpoints_of(task), self.trier(task)
-        return Score(*code_grading.score_edits(edits, points, trier, self.checks(task)))
+        its outside check and, where that does not already score it 0, its checkpoint's tests
+        (a gate that must see 0 runs only the tests that could pay)."""
+        points, trier, checks = checkpoints_of(task), self.trier(task), self.checks(task)
+        return Score(*code_grading.score_edits(edits, points, trier, checks, until_decided=True))
 
     def trier(self, task: Task) -> code_grading.TrySteps:
         """Steps tried on `task`'s workspace rebuilt from its mirror, a sandbox slot held."""

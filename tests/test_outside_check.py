@@ -463,3 +463,21 @@ def test_a_copy_of_the_module_in_the_environment_pays_the_delegation_attack(tmp_
     # so admission refuses such a task (`copy_in_environment`): the copy is found
     env = test_runners.test_suite(tmp_path).environment
     assert copies_in(env, "packaging.utils") == ["packaging/utils.py"]
+
+
+def test_a_gate_that_must_see_0_runs_no_test_once_the_replay_has_decided(repository, graded):
+    checks, _ = graded
+    trials: list[Trial] = []
+
+    def try_steps(steps):
+        made = steps_in_tree(repository, "", steps, Limits(wall_s=60))
+        trials.extend(made)
+        return made
+
+    points, reference = [Point("", F2P, P2P)], whole_file(FIXED)
+    idle = whole_file(SOURCE + "\n# nothing\n")
+    reward, why = grade(idle, reference, points, try_steps, checks, until_decided=True)
+    assert (reward, trials[-1].run) == (0.0, None)
+    assert why == "outside check: 4/4 calls differ (cents 4) (no test run)"
+    reward, why = grade(reference, reference, points, try_steps, checks, until_decided=True)
+    assert reward == 1.0 and trials[-1].run is not None  # where the replay agrees, tests decide

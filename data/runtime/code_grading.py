@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .call_replay import Replayed
 from .edits import EditError, Edits, parse_edits, split_steps
 from .grader_reach import reaches_for_grader
 from .languages import is_any_test_file
@@ -56,17 +57,18 @@ def grade(
     points: Sequence[Point],
     try_steps: TrySteps,
     checks: Sequence[Oracle | None],
+    until_decided: bool = False,
 ) -> Graded:
     """Score a solver's `reply` (diffs or whole files; `## Step N` parts for a sequence) to a
     task with checkpoints `points`, reference change `reference` and outside checks `checks`
-    (`outside_checks`)."""
+    (`outside_checks`); `until_decided` as for `score_edits`."""
     edits, notes = edits_of(reply, len(points))
     if all(e is None for e in edits):
         return 0.0, "; ".join(notes)[:WHY_CHARS]
     tampered = grader_reach(edits, edits_of(reference, len(points))[0])
     if tampered:
         return 0.0, f"tampered: {tampered}"[:WHY_CHARS]
-    reward, why = score_edits(edits, points, try_steps, checks)
+    reward, why = score_edits(edits, points, try_steps, checks, until_decided)
     return reward, "; ".join([why, *notes])[:WHY_CHARS]
 
 
@@ -115,19 +117,28 @@ def score_edits(
     points: Sequence[Point],
     try_steps: TrySteps,
     checks: Sequence[Oracle | None],
+    until_decided: bool = False,
 ) -> Graded:
     """Try each step's `edits` (None: nothing), each followed by its outside check's calls and
-    its checkpoint's tests; a sequence scores the share of checkpoints passed."""
+    its checkpoint's tests; a sequence scores the share of checkpoints passed. With
+    `until_decided`, a step whose replay fails its outside check runs no test, and the steps
+    after it are not taken: its reward is 0 whatever the tests say (what a gate that must see
+    0 asks; the reason then has no test counts)."""
     steps = [
         Step(
             step_edits,
             point.test_patch,
             [*point.fail_to_pass, *point.pass_to_pass],
             calls=check.calls if check else None,
+            decided=_fails(check) if until_decided and check is not None else None,
         )
         for step_edits, point, check in zip(edits, points, checks, strict=True)
     ]
     return scored(try_steps(steps), points, checks)
+
+
+def _fails(check: Oracle) -> Callable[[Replayed | None], bool]:
+    return lambda replayed: bool(check.judged(replayed))
 
 
 def scored(trials: list[Trial], points: Sequence[Point], checks: Sequence[Oracle | None]) -> Graded:
@@ -150,6 +161,8 @@ def verdict(trial: Trial, point: Point, check: Oracle | None) -> Graded:
     """One step's outcome: 1.0 when its edits applied, every test of `point` passed and the
     outside check (None: there is none, the tree is not Python's) found every result the
     reference's."""
+    if trial.run is None and trial.rejected is None and check is not None:
+        return 0.0, f"{check.judged(trial.replayed)} (no test run)"  # decided by the replay
     if trial.run is None:
         failed = trial.rejected
         why = (failed.stderr or failed.stdout).strip().splitlines()[-1:] if failed else []

@@ -10,6 +10,7 @@ an exported package unpacks it), so it stands alone in an exported package.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,8 @@ class Step:
     `calls` are replayed on the tree without its tests after the edits (also before them
     with `replay_before`); with `record`, the tests' run records the calls they make (None
     where the suite is not Python's) and is not believed for its outcomes; without
-    `run_tests`, no test runs."""
+    `run_tests`, no test runs; where `decided` says the replay after the edits settles the
+    step (it failed the outside check), no test runs and no later step is taken."""
 
     edits: Edits | None
     test_patch: str
@@ -53,6 +55,7 @@ class Step:
     replay_before: bool = False
     record: bool = False
     run_tests: bool = True
+    decided: Callable[[Replayed | None], bool] | None = None
 
 
 def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limits) -> list[Trial]:
@@ -77,6 +80,8 @@ def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limit
                 if rejected is not None:
                     return [*trials, Trial(None, rejected)]
             after = replayed(sandbox, step.calls)
+            if step.decided is not None and step.decided(after):
+                return [*trials, Trial(None, None, after, before)]
             _own_patch(sandbox, f"tests-{index}.patch", step.test_patch)
             if step.record:
                 env = suite.environment

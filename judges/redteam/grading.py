@@ -31,9 +31,11 @@ def attacked(
     points: Sequence[Point],
     try_steps: TrySteps,
     checks: Sequence[Oracle | None],
+    until_decided: bool = False,
 ) -> Attacked:
     """`attack` on a task whose reference change is `reference` and whose files start as
-    `files`, graded as any attempt is."""
+    `files`, graded as any attempt is (`until_decided`: its tests run only where the outside
+    check does not already score it 0)."""
     trials: list[Trial] = []
 
     def watched(steps: list[Step]) -> list[Trial]:
@@ -41,7 +43,7 @@ def attacked(
         trials.extend(made)
         return made
 
-    reward, why = grade(attack.reply(files), reference, points, watched, checks)
+    reward, why = grade(attack.reply(files), reference, points, watched, checks, until_decided)
     ran = any(t.replayed is not None and MARK in t.replayed.stderr for t in trials)
     return Attacked(reward, why, ran)
 
