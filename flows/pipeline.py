@@ -281,17 +281,19 @@ def _sandbox_flow(stage: SandboxStage):
 
 
 def _llm_stage_flow(stage: LLMStage):
-    """The flow of LLM stage `stage`, after the stages it relies on (`FIRST`)."""
+    """The flow of LLM stage `stage`, after the judges' control items (`FIRST`): any stage may
+    ask the panel, and a judge below its control bar decides nothing."""
 
     @flow(name=stage.name, description=stage.help)
     def stage_flow(home: str | None = None, config: str | None = None) -> dict:
         with stage_context(stage.name, home, config) as ctx:
-            return run_llm_stages([*FIRST.get(stage.name, ()), stage.name], ctx)[stage.name]
+            first = [name for name in FIRST if name != stage.name]
+            return run_llm_stages([*first, stage.name], ctx)[stage.name]
 
     return stage_flow
 
 
-FIRST = {"verify": ("controls",)}  # the judges' figures before their verdicts
+FIRST = ("controls",)  # the judges' figures before any of their verdicts
 
 
 @cache

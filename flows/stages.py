@@ -367,10 +367,12 @@ def steering(name: str, task_ids: Sequence[str] = ()) -> LLMStage:
     return LLMStage(name, pending, load, steer_one)
 
 
+# first of all: a generation stage may ask the panel too (a trace's outcome, a world task's
+# instruction), and a judge below its control bar must decide none of those either
+CONTROLS = LLMStage(
+    "controls", pending_controls, load_control_material, measure_controls, every_judge=True
+)
 CHECK_STAGES = (
-    LLMStage(
-        "controls", pending_controls, load_control_material, measure_controls, every_judge=True
-    ),
     LLMStage(
         "verify",
         pending_verify,
@@ -399,11 +401,11 @@ CHECK_STAGES = (
 
 
 def llm_stages() -> list[LLMStage]:
-    """The pipeline's LLM stages in the order they run: the registered families' generation
-    stages (`families.generation_stages`), then the judges' control items, verify, calibrate,
-    review, repair and revise (replacing what reviewers rejected), which ask each task's
-    family what it needs."""
-    return [*generation_stages(), *CHECK_STAGES]
+    """The pipeline's LLM stages in the order they run: the judges' control items, the
+    registered families' generation stages (`families.generation_stages`), then verify,
+    calibrate, review, repair and revise (replacing what reviewers rejected), which ask each
+    task's family what it needs."""
+    return [CONTROLS, *generation_stages(), *CHECK_STAGES]
 
 
 def sandbox_named(name: str) -> SandboxStage:

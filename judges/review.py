@@ -14,6 +14,8 @@ from data.records import Attempt, HackVerdict, Review, RubricItem, Task
 from judges import hacks
 from judges.panel import Held
 
+NOT_EXTRACTED = "not extracted"  # a review's `rubric_error` where no judge could distil one
+
 
 @dataclass(frozen=True)
 class ReviewResult:
@@ -32,7 +34,7 @@ async def _rubric(
     try:
         return await audit.failure_rubric(task, attempts, llm)
     except Held as held:
-        return f"not extracted: {held}"[:200]
+        return f"{NOT_EXTRACTED}: {held}"[:200]
     except LLMError as error:
         if error.reason != "invalid_structured_output":
             raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from data.lake import Lake
+from judges.review import NOT_EXTRACTED
 
 
 def review_report(lake: Lake) -> dict[str, Any]:
@@ -13,10 +14,13 @@ def review_report(lake: Lake) -> dict[str, Any]:
         "SELECT count(*) AS reviewed,"
         " count(*) FILTER (WHERE rubric_items > 0) AS with_rubric,"
         " coalesce(sum(rubric_items), 0)::BIGINT AS rubric_items,"
-        " count(*) FILTER (WHERE rubric_error <> '') AS rubric_errors,"
+        " count(*) FILTER (WHERE rubric_error <> '' AND NOT starts_with(rubric_error, ?))"
+        " AS rubric_errors,"
+        " count(*) FILTER (WHERE starts_with(rubric_error, ?)) AS rubric_not_extracted,"
         " coalesce(sum(checked_attempts), 0)::BIGINT AS audited_attempts,"
         " count(*) FILTER (WHERE hackable) AS hackable"
-        " FROM reviews"
+        " FROM reviews",
+        [NOT_EXTRACTED, NOT_EXTRACTED],
     )[0]
     remedies = lake.rows(
         "SELECT remedy, count(*) AS n FROM reviews WHERE hackable GROUP BY remedy ORDER BY remedy"
@@ -44,7 +48,8 @@ def format_review_report(report: dict[str, Any]) -> str:
         [
             f"review: {report['reviewed']} tasks; rubric items {report['rubric_items']}"
             f" on {report['with_rubric']} tasks"
-            f" ({report['rubric_errors']} unusable rubric replies)",
+            f" ({report['rubric_errors']} unusable rubric replies;"
+            f" {report['rubric_not_extracted']} not extracted, every judge below its control bar)",
             f"reward hacks: {report['audited_attempts']} rewarded non-gold attempts audited;"
             f" votes {pairs(report['hack_votes'])}; patterns {pairs(report['hack_patterns'])}",
             f"hackable tasks: {report['hackable']} (remedies: {pairs(report['remedies'])})",

@@ -120,9 +120,9 @@ def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, or
         check_kinds(ctx.config.scope.kinds)
         names = [stage.name for stage in llm_stages()]
         assert names == [
+            "controls",
             *SHIPPED_STAGES,
             STAGE,
-            "controls",
             "verify",
             "calibrate",
             "review",

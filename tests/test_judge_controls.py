@@ -7,6 +7,7 @@ the report, the manifest and the card show every judge's figure."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -39,6 +40,7 @@ from judges.rewards import trainer_task
 from judges.trace_outcome import rate
 from judges.verifier_types import grade
 from sources import groupings
+from sources.documents import ingest_docs
 from sources.worlds import ingest_world_files
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -335,3 +337,30 @@ def test_a_panel_below_the_bar_holds_world_and_trace_tasks(tmp_path, oracle_serv
         ctx.lake, "held", home / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
     assert exported.n_tasks == 0
+
+
+def test_the_controls_come_before_any_stage_that_asks_the_panel(tmp_path):
+    """A trace's outcome is rated while trace tasks are made, before verify: the judges'
+    control items are measured first, so a judge below the bar rates none of them."""
+    oracle = Oracle()
+
+    def respond(body):
+        return "maybe so" if body.get("model") == "weak-judge" else oracle(body)
+
+    ctx = make_context(
+        tmp_path / "home",
+        scope={"kinds": ["trace_answer", "near_miss", "tool_replay"]},
+        calibrate={"k": 2, "method": "fixed"},
+        repair={"max_steps": 0},
+    )
+    ingest_docs([str(p) for p in sorted(SAMPLE_DOCS.glob("*.md"))[:2]], ctx)  # the controls'
+    ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
+    with FakeOpenAIServer(respond) as server:
+        endpoints = endpoints_for(server)
+        endpoints["judge:0"] = dataclasses.replace(endpoints["judge:0"], model="weak-judge")
+        run_llm_stages(ctx, endpoints)
+    [control] = ctx.lake.records("judge_controls")
+    assert not control.competent
+    rated = ctx.lake.rows("SELECT status, reason FROM status WHERE stage = 'trace_tasks'")
+    assert any((r["status"], r["reason"]) == ("failed", HELD) for r in rated)
+    assert ctx.lake.rows("""SELECT * FROM verdicts WHERE "check" = 'trace_outcome'""") == []

@@ -80,10 +80,13 @@ def test_a_verbatim_cloze_is_accepted_by_construction_and_reviewed_without_a_jud
     # no judge distils its failed attempts into rubric items: the review says it did not
     reviews = lake.rows("SELECT status, reason FROM status WHERE stage = 'review'")
     assert reviews and {(r["status"], r["reason"]) for r in reviews} == {("done", "reviewed")}
-    errors = {r["rubric_error"] for r in lake.rows("SELECT rubric_error FROM reviews")}
+    errors = [r["rubric_error"] for r in lake.rows("SELECT rubric_error FROM reviews")]
     assert errors and all(e == "" or e.startswith(f"not extracted: {HELD}") for e in errors)
     assert lake.rows("SELECT * FROM rubrics") == []
     out = capsys.readouterr().out
     assert "tasks exported (fewer than" not in out  # a taskset big enough is not explained
     assert main(["stats", "--home", str(tmp_path / "home")]) == 0
-    assert "document questions by form: cloze" in capsys.readouterr().out
+    stats = capsys.readouterr().out
+    assert "document questions by form: cloze" in stats
+    unextracted = sum(e.startswith("not extracted") for e in errors)
+    assert f"{unextracted} not extracted, every judge below its control bar" in stats
