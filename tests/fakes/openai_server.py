@@ -6,7 +6,8 @@ JSON bodies with a Content-Length; `"stream": true` answers with server-sent eve
 per word, `chunk_delay_s` apart, sent with chunked transfer encoding).
 
 Fault kinds (scripted through `faults`, one per chat request in order, or drawn at random with
-`fault_rate` from `fault_kinds`):
+`fault_rate` from `fault_kinds`, dealt like cards from a shuffled deck so that every kind is
+served once before any is served again, however few requests a run makes):
 
 - `"429"`: rate limited, with a `Retry-After: <retry_after_s>` header;
 - `"500"`, `"503"`: server errors with an OpenAI-style error body;
@@ -169,6 +170,7 @@ class FakeOpenAIServer:
         self.served: list[str | None] = []
         self._script: deque[str] = deque(faults or ())
         self._rng = random.Random(seed)
+        self._deck: list[str] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -243,7 +245,9 @@ class FakeOpenAIServer:
             if self._script:
                 fault = self._script.popleft()
             elif self.fault_rate > 0 and self._rng.random() < self.fault_rate:
-                fault = self._rng.choice(self.fault_kinds)
+                if not self._deck:
+                    self._deck = self._rng.sample(list(self.fault_kinds), len(self.fault_kinds))
+                fault = self._deck.pop()
             if fault == "truncated_json" and not body.get("response_format"):
                 fault = None
             self.served.append(fault)
