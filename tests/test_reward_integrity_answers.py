@@ -71,9 +71,12 @@ def yes_man(role, messages, params):
 
 # (trick, attempt, gold, question, why refused); each paid 1.0 by token F1 before it was refused
 CANDIDATES, PADDED = "several candidate answers: ", "padded with the question: "
+FLOOD, FLOOD_Q = "February 1934", "When did the great flood damage 800 homes?"
 ANSWER_TRICKS = [
     ("list of candidates", "Tessaly Port, Dunmere Falls", GOLD, QUESTION, CANDIDATES),
     ("list of candidate numbers", "1887, 1878", YEAR, YEAR_Q, CANDIDATES),
+    # found by `foundry redteam --every-task` on make run's lake: token F1 0.67 paid it
+    ("a name beside a date", "February 1934, Dunmere Falls", FLOOD, FLOOD_Q, CANDIDATES),
     ("hedge between candidates", "Tessaly Port or Dunmere", GOLD, QUESTION, CANDIDATES),
     ("hedge, slash-separated", "Tessaly Port / Orvanne", GOLD, QUESTION, CANDIDATES),
     ("answer padded with the question", f"{BUILT_Q} {BUILT}", BUILT, BUILT_Q, PADDED),

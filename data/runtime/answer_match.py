@@ -85,7 +85,10 @@ _ALTERNATIVE = re.compile(
     r"\b(?:or|either|maybe|perhaps|possibly|probably|alternatively|otherwise|else)\b|[/|]",
     re.IGNORECASE,
 )
-# an enumeration: what it sets beside the gold is a candidate when it is of the gold's kind
+# an enumeration: what it sets beside the gold is a candidate when it is of the gold's kind, or
+# a name or a number of any kind ("February 1934, Dunmere Falls"): only a descriptive phrase
+# ("Tessaly Port, in the north") may stand beside the gold
+ENTITIES = ("name", "number")
 _ENUMERATION = re.compile(r"[;?!]|,(?!(?<=\d,)\d{3}(?!\d))|\b(?:and|nor)\b|\s[-\u2013\u2014]\s")
 _GOLD = "\x00"  # stands in for the gold answer's own words, which may hold a comma or an "and"
 ECHO_SHARE = 0.8  # a run of the question this long (share of its words) is padding
@@ -123,7 +126,7 @@ def _content(text: str) -> set[str]:
 def rival_candidates(answer: str, gold: str) -> list[str]:
     """The candidates an answer names beside the gold one: the parts between explicit
     alternatives ("or", "maybe", "/"), and the parts of an enumeration (commas, "and") that are
-    of the gold's kind (numbers beside a number, names beside a name). Only an answer that has
+    of the gold's kind or are names or numbers (a place beside a date). Only an answer that has
     a part giving the gold (its words, or some of them and nothing else) has rivals; a part of
     filler words only is none."""
     words = _words(gold)
@@ -142,7 +145,7 @@ def rival_candidates(answer: str, gold: str) -> list[str]:
         content = _content(part.replace(_GOLD, " "))
         if _GOLD in part or (content and content <= gold_words):
             gives_gold = True
-        elif content and (hedged or _kind(part) == gold_kind):
+        elif content and (hedged or _kind(part) in {gold_kind, *ENTITIES}):
             rivals.append(part.strip())
     return rivals if gives_gold else []
 
