@@ -144,26 +144,26 @@ def variants(call: Call) -> list[Call]:
     same string in a set are turned alike)."""
     args = call["args"].get("tuple", []) if isinstance(call["args"], dict) else []
     pairs = call["kwargs"].get("dict", []) if isinstance(call["kwargs"], dict) else []
-    made: list[Call] = []
-    for number, arg in enumerate(args):
-        changed = nudged(arg)
-        if changed is not None and len(made) < VARIANTS_PER_CALL:
-            made.append({**call, "args": {"tuple": [*args[:number], changed, *args[number + 1 :]]}})
-    for number, (name, value) in enumerate(pairs):
-        changed = nudged(value)
-        if changed is not None and len(made) < VARIANTS_PER_CALL:
-            nudged_pairs = [*pairs[:number], [name, changed], *pairs[number + 1 :]]
-            made.append({**call, "kwargs": {"dict": nudged_pairs}})
-    every_arg = [nudged(arg) for arg in args]
-    every_pair = [[name, nudged(value)] for name, value in pairs]
-    if sum(v is not None for v in every_arg) + sum(v is not None for _, v in every_pair) > 1:
-        changed_args = [arg if v is None else v for arg, v in zip(args, every_arg, strict=True)]
-        changed_pairs = [
-            [name, value if v is None else v]
-            for (name, value), (_, v) in zip(pairs, every_pair, strict=True)
-        ]
-        made.append({**call, "args": {"tuple": changed_args}, "kwargs": {"dict": changed_pairs}})
+    names = [name for name, _ in pairs]
+    values = [*args, *(value for _, value in pairs)]  # positional, then keyword
+    changes = [nudged(value) for value in values]
+
+    def variant(changed: list) -> Call:
+        positional, keyword = changed[: len(args)], changed[len(args) :]
+        return {**call, "args": {"tuple": positional}, "kwargs": {"dict": _pairs(names, keyword)}}
+
+    made = [
+        variant([*values[:at], change, *values[at + 1 :]])
+        for at, change in enumerate(changes)
+        if change is not None
+    ][:VARIANTS_PER_CALL]
+    if sum(change is not None for change in changes) > 1:
+        made.append(variant([v if c is None else c for v, c in zip(values, changes, strict=True)]))
     return made
+
+
+def _pairs(names: list, values: list) -> list[list]:
+    return [[name, value] for name, value in zip(names, values, strict=True)]
 
 
 def nudged(form: object) -> object:
@@ -237,21 +237,18 @@ def _in_set(form: dict) -> dict | None:
 
 
 def _in_dict(form: dict) -> dict | None:
-    for at in range(len(form["dict"]) - 1, -1, -1):
-        key, value = form["dict"][at]
-        changed = nudged(value)
-        if changed is not None:
-            return {"dict": [*form["dict"][:at], [key, changed], *form["dict"][at + 1 :]]}
-    return None
+    keys = [key for key, _ in form["dict"]]
+    values = _last_nudged([value for _, value in form["dict"]])
+    return None if values is None else {"dict": _pairs(keys, values)}
 
 
 def _in_fields(form: dict) -> dict | None:
-    names = list(form["fields"])
-    for name in reversed(names):
-        changed = nudged(form["fields"][name])
-        if changed is not None:
-            return {**form, "fields": {**form["fields"], name: changed}}
-    return None
+    values = _last_nudged(list(form["fields"].values()))
+    return (
+        None
+        if values is None
+        else {**form, "fields": dict(zip(form["fields"], values, strict=True))}
+    )
 
 
 def _in_items(form: dict) -> dict | None:
