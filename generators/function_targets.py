@@ -1,20 +1,21 @@
 """The functions of a source file whose body a code task can take out or change: top-level
 functions and the methods of top-level classes, with the lines their definition, docstring and
-body span. Python is read with `ast`; JavaScript with tree-sitter's JavaScript grammar (a
-maintained parser with wheels for every platform, so no Node tooling runs outside the sandbox).
+body span. Python is read with `ast`; JavaScript and TypeScript with tree-sitter's grammars (a
+maintained parser with wheels for every platform, so no Node tooling runs outside the sandbox;
+the TypeScript grammar extends the JavaScript one, so both give the same kinds of node).
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from functools import cache
 
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Node
 
-JAVASCRIPT_SUFFIXES = (".js", ".mjs", ".cjs")
-# a variable whose value is one of these is a function (`const f = function () {…}`, or `=> {…}`)
-FUNCTION_VALUES = ("function_expression", "arrow_function", "generator_function")
+from data.javascript_syntax import FUNCTION_VALUES, javascript_tree
+from data.runtime.languages import JavaScript, TypeScript
+
+JAVASCRIPT_SUFFIXES = (*JavaScript.own_suffixes, *TypeScript.own_suffixes)  # tree-sitter's
 
 
 @dataclass(frozen=True)
@@ -93,26 +94,14 @@ def _is_placeholder(statement: ast.stmt) -> bool:
 # --- JavaScript -------------------------------------------------------------------------------
 
 
-@cache
-def _javascript_parser() -> Parser:
-    import tree_sitter_javascript
-
-    return Parser(Language(tree_sitter_javascript.language()))
-
-
-def javascript_tree(source: str) -> Tree:
-    """`source` parsed with tree-sitter's JavaScript grammar."""
-    return _javascript_parser().parse(source.encode())
-
-
 def javascript_targets(path: str, source: str) -> list[Target]:
     """Function declarations (exported or not), functions bound to a `const`/`let`/`var` and
     the methods of classes, at the top level of `source`, whose `{…}` body has statements on
     lines of their own (an arrow function with an expression body has none). Its JSDoc
     comment sits before the definition, not in the body, so `doc_start` stays None."""
-    tree = javascript_tree(source)
+    tree = javascript_tree(source, path)
     if tree.root_node.has_error:
-        raise SyntaxError(f"{path}: not JavaScript the parser reads")
+        raise SyntaxError(f"{path}: not JavaScript or TypeScript the parser reads")
     lines = source.splitlines()
     found: list[Target] = []
     for statement in tree.root_node.named_children:

@@ -1,6 +1,6 @@
 """Where a bug can be put into a function: mutations of one syntax node of its body, each a
 replacement of that node's span of the source text only, so the rest of the file stays byte for
-byte the original. Python is read with `ast`, JavaScript with tree-sitter's grammar.
+byte the original. Python is read with `ast`, JavaScript and TypeScript with tree-sitter's grammars.
 
 Mutations come in two kinds: `plain` (a comparison or membership turned around, `+` for `-`,
 `and` for `or` (`&&` for `||`), a `not` (`!`) dropped, `True` for `False`) and `subtle` (a
@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from data.javascript_syntax import javascript_tree
 from data.records import content_id
 from data.runtime.languages import JavaScript, of_path
-from generators.function_targets import JAVASCRIPT_SUFFIXES, Target, javascript_tree, targets
+from generators.function_targets import JAVASCRIPT_SUFFIXES, Target, targets
 
 MAX_CONSTANT = 10_000  # whole numbers larger than this are left alone
 
@@ -243,7 +244,7 @@ def candidates(source: str, target: Target, subtle: bool) -> list[Mutation]:
 
 def _parses(path: str, source: str) -> bool:
     if isinstance(of_path(path), JavaScript):
-        return not javascript_tree(source).root_node.has_error
+        return not javascript_tree(source, path).root_node.has_error
     try:
         ast.parse(source)
     except SyntaxError:
@@ -331,7 +332,7 @@ def javascript_mutations(source: str, target: Target) -> list[Mutation]:
 
 def _javascript_body_nodes(source: str, target: Target) -> Iterator[tuple[Node, int]]:
     """Each syntax node wholly inside `target`'s body, with its first line (1-based)."""
-    stack = [javascript_tree(source).root_node]
+    stack = [javascript_tree(source, target.path).root_node]
     while stack:
         node = stack.pop()
         first, last = node.start_point.row + 1, node.end_point.row + 1

@@ -31,12 +31,12 @@ def try_steps(mirror: Path, workspace: Workspace, steps: list[Step], limits: Lim
         return steps_in_tree(tree, workspace.start_patch, steps, limits)
 
 
-def environment_of(mirror: Path, workspace: Workspace) -> Path | None:
-    """The environment `workspace`'s tests run in (None for a tree that is not Python's)."""
+def copies_of(mirror: Path, workspace: Workspace, modules: list[str]) -> list[str]:
+    """Where the environment `workspace`'s tests run in holds another copy of `modules`
+    (`TestSuite.copies_in`)."""
     with tempfile.TemporaryDirectory(prefix="foundry-workspace-") as scratch:
         tree = checkout(mirror, workspace.base, Path(scratch) / "tree")
-        suite = test_suite(tree)
-        return suite.environment if suite.language.name == "python" else None
+        return test_suite(tree).copies_in(tree, modules)
 
 
 def files_at_start(

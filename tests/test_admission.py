@@ -6,17 +6,19 @@ in the funnel, and every gate taken is recorded."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from data.gates import GATE_ORDER
-from data.git import git
+from data.git import checkout, git
 from data.repos import ingest_repo
 from data.runtime.code_grading import edits_of
 from data.runtime.python_env import INSTALLER, copies_in, site_packages
+from data.runtime.test_runners import test_suite
 from families.bug_injection import inject_bugs
 from generators.mutations import mutants_of_change
-from harnesses.workspace import environment_of
 from judges.score import Score
 from judges.unit_tests import FRESH_RUNS, GateFailure, UnitTests, do_nothing
 from tests.conftest import make_context
@@ -220,7 +222,9 @@ def test_a_task_whose_module_has_a_copy_in_the_environment_is_not_admitted(bug_t
 
 def test_the_installer_and_the_packages_it_vendors_are_not_in_the_environment(bug_task):
     ctx, task = bug_task
-    env = environment_of(ctx.unit_tests.mirrors[task.workspace.repo_id], task.workspace)
+    with tempfile.TemporaryDirectory() as scratch:
+        mirror = ctx.unit_tests.mirrors[task.workspace.repo_id]
+        env = test_suite(checkout(mirror, task.workspace.base, Path(scratch) / "tree")).environment
     site = site_packages(env)
     assert not [p.name for p in site.iterdir() if p.name.split("-")[0] in INSTALLER]
     # setuptools vendors more_itertools, pip vendors rich: nothing of them is left

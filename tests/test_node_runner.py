@@ -159,6 +159,24 @@ def test_a_file_that_does_not_load_passes_none_of_its_tests(project):
     assert "test/math.test.js" in run_.completed.stdout  # the file's note says why
 
 
+def test_tests_that_share_a_name_pass_only_where_each_passed(project):
+    twice = "test('top level add', () => { assert.strictEqual(add(2, 2), 4); });\n"
+    (project / "test" / "math.test.js").write_text(TESTS + twice)
+    assert run(project).passed() == {*ADDS, MULTIPLIES}
+    failing = "test('top level add', () => { assert.strictEqual(add(2, 2), 5); });\n"
+    (project / "test" / "math.test.js").write_text(TESTS + failing)
+    shared = run(project)
+    assert not shared.tampered and shared.outcomes[ADDS[1]] == "failed"
+    assert shared.passed() == {ADDS[0], MULTIPLIES}
+
+
+def test_module_hooks_cannot_be_registered_in_the_test_process(project):
+    # in-thread hooks (Node 22.15+) would rewrite every module loaded after them
+    hooks = "require('node:module').registerHooks({ load: (url, context, next) => next(url) });\n"
+    (project / "src" / "math.js").write_text(BROKEN + hooks + EXPORTS)
+    assert "module.registerHooks" in run(project).tampered
+
+
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_code_under_test_cannot_forge_a_pass(project, attack):
     (project / "src" / "math.js").write_text(BROKEN + ATTACKS[attack] + EXPORTS)
@@ -231,7 +249,8 @@ def test_without_root_the_tests_run_confined_and_read_alike(open_dir):
     (tree / "test" / "math.test.js").write_text(TESTS)
     for path in [open_dir, *open_dir.rglob("*")]:
         os.chown(path, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-    user = {"PATH": "/usr/bin:/bin", "HOME": str(open_dir), "PYTHONPATH": str(runtime)}
+    node = f"{node_runner.NODE_HOME}/bin:" if node_runner.NODE_HOME else ""  # the install's
+    user = {"PATH": f"{node}/usr/bin:/bin", "HOME": str(open_dir), "PYTHONPATH": str(runtime)}
     drop = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}"]
     done = subprocess.run(
         [*drop, "--clear-groups", "/usr/bin/python3", "-c", AS_USER, str(tree)],
@@ -242,7 +261,7 @@ def test_without_root_the_tests_run_confined_and_read_alike(open_dir):
     )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.splitlines()[-1])
-    assert seen == {"passed": [MULTIPLIES], "tampered": "", "isolated": True}
+    assert seen == {"passed": [MULTIPLIES], "tampered": "", "isolated": True}, done.stderr
 
 
 def test_node_comes_with_the_install_not_the_machine():

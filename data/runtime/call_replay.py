@@ -56,7 +56,7 @@ def record_calls(sandbox: Sandbox, env: Path, tests: list[str]) -> list[Call]:
     args = [str(listed), "--", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
     args += [f"--rootdir={sandbox.tree}", f"--confcutdir={sandbox.tree}"]
     stream, completed = run_boot_script(sandbox, env, "record.py", args)
-    return _records(stream, completed)[:MAX_CALLS]
+    return recorded_lines(stream, completed)[:MAX_CALLS]
 
 
 def replay_calls(tree: Path, env: Path, calls: list[Call], limits: Limits) -> Replayed:
@@ -113,7 +113,7 @@ def _not_an_answer(record: object, number: int, count: int) -> str:
     return ""
 
 
-def _records(stream: bytes, completed: Completed) -> list[dict[str, Any]]:
+def recorded_lines(stream: bytes, completed: Completed) -> list[dict[str, Any]]:
     """The JSON lines of a recording's `stream`; raises ReplayError where the run did not end
     well or a line is not a record."""
     records = []

@@ -15,6 +15,7 @@ SKIPPED_FOLDERS = (".git", "node_modules")  # never part of a project's own file
 
 class Language(Protocol):
     name: str
+    runner: str  # what runs its tests: "pytest" or "node" (`data.runtime.test_runners`)
     markers: tuple[str, ...]  # files at a project's root that say it is one
     fence: str  # the info string of a fenced block of its source
     comment: str  # how a line comment starts (a shown file's `file:` header)
@@ -35,6 +36,7 @@ class Python:
     replayed commit's start has them, its reference patch does not)."""
 
     name = "python"
+    runner = "pytest"
     markers = ("pyproject.toml", "setup.py", "setup.cfg")
     fence = "python"
     comment = "#"
@@ -63,31 +65,35 @@ class JavaScript:
     and the files under `test/`, `tests/` and `__tests__/` folders (fixtures and data)."""
 
     name = "javascript"
+    runner = "node"
     markers = ("package.json",)
     fence = "javascript"
     comment = "//"
     stub = 'throw new Error("not implemented");'
-    suffixes = (".js", ".mjs", ".cjs")
+    own_suffixes: tuple[str, ...] = (".js", ".mjs", ".cjs")  # files written in it
+    suffixes: tuple[str, ...] = own_suffixes  # files of its projects: it and what they may hold
     test_folders = ("test", "tests", "__tests__")
-    runnable_name = re.compile(r"(.+[.\-_]test|test-.+|test)\.[cm]?js")
-    spec_name = re.compile(r".+\.spec\.[cm]?js")  # other runners' name for a test file
 
     def is_test_file(self, path: str) -> bool:
         parts = PurePosixPath(path).parts
         if any(part in self.test_folders for part in parts[:-1]):
             return True
-        return self.is_runnable_test(path) or bool(self.spec_name.fullmatch(parts[-1]))
+        return self.is_runnable_test(path) or bool(self._named(r".+\.spec", parts[-1]))
 
     def is_runnable_test(self, path: str) -> bool:
         """Whether Node's test runner runs `path` when given no file names."""
         parts = PurePosixPath(path).parts
         if any(part in SKIPPED_FOLDERS for part in parts) or not path.endswith(self.suffixes):
             return False
-        return "test" in parts[:-1] or bool(self.runnable_name.fullmatch(parts[-1]))
+        return "test" in parts[:-1] or self._named(r"(.+[.\-_]test|test-.+|test)", parts[-1])
+
+    def _named(self, stem: str, name: str) -> bool:
+        """Whether the file name `name` is `stem` with one of this language's suffixes."""
+        return any(re.fullmatch(stem + re.escape(suffix), name) for suffix in self.suffixes)
 
     def is_source_file(self, path: str) -> bool:
         parts = PurePosixPath(path).parts
-        if any(part in SKIPPED_FOLDERS for part in parts):
+        if any(part in SKIPPED_FOLDERS for part in parts) or path.endswith(DECLARATIONS):
             return False
         return path.endswith(self.suffixes) and not self.is_test_file(path)
 
@@ -95,14 +101,33 @@ class JavaScript:
         return any(f in self.markers for f in files)
 
 
-LANGUAGES: tuple[Language, ...] = (Python(), JavaScript())
+DECLARATIONS = (".d.ts", ".d.mts", ".d.cts")  # TypeScript's type declarations: no code
+
+
+class TypeScript(JavaScript):
+    """A Node project written in TypeScript that Node runs by stripping its types (no build
+    step), tested with Node's test runner: as JavaScript, with `.ts`, `.mts` and `.cts` files
+    too (a TypeScript project may hold JavaScript). It is one where `package.json` sits at the
+    root beside a `tsconfig.json` or a TypeScript source file."""
+
+    name = "typescript"
+    fence = "typescript"
+    own_suffixes = (".ts", ".mts", ".cts")
+    suffixes = (*own_suffixes, *JavaScript.own_suffixes)
+
+    def detect(self, files: list[str]) -> bool:
+        typed = any(f.endswith(self.own_suffixes) and self.is_source_file(f) for f in files)
+        return super().detect(files) and ("tsconfig.json" in files or typed)
+
+
+LANGUAGES: tuple[Language, ...] = (Python(), TypeScript(), JavaScript())
 
 
 def detect_language(files: list[str]) -> Language | None:
-    """The language of a tree with these files: the first whose marker file is at its root,
-    else the first with a source file among them."""
+    """The language of a tree with these files: the first whose marker file is at its root
+    and that recognises the tree, else the first with a source file among them."""
     at_root = {f for f in files if "/" not in f}
-    marked = [lang for lang in LANGUAGES if at_root & set(lang.markers)]
+    marked = [lang for lang in LANGUAGES if at_root & set(lang.markers) and lang.detect(files)]
     return marked[0] if marked else next((lang for lang in LANGUAGES if lang.detect(files)), None)
 
 
@@ -136,5 +161,7 @@ def is_any_test_file(path: str) -> bool:
 
 def of_path(path: str) -> Language:
     """The language a source file at `path` is written in (Python for any other file)."""
-    javascript = JavaScript()
-    return javascript if path.endswith(javascript.suffixes) else Python()
+    return next(
+        (lang for lang in (TypeScript(), JavaScript()) if path.endswith(lang.own_suffixes)),
+        Python(),
+    )

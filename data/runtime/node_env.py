@@ -42,6 +42,22 @@ def declared_dependencies(tree: Path) -> dict[str, str]:
     return declared
 
 
+def copies_in(modules: Path, tree: Path) -> list[str]:
+    """Where `modules` (a `node_modules` folder) holds a copy of the package checked out at
+    `tree` (one of the same name, at any depth: a dependency that depends on it, or the package
+    itself pinned as its own dependency), as paths under it. An attempt replayed beside such a
+    copy could import it and hand it every call."""
+    manifest = tree / "package.json"
+    try:
+        name = json.loads(manifest.read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(name, str) or not name:
+        return []
+    found = [modules / name, *modules.glob(f"**/node_modules/{name}")]
+    return sorted(str(path.relative_to(modules)) for path in found if path.is_dir())
+
+
 def ensure_node_modules(tree: Path) -> Path | None:
     """The `node_modules` folder with the dependencies `tree` declares, installed now if it
     does not exist yet; None when it declares none."""

@@ -19,7 +19,7 @@ A file's run is believed only when its end record agrees with the process: the r
 once, every test that started finished, exit 0 means no failure and exit 1 some. A file whose
 run is incomplete (a crash, `process.exit` mid-test, a time-out, a load error) passes none of
 its tests; a run with any sign of tampering passes no test at all. Test ids are
-`test/file.test.js::suite > test name`.
+`test/file.test.js::suite > test name`; tests that share one pass only where each passed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from .languages import JavaScript, project_files
+from .languages import JavaScript, project_files, tree_language
 from .python_env import EnvError
 from .sandbox import Completed, Sandbox
 from .test_run import Outcome, StreamReader, TestRun
@@ -54,7 +54,9 @@ def _packaged_node() -> Path | None:
 
 NODE_HOME = _packaged_node()  # the same Node.js on every machine; else the one on PATH
 NODE = str(NODE_HOME / "bin" / "node") if NODE_HOME else shutil.which("node") or "/usr/bin/node"
-MIN_NODE = 20  # the permission model and the test runner's reporters as used here
+# what a sandbox must be able to read for `NODE` to start: its installation's folder
+NODE_INSTALL = NODE_HOME or Path(os.path.realpath(NODE)).parents[1]
+MIN_NODE = 24  # the permission model, module hooks (the calls' record), TypeScript's types stripped
 GUARD = Path(__file__).resolve().parent / "node_boot" / "guard.mjs"
 OUTCOMES = {"passed", "failed", "skipped", "todo"}
 
@@ -79,9 +81,7 @@ def run_node_tests(
     tree = sandbox.tree
     files = sorted({test.split("::")[0] for test in tests}) if tests else runnable_test_files(tree)
     boot = sandbox.provide("node-boot", [GUARD])
-    linked = tree / "node_modules"
-    if modules is not None and not linked.exists() and not linked.is_symlink():
-        linked.symlink_to(modules)  # read-only, shared: see `data.runtime.node_env`
+    link_modules(tree, modules)
     outcomes: dict[str, Outcome] = {}
     runs: list[Completed] = []
     notes: list[str] = []
@@ -132,8 +132,10 @@ def _major(version: str) -> int:
 
 
 def runnable_test_files(tree: Path) -> list[str]:
-    """The files Node's test runner would run in `tree` (relative paths, sorted)."""
-    language = JavaScript()
+    """The files Node's test runner would run in `tree` (relative paths, sorted): TypeScript's
+    too in a TypeScript project."""
+    found = tree_language(tree)
+    language = found if isinstance(found, JavaScript) else JavaScript()
     return [path for path in project_files(tree) if language.is_runnable_test(path)]
 
 
@@ -153,7 +155,7 @@ def _run_file(
             env={"FOUNDRY_KEY_FD": str(key_read), "FOUNDRY_OUT_FD": str(out_write)},
             timeout_s=timeout_s,
             pass_fds=(key_read, out_write),
-            readable=(*readable, *([NODE_HOME] if NODE_HOME else [])),
+            readable=(*readable, NODE_INSTALL),
         )
     finally:
         os.close(out_write)
@@ -169,15 +171,9 @@ def _argv(sandbox: Sandbox, boot: Path, path: str, readable: tuple[Path, ...]) -
     nonce = secrets.token_hex(16)
     module = f'/*{nonce}*/import{{claim}}from"{guard}";export default claim();'
     url = "data:text/javascript," + urllib.parse.quote(module, safe="")
-    writable = [sandbox.tree, sandbox.root / "tmp", sandbox.root / "home"]
-    permission = "--permission" if node_major() >= 23 else "--experimental-permission"
     return [
         NODE,
-        permission,
-        *(f"--allow-fs-read={folder}/" for folder in [*writable, boot, *readable]),
-        *(f"--allow-fs-write={folder}/" for folder in writable),
-        "--disable-wasm-trap-handler",  # WebAssembly memory within the sandbox's address space
-        "--no-warnings=ExperimentalWarning",
+        *confined(sandbox, (boot, *readable)),
         "--import",
         url,
         f"--test-reporter={url}",
@@ -186,6 +182,29 @@ def _argv(sandbox: Sandbox, boot: Path, path: str, readable: tuple[Path, ...]) -
         "--test-reporter-destination=stderr",
         path,  # run as a script: its tests report through the reporters above
     ]
+
+
+def confined(sandbox: Sandbox, readable: tuple[Path, ...]) -> list[str]:
+    """Node's options for code of the repository's: the permission model (it reads and writes
+    its tree, home and tmp folders and reads `readable`; no child processes, workers, addons or
+    inspector), WebAssembly kept within the sandbox's address space, no experimental warnings."""
+    writable = [sandbox.tree, sandbox.root / "tmp", sandbox.root / "home"]
+    permission = "--permission" if node_major() >= 23 else "--experimental-permission"
+    return [
+        permission,
+        *(f"--allow-fs-read={folder}/" for folder in [*writable, *readable]),
+        *(f"--allow-fs-write={folder}/" for folder in writable),
+        "--disable-wasm-trap-handler",  # WebAssembly memory within the sandbox's address space
+        "--no-warnings=ExperimentalWarning",
+    ]
+
+
+def link_modules(tree: Path, modules: Path | None) -> None:
+    """Give `tree` its dependencies: `modules`, linked read-only where it has no `node_modules`
+    of its own (`data.runtime.node_env`)."""
+    linked = tree / "node_modules"
+    if modules is not None and not linked.exists() and not linked.is_symlink():
+        linked.symlink_to(modules)
 
 
 def read_stream(stream: bytes, key: str, completed: Completed, absolute: str, path: str) -> FileRun:
@@ -217,14 +236,18 @@ def read_stream(stream: bytes, key: str, completed: Completed, absolute: str, pa
                 run.tampered = f"a test reported from {record.get('file')}, not {path}"
                 return run
             test = f"{path}::{record.get('path')}"
-            if test in run.outcomes:
-                run.tampered = f"{test} reported twice"
-                return run
-            run.outcomes[test] = "skipped" if event == "todo" else event
+            outcome = "skipped" if event == "todo" else event
+            run.outcomes[test] = worst(run.outcomes.get(test, outcome), outcome)
     run.incomplete = _incomplete(end, completed)
     if not run.incomplete and completed.exit_code == 0 and end and end.get("failed"):
         run.tampered = f"the process exited 0 with {end['failed']} failed tests"
     return run
+
+
+def worst(one: Outcome, other: Outcome) -> Outcome:
+    """The outcome of a test id two tests share (a file may name two tests alike, and code under
+    test may register a passing one under a failing one's name): the worse of theirs."""
+    return min(one, other, key=lambda outcome: {"passed": 2, "skipped": 1}.get(outcome, 0))
 
 
 def _incomplete(end: dict | None, completed: Completed) -> str:

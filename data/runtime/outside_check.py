@@ -18,8 +18,10 @@ compute by behaving like the reference:
   each result is compared here with the reference's. The expected results never enter a
   sandbox, and the tests that could give them away are not in the tree the calls run in.
 
-Where no call tells start and reference apart, a Python task has no outside check and cannot be
-passed; the gold self-check rejects it. Trees of other languages have no oracle yet (None).
+The same holds for JavaScript and TypeScript trees (`data.runtime.node_calls`): the calls are
+those the test files make into the functions the tree's modules export, in the same JSON forms.
+Where no call tells start and reference apart, a task has no outside check and cannot be
+passed; the gold self-check rejects it.
 """
 
 from __future__ import annotations
@@ -167,10 +169,11 @@ def _pairs(names: list, values: list) -> list[list]:
 
 
 def nudged(form: object) -> object:
-    """The encoded value `form` (`pytest_boot/values.py`) changed a little, or None where it has
-    nothing to change: a number plus one; a string's or bytes' last digit, letter or byte turned;
-    a date, time or duration a day (a minute) on; in a list, tuple, set, dict, named tuple or
-    dataclass, the last item (value, field) that can be nudged, nudged."""
+    """The encoded value `form` (`pytest_boot/values.py`, `node_boot/values.mjs`) changed a
+    little, or None where it has nothing to change: a number (a bigint too) plus one; a
+    string's or bytes' last digit, letter or byte turned; a date, time or duration a day (a
+    minute) on; in a list, tuple, set, dict, map, named tuple or dataclass, the last item
+    (value, field) that can be nudged, nudged."""
     if type(form) is int:
         return form + 1
     if isinstance(form, str):
@@ -237,9 +240,10 @@ def _in_set(form: dict) -> dict | None:
 
 
 def _in_dict(form: dict) -> dict | None:
-    keys = [key for key, _ in form["dict"]]
-    values = _last_nudged([value for _, value in form["dict"]])
-    return None if values is None else {"dict": _pairs(keys, values)}
+    tag = "dict" if "dict" in form else "map"
+    keys = [key for key, _ in form[tag]]
+    values = _last_nudged([value for _, value in form[tag]])
+    return None if values is None else {tag: _pairs(keys, values)}
 
 
 def _in_fields(form: dict) -> dict | None:
@@ -260,6 +264,7 @@ _NUDGES: dict[str, Callable[[dict], dict | None]] = {
     "float": lambda f: {"float": repr(float(f["float"]) + 1.0)},
     "decimal": lambda f: {"decimal": str(Decimal(f["decimal"]) + 1)},
     "fraction": lambda f: {"fraction": str(Fraction(f["fraction"]) + 1)},
+    "bigint": lambda f: {"bigint": str(int(f["bigint"]) + 1)},
     "complex": lambda f: {"complex": repr(complex(f["complex"]) + 1)},
     "bytes": _bytes_turned,
     "datetime": _later,
@@ -270,6 +275,7 @@ _NUDGES: dict[str, Callable[[dict], dict | None]] = {
     "tuple": _in_sequence,
     "set": _in_set,
     "dict": _in_dict,
+    "map": _in_dict,
     "dataclass": _in_fields,
     "namedtuple": _in_items,
 }
@@ -358,14 +364,25 @@ def _same_form(a: dict, b: dict) -> bool:
         if tag in a:
             items = b.get("list", b.get("tuple"))
             return isinstance(items, list) and _same_items(a[tag], items)
-    if "dict" in a:
-        return "dict" in b and _same_unordered(a["dict"], b["dict"])
+    for tag in ("dict", "map"):
+        if tag in a:
+            return tag in b and _same_unordered(a[tag], b[tag])
+    if "promise" in a:
+        return isinstance(b.get("promise"), dict) and _same_settled(a["promise"], b["promise"])
     if "set" in a:
         return "set" in b and _same_unordered(a["set"], b["set"])
     for tag, state in (("dataclass", "fields"), ("namedtuple", "items"), ("object", "state")):
         if tag in a:
             return b.get(tag) == a[tag] and same_value(a.get(state), b.get(state))
     return a == b
+
+
+def _same_settled(a: dict, b: dict) -> bool:
+    """Whether two promises settled alike: resolved to the same value, or rejected with an
+    error of the same classes."""
+    if "resolves" in a:
+        return set(b) == {"resolves"} and same_value(a["resolves"], b["resolves"])
+    return set(b) == {"rejects"} and b["rejects"] == a.get("rejects")
 
 
 def _same_items(a: list, b: list) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .call_replay import Call, Replayed, record_calls, replay_calls
+from .call_replay import Call, Replayed
 from .edits import Edits, apply_edits, apply_patch
 from .sandbox import Completed, Limits, Sandbox
 from .test_run import TestRun
@@ -64,12 +64,9 @@ def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limit
     step's edits do not apply, the steps after it are not taken."""
     trials: list[Trial] = []
     suite = test_suite(tree)
-    replayable = suite.language.name == "python" and suite.environment is not None
 
     def replayed(sandbox: Sandbox, calls: list[Call] | None) -> Replayed | None:
-        if not calls or not replayable:
-            return None
-        return replay_calls(sandbox.tree, suite.environment, calls, limits)
+        return suite.replay_calls(sandbox.tree, calls, limits) if calls else None
 
     with Sandbox(tree, limits) as sandbox:
         _own_patch(sandbox, "start.patch", start_patch)
@@ -84,9 +81,7 @@ def steps_in_tree(tree: Path, start_patch: str, steps: list[Step], limits: Limit
                 return [*trials, Trial(None, None, after, before)]
             _own_patch(sandbox, f"tests-{index}.patch", step.test_patch)
             if step.record:
-                env = suite.environment
-                recorded = record_calls(sandbox, env, step.tests) if replayable else None
-                trials.append(Trial(None, recorded=recorded))
+                trials.append(Trial(None, recorded=suite.record_calls(sandbox, step.tests)))
             elif not step.run_tests:
                 trials.append(Trial(None, None, after, before))
             else:

@@ -57,6 +57,13 @@ def unpack(bundle: Path, dest: Path) -> Path:
     return dest
 
 
+def is_node_project(bundle: Path) -> bool:
+    """Whether the tree in `bundle` is a Node project (a `package.json` at its root): its tests
+    need Node.js."""
+    with tarfile.open(bundle, mode="r:gz") as tar:
+        return "package.json" in tar.getnames()
+
+
 def _members(tree: Path) -> list[Path]:
     found: list[Path] = []
     for folder, dirs, files in os.walk(tree):

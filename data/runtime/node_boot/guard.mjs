@@ -86,7 +86,9 @@ const refuse = (what) => function refused() { tamper(what); throw new Error(`${w
 for (const name of ['getHeapSnapshot', 'writeHeapSnapshot', 'setHeapSnapshotNearHeapLimit', 'getHeapCodeStatistics']) {
   if (name in v8) defineProperty(v8, name, { __proto__: null, value: refuse(`v8.${name}`), writable: false, configurable: false });
 }
-defineProperty(Module, 'register', { __proto__: null, value: refuse('module.register'), writable: false, configurable: false });
+for (const name of ['register', 'registerHooks']) {
+  defineProperty(Module, name, { __proto__: null, value: refuse(`module.${name}`), writable: false, configurable: false });
+}
 defineProperty(process, 'report', { __proto__: null, value: freeze({ __proto__: null, getReport: refuse('process.report'), writeReport: refuse('process.report') }), configurable: false, writable: false });
 Module.syncBuiltinESMExports();
 
