@@ -25,12 +25,11 @@ from data.runtime.code_grading import Graded
 from data.runtime.edits import Edits
 from data.runtime.languages import of_path
 from data.runtime.outside_check import Oracle, oracles
-from data.runtime.python_env import copies_in
 from data.runtime.sandbox import Limits
 from data.runtime.trial import Step, Trial
-from harnesses.workspace import environment_of, files_around_last, files_at_start, try_steps
-from judges.redteam.code_attacks import ADMISSION, admission_attacks
+from harnesses.workspace import copies_of, files_around_last, files_at_start, try_steps
 from judges.redteam.grading import as_first_step, attacked
+from judges.redteam.suites import admission_attacks_for
 from judges.rewards import columns_of, completion_text, trainer_task
 from judges.score import Score
 from judges.verifier_types import verifier_type
@@ -192,8 +191,8 @@ class UnitTests:
             detail = f"{len(golds) - len(failed)} of {len(golds)} runs: {failed[0]}"
             return admission.failed("fresh_runs", "reference_flaky", detail, share)
         if any(check is None for check in checks):
-            why = "its tests' calls could not be recorded (a tree other than Python's): nothing"
-            why += " outside the test process checks an attempt, so its records could be forged"
+            why = "its tests' calls could not be recorded: nothing outside the test process"
+            why += " checks an attempt, so its records could be forged"
             return admission.failed("outside_check", "no_outside_check", why)
         admission.passed("fresh_runs", f"reference passed {len(golds)} fresh runs", share)
         unchecked = next((c.judged(None) for c in checks if c is not None and not c.calls), "")
@@ -230,13 +229,13 @@ class UnitTests:
             detail = f"its tests killed 0 of {tried} mutants of the reference"
             return admission.failed("mutants", "tests_kill_no_mutant", detail, 0.0)
         admission.passed("mutants", f"tests killed {killed} of {tried} mutants", killed / tried)
-        paid, unrun = await asyncio.to_thread(self._red_team, task, files, checks)
+        paid, unrun, tried = await asyncio.to_thread(self._red_team, task, files, checks)
         if paid:
             return admission.failed("red_team", "red_team_scores", paid)
         if unrun:
             why = f"not shown to have run: {unrun}"
             return admission.not_run("red_team", "red_team_not_run", why)
-        admission.passed("red_team", f"{len(ADMISSION) + 1} red-team attacks ran and scored 0")
+        admission.passed("red_team", f"{tried} red-team attacks ran and scored 0")
         return admission
 
     def mutants_killed(
@@ -259,11 +258,10 @@ class UnitTests:
 
     def copies_elsewhere(self, task: Task, checks: list[Oracle | None]) -> str:
         """Where the test environment holds another copy of a module the outside check calls
-        into (`data.runtime.python_env.copies_in`), or ""."""
+        into (`TestSuite.copies_in`), or ""."""
         assert task.workspace is not None  # a code task carries its workspace
-        env = environment_of(self.mirrors[task.workspace.repo_id], task.workspace)
         modules = sorted({call["module"] for c in checks if c is not None for call in c.calls})
-        found = [path for module in modules for path in copies_in(env, module)] if env else []
+        found = copies_of(self.mirrors[task.workspace.repo_id], task.workspace, modules)
         return ", ".join(found[:3])
 
     def _start(self, task: Task, reference: list[Edits | None]) -> tuple[dict, dict]:
@@ -275,23 +273,24 @@ class UnitTests:
 
     def _red_team(
         self, task: Task, files: dict[str, str], checks: list[Oracle | None]
-    ) -> tuple[str, str]:
-        """The red team's admission attacks on a Python task (made as a sequence's first step):
-        the first that scored and why (or ""), and those not seen to run (or "")."""
+    ) -> tuple[str, str, int]:
+        """The red team's admission attacks on a task, in its language (made as a sequence's
+        first step): the first that scored and why (or ""), those not seen to run (or ""), and
+        how many were tried."""
         check = checks[0]
         if check is None:
-            return "", "no outside check to attack"
+            return "", "no outside check to attack", 0
         points, trier = checkpoints_of(task), self.trier(task)
-        unrun = []
-        for attack in admission_attacks(check.shown):
+        unrun, attacks = [], admission_attacks_for(files, check.shown)
+        for attack in attacks:
             if len(points) > 1:
                 attack = as_first_step(attack)
             got = attacked(attack, files, task.answer, points, trier, checks, until_decided=True)
             if got.reward > 0.0:
-                return f"{attack.name}: {got.why}", ""
+                return f"{attack.name}: {got.why}", "", len(attacks)
             if not got.ran:
                 unrun.append(attack.name)
-        return "", "; ".join(unrun)
+        return "", "; ".join(unrun), len(attacks)
 
     def score(self, task: Task, edits: list[Edits | None]) -> Score:
         """Apply each step's `edits` (None: nothing) to the task's workspace, each followed by

@@ -1,6 +1,7 @@
 """Code tasks from the bundled JavaScript repository (`parcelrate`, tested with Node's test
 runner): commit replay, function rebuild and bug fix through the same stages as Python, its
-tests run in the sandbox with no network, the gold self-check, calibration and export."""
+tests run in the sandbox with no network, every admission gate (the outside check and the red
+team's Node attacks among them), calibration and export."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
+from data.gates import GATE_ORDER
 from data.git import git
 from data.repos import ingest_repo
 from data.sample_repo import PARCELRATE, build_sample_repo
@@ -80,24 +82,26 @@ def test_replayed_commits_have_their_node_tests_as_fail_to_pass(js_run):
     )
 
 
-def test_javascript_tasks_are_kept_out_until_a_pass_can_rest_on_an_outside_check(js_run):
-    # the Node runner's outcome records come from the process that runs the attempt's code,
-    # and no recorder replays a JavaScript tree's calls outside it yet (docs/reward-integrity.md)
+def test_javascript_tasks_pass_every_admission_gate_and_are_exported(js_run):
+    # a pass rests on the outside check: the tests' calls into the tree's exports, recorded on
+    # the reference and replayed on the attempt without its tests (docs/reward-integrity.md)
     ctx, _, rows, _ = js_run
     rows_ = ctx.lake.rows("SELECT * FROM status WHERE stage = 'verify'")
     verify = {r["item_id"]: r for r in rows_}
     tasks = ctx.lake.records("tasks")
     for kind in ("commit_replay", "function_rebuild", "bug_fix"):
-        made = [t for t in tasks if t.kind == kind]
-        assert made, kind
-        assert all(verify[t.task_id]["reason"] == "no_outside_check" for t in made), kind
-        assert all("could be forged" in verify[t.task_id]["detail"] for t in made), kind
-    assert not rows  # nothing exported
-    gates = ctx.lake.rows("SELECT gate, passed FROM gates")
-    assert gates and {(g["gate"], g["passed"]) for g in gates} == {
-        ("reference", True),
-        ("outside_check", False),
-    }
+        admitted = [t for t in tasks if t.kind == kind and t.task_id in verify]
+        assert any(verify[t.task_id]["reason"] == "gold_self_check_passed" for t in admitted), kind
+    red_team = "SELECT task_id FROM gates WHERE gate = 'red_team' AND passed"
+    passed = {g["task_id"] for g in ctx.lake.rows(red_team)}
+    assert passed
+    gates = ctx.lake.rows("SELECT task_id, gate, passed, ran, detail FROM gates")
+    for task_id in passed:
+        own = {g["gate"]: g for g in gates if g["task_id"] == task_id}
+        assert set(own) == set(GATE_ORDER) and all(g["passed"] and g["ran"] for g in own.values())
+        assert own["red_team"]["detail"] == "4 red-team attacks ran and scored 0"
+    exported = {row["kind"] for row in rows}
+    assert {"commit_replay", "function_rebuild", "bug_fix"} <= exported
     rebuild = next(t for t in tasks if t.kind == "function_rebuild")
     assert "```javascript\n// file: src/" in rebuild.question
     assert 'it is now only `throw new Error("not implemented");`' in rebuild.question

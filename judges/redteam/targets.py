@@ -1,5 +1,5 @@
-"""The tasks of a lake the red team attacks: every Python code task that passed its gold
-self-check, or one per family."""
+"""The tasks of a lake the red team attacks: every code task (Python, JavaScript or TypeScript)
+that passed its gold self-check, or one per family."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from data.lake import Lake
 from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, Task, ToolCallsSpec
 from data.runtime.edits import parse_edits
 from harnesses.workspace import files_at_start
-from judges.redteam.code_attacks import ATTACKS, CodeAttack, hard_coded
+from judges.redteam.code_attacks import CodeAttack
 from judges.redteam.run import CodeTarget
+from judges.redteam.suites import code_attacks
 from judges.unit_tests import UnitTests, checkpoints_of
 
 PASSED = "gold_self_check_passed"
@@ -48,7 +49,7 @@ def code_targets(
     tasks: list[Task], unit_tests: UnitTests, every_task: bool = False
 ) -> tuple[list[tuple[CodeTarget, list[CodeAttack]]], list[str]]:
     """The targets among `tasks` (one per family unless `every_task`), each with its attacks,
-    and why the others are not attacked (a JavaScript tree, a commit sequence)."""
+    and why the others are not attacked (no outside check, a commit sequence)."""
     targets, skipped, seen = [], [], set()
     for task in tasks:
         if task.kind in seen and not every_task:
@@ -59,7 +60,7 @@ def code_targets(
             continue
         checks = unit_tests.checks(task)
         if checks[0] is None:
-            skipped.append(f"{task.kind} {task.task_id}: not a Python tree (no outside check)")
+            skipped.append(f"{task.kind} {task.task_id}: no outside check")
             continue
         assert task.workspace is not None  # code tasks carry their workspace
         mirror = unit_tests.mirrors[task.workspace.repo_id]
@@ -67,6 +68,6 @@ def code_targets(
         files, _ = files_at_start(mirror, task.workspace, paths, unit_tests.limits)
         trier = unit_tests.trier(task)
         target = CodeTarget(task.task_id, task.kind, files, task.answer, points, trier, checks)
-        targets.append((target, [*ATTACKS, hard_coded(checks[0].shown)]))
+        targets.append((target, code_attacks(files, checks[0].shown)))
         seen.add(task.kind)
     return targets, skipped
