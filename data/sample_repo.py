@@ -1,7 +1,8 @@
 """The bundled sample repositories, each kept as its git patch series under `data/samples/` and
 rebuilt with fixed identities and dates, so its commit ids are the same on every machine and no
-network is needed: `ledgerline`, a small Python package tested with pytest, and `parcelrate`, a
-small JavaScript package tested with Node's test runner."""
+network is needed: `ledgerline`, a small Python package tested with pytest, `parcelrate`, a
+small JavaScript package tested with Node's test runner, and `tabshare`, a small TypeScript
+package that Node 24 runs by type stripping alone, tested with Node's test runner too."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ LEDGERLINE = SampleRepo("ledgerline", SAMPLES / "repo", ("Mara Ellison", "mara@l
 PARCELRATE = SampleRepo(
     "parcelrate", SAMPLES / "parcelrate", ("Noor Castell", "noor@parcelrate.example")
 )
+TABSHARE = SampleRepo("tabshare", SAMPLES / "tabshare", ("Ilse Marrow", "ilse@tabshare.example"))
 
 
 def build_sample_repo(dest: Path, sample: SampleRepo = LEDGERLINE) -> Path:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ def checkpoints_of(task: Task) -> list[code_grading.Point]:
 
 FRESH_RUNS = 3  # the reference must pass on each: a flaky task is not admitted
 MUTANTS = 3  # mutants of the reference its tests are tried on: killing none keeps a task out
+MUTANT_WALL_S = 60.0  # a mutant's run past this is killed: its tests did not pass
 Mutate = Callable[[dict[str, str], dict[str, str], int], list[dict[str, str]]]
 
 
@@ -248,7 +249,9 @@ class UnitTests:
         mirror = self.mirrors[task.workspace.repo_id]
         steps = [e for e in reference if e is not None]
         before, after = files_around_last(mirror, task.workspace, steps, self.limits)
-        points, trier = checkpoints_of(task), self.trier(task)
+        # a mutant that loops for ever is killed at MUTANT_WALL_S, not at the verifier's limit
+        capped = replace(self.limits, wall_s=min(self.limits.wall_s, MUTANT_WALL_S))
+        points, trier = checkpoints_of(task), self.trier(task, capped)
         killed, mutants = 0, mutate(before, after, MUTANTS)
         for files in mutants:
             attempt: list[Edits | None] = [*steps[:-1], Edits(files=files)]
@@ -299,15 +302,17 @@ class UnitTests:
         points, trier, checks = checkpoints_of(task), self.trier(task), self.checks(task)
         return Score(*code_grading.score_edits(edits, points, trier, checks, until_decided=True))
 
-    def trier(self, task: Task) -> code_grading.TrySteps:
-        """Steps tried on `task`'s workspace rebuilt from its mirror, a sandbox slot held."""
+    def trier(self, task: Task, limits: Limits | None = None) -> code_grading.TrySteps:
+        """Steps tried on `task`'s workspace rebuilt from its mirror, a sandbox slot held,
+        under `limits` (default: the verifier's)."""
 
         def tried(steps: list[Step]) -> list[Trial]:
             workspace = task.workspace
             if workspace is None or workspace.repo_id not in self.mirrors:
                 raise LookupError(f"task {task.task_id}: its repository is not in the lake")
             with self._slots:
-                return try_steps(self.mirrors[workspace.repo_id], workspace, steps, self.limits)
+                mirror = self.mirrors[workspace.repo_id]
+                return try_steps(mirror, workspace, steps, limits or self.limits)
 
         return tried
 
