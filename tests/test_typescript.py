@@ -62,4 +62,4 @@ def test_typescript_tasks_pass_every_admission_gate_and_are_exported(tmp_path):
     rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
     code = [r for r in rows if r["kind"] in ("commit_replay", "function_rebuild", "bug_fix")]
     assert code, [r["kind"] for r in rows]
-    assert any("```typescript" in r["question"] or ".ts" in r["question"] for r in code)
+    assert any(".ts" in str(r["prompt"]) for r in code)  # its files are TypeScript
