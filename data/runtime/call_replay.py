@@ -62,17 +62,23 @@ def record_calls(sandbox: Sandbox, env: Path, tests: list[str]) -> list[Call]:
 def replay_calls(tree: Path, env: Path, calls: list[Call], limits: Limits) -> Replayed:
     """Make `calls` in order on a copy of `tree` without its test files: each one's result
     (None where the process ended before it)."""
-    inputs = [{k: call[k] for k in ("module", "function", "args", "kwargs")} for call in calls]
     with Sandbox(tree, limits) as sandbox:
-        for path in project_files(sandbox.tree):
-            if is_any_test_file(path):
-                (sandbox.tree / path).unlink()
-        listed = sandbox.write("calls.json", json.dumps(inputs))
+        listed = questions_for(sandbox, calls)
         stream, completed = run_boot_script(
             sandbox, env, "replay.py", [str(listed)], min(limits.wall_s, REPLAY_TIMEOUT_S)
         )
     results, tampered = answers(stream, len(calls))
     return Replayed(results, completed.stderr, tampered)
+
+
+def questions_for(sandbox: Sandbox, calls: list[Call]) -> Path:
+    """Ready the sandbox to replay `calls`: every test file removed from its tree, and the
+    calls' inputs (never their results) written to the file the replay reads, returned."""
+    for path in project_files(sandbox.tree):
+        if is_any_test_file(path):
+            (sandbox.tree / path).unlink()
+    inputs = [{k: call[k] for k in ("module", "function", "args", "kwargs")} for call in calls]
+    return sandbox.write("calls.json", json.dumps(inputs))
 
 
 def answers(stream: bytes, count: int) -> tuple[list[Result | None], str]:

@@ -16,7 +16,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .call_replay import MAX_CALLS, REPLAY_TIMEOUT_S, Call, Replayed, answers, recorded_lines
+from .call_replay import (
+    MAX_CALLS,
+    REPLAY_TIMEOUT_S,
+    Call,
+    Replayed,
+    answers,
+    questions_for,
+    recorded_lines,
+)
 from .languages import is_any_test_file, project_files
 from .node_runner import GUARD, NODE, NODE_INSTALL, confined, link_modules, runnable_test_files
 from .sandbox import Completed, Limits, Sandbox
@@ -52,13 +60,9 @@ def replay_node_calls(
 ) -> Replayed:
     """Make `calls` in order on a copy of `tree` without its test files: each one's result
     (None where the process ended before it)."""
-    inputs = [{k: call[k] for k in ("module", "function", "args", "kwargs")} for call in calls]
     with Sandbox(tree, limits) as sandbox:
-        for path in project_files(sandbox.tree):
-            if is_any_test_file(path):
-                (sandbox.tree / path).unlink()
+        listed = questions_for(sandbox, calls)
         link_modules(sandbox.tree, modules)
-        listed = sandbox.write("calls.json", json.dumps(inputs))
         boot = sandbox.provide("node-calls", BOOT_FILES)
         readable = (boot, *([modules.resolve()] if modules else []))
 
