@@ -14,9 +14,9 @@ import pytest
 from data.gates import GATE_ORDER
 from data.git import checkout, git
 from data.repos import ingest_repo
+from data.runtime import test_runners
 from data.runtime.code_grading import edits_of
 from data.runtime.python_env import INSTALLER, copies_in, site_packages
-from data.runtime.test_runners import test_suite
 from families.bug_injection import inject_bugs
 from generators.mutations import mutants_of_change
 from judges.score import Score
@@ -224,7 +224,8 @@ def test_the_installer_and_the_packages_it_vendors_are_not_in_the_environment(bu
     ctx, task = bug_task
     with tempfile.TemporaryDirectory() as scratch:
         mirror = ctx.unit_tests.mirrors[task.workspace.repo_id]
-        env = test_suite(checkout(mirror, task.workspace.base, Path(scratch) / "tree")).environment
+        tree = checkout(mirror, task.workspace.base, Path(scratch) / "tree")
+        env = test_runners.test_suite(tree).environment
     site = site_packages(env)
     assert not [p.name for p in site.iterdir() if p.name.split("-")[0] in INSTALLER]
     # setuptools vendors more_itertools, pip vendors rich: nothing of them is left
