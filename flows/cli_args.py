@@ -382,11 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
     redteam = sub.add_parser(
         "redteam",
         parents=[common],
-        help="attack the graders of the lake's verified tasks (Python code, answers, reports,"
+        help="attack the graders of the lake's verified tasks (code, answers, reports,"
         " tool calls): every attack must score 0 and be shown to have run (exit 1 otherwise)",
     )
     redteam.add_argument(
-        "--every-task", action="store_true", help="every task (default: one per family)"
+        "--every-task",
+        action="store_true",
+        help="every task (default: one per family, and per language for code tasks)",
     )
     redteam.add_argument("--quick", action="store_true", help="one attack of each class")
     redteam.add_argument(

@@ -1,5 +1,5 @@
 """The tasks of a lake the red team attacks: every code task (Python, JavaScript or TypeScript)
-that passed its gold self-check, or one per family."""
+that passed its gold self-check, or one per family and language."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from data.runtime.edits import parse_edits
 from harnesses.workspace import files_at_start
 from judges.redteam.code_attacks import CodeAttack
 from judges.redteam.run import CodeTarget
-from judges.redteam.suites import code_attacks
+from judges.redteam.suites import code_attacks, runs_on_node
 from judges.unit_tests import UnitTests, checkpoints_of
 
 PASSED = "gold_self_check_passed"
@@ -48,11 +48,13 @@ def verified_code_tasks(lake: Lake) -> list[Task]:
 def code_targets(
     tasks: list[Task], unit_tests: UnitTests, every_task: bool = False
 ) -> tuple[list[tuple[CodeTarget, list[CodeAttack]]], list[str]]:
-    """The targets among `tasks` (one per family unless `every_task`), each with its attacks,
-    and why the others are not attacked (no outside check, a commit sequence)."""
+    """The targets among `tasks` (one per family and language unless `every_task`), each with
+    its attacks, and why the others are not attacked (no outside check, a commit sequence)."""
     targets, skipped, seen = [], [], set()
     for task in tasks:
-        if task.kind in seen and not every_task:
+        paths = sorted(parse_edits(task.answer).paths)
+        family = (task.kind, runs_on_node(dict.fromkeys(paths, "")))
+        if family in seen and not every_task:
             continue
         points = checkpoints_of(task)
         if len(points) != 1:
@@ -64,10 +66,9 @@ def code_targets(
             continue
         assert task.workspace is not None  # code tasks carry their workspace
         mirror = unit_tests.mirrors[task.workspace.repo_id]
-        paths = sorted(parse_edits(task.answer).paths)
         files, _ = files_at_start(mirror, task.workspace, paths, unit_tests.limits)
         trier = unit_tests.trier(task)
         target = CodeTarget(task.task_id, task.kind, files, task.answer, points, trier, checks)
         targets.append((target, code_attacks(files, checks[0].shown)))
-        seen.add(task.kind)
+        seen.add(family)
     return targets, skipped
