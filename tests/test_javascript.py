@@ -18,9 +18,11 @@ from families.bug_injection import inject_bugs
 from families.code import repo_of
 from families.code_stages import replay_commits
 from families.function_rebuild import rebuild_functions
+from flows.cli import main
 from generators import bug_injection
 from generators.function_targets import targets
 from generators.mutations import candidates, mutations
+from judges.redteam.node_attacks import NODE_ATTACKS
 from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -106,6 +108,18 @@ def test_javascript_tasks_pass_every_admission_gate_and_are_exported(js_run):
     assert "```javascript\n// file: src/" in rebuild.question
     assert 'it is now only `throw new Error("not implemented");`' in rebuild.question
     assert all(t.startswith("test/") for t in rebuild.verifier.fail_to_pass)
+
+
+@pytest.mark.full
+def test_every_class_of_the_node_red_team_runs_and_scores_0(js_run, capsys):
+    ctx, *_ = js_run
+    code = main(["redteam", "--home", str(ctx.config.home), "--quick", "--wall-s", "15"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert f"function_rebuild {NODE_ATTACKS[0].name}" in printed
+    classes = {attack.kind for attack in NODE_ATTACKS}
+    assert len(classes) == 13 and all(f"  {kind}\n" in printed for kind in classes), printed
+    assert printed.rstrip().endswith(" 0 scored, 0 not shown to have run"), printed
 
 
 def test_a_javascript_bug_at_its_easiest_level_shows_what_node_reports(js_run):

@@ -230,3 +230,30 @@ def test_node_forms_are_nudged_and_compared_like_python_s():
     assert not same_value({"promise": {"resolves": 2}}, {"promise": {"rejects": ["Error"]}})
     assert not same_value({"promise": {"rejects": ["TypeError"]}}, {"promise": {"rejects": []}})
     assert not same_value({"undefined": None}, None)
+
+
+def test_a_thenable_is_a_value_the_replay_does_not_await(tmp_path):
+    # one that resolves to itself would hold the replay for ever: microtasks starve the timer
+    forever = """
+export function forever() {
+  const looping = { then(resolve) { resolve(looping); } };
+  return looping;
+}
+"""
+    tree = project(tmp_path, ESM)
+    (tree / "src/fares.js").write_text(ESM["src/fares.js"] + forever)
+    calls = [
+        {
+            "module": "src/fares.js",
+            "function": name,
+            "args": {"tuple": args},
+            "kwargs": {"dict": []},
+        }
+        for name, args in (("forever", []), ("fare", [2, False]), ("later", [1]))
+    ]
+    replayed = replay_node_calls(tree, None, calls, Limits(wall_s=20))
+    assert replayed.results == [
+        {"returns": {"dict": [["then", {"opaque": "function", "why": "cannot be rebuilt"}]]}},
+        {"returns": 330},
+        {"returns": {"promise": {"resolves": 290}}},
+    ]

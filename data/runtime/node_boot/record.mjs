@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import { createRequire, registerHooks } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { encode, raised, Unrebuildable } from './values.mjs';
+import { encode, isPromise, raised, Unrebuildable } from './values.mjs';
 
 const FD = Number(process.env.FOUNDRY_RECORD_FD);
 const TREE = process.cwd() + path.sep;
@@ -125,7 +125,7 @@ export function wrapped(original, module, name) {
       write({ ...call, raises: raised(error) });
       throw error;
     }
-    if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
+    if (isPromise(result)) {
       return result.then(
         (value) => {
           write({ ...call, returns: { promise: { resolves: outcome(value) } } });

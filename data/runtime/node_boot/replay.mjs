@@ -5,11 +5,11 @@
 // JSON list of calls (`module`, a path in the tree; `function`, an export's name; `args` as
 // `record.mjs` wrote them), made in order in this one process, each module imported as the
 // tree's code would import it. Each result is one JSON line down FD: `{"i": n, "returns":
-// value}` (a promise is awaited: what it settled to), `{"i": n, "raises": [classes]}` or
-// `{"i": n, "missing": why}` (the module or export is not there, or cannot be loaded). A
-// promise that has not settled after CALL_S is answered as raising TimeoutError; a call that
-// never returns holds the process until the grader's time limit, and the calls after it are
-// unanswered.
+// value}` (a promise of Node's own is awaited, through Node's own `then`: what it settled to;
+// any other thenable is a value like another), `{"i": n, "raises": [classes]}` or `{"i": n,
+// "missing": why}` (the module or export is not there, or cannot be loaded). A promise that has
+// not settled after CALL_S is answered as raising TimeoutError; a call that never returns
+// holds the process until the grader's time limit, and the calls after it are unanswered.
 //
 // Nothing this process writes is believed as such: the grader compares the results, outside,
 // with the reference's, which never enter the sandbox.
@@ -17,7 +17,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { decode, encode, raised } from './values.mjs';
+import { decode, encode, isPromise, raised, settlement } from './values.mjs';
 
 const CALL_S = 10;
 const [fd, callsFile] = process.argv.slice(2);
@@ -50,7 +50,7 @@ async function replayed(call) {
   } catch (error) {
     return { raises: raised(error) };
   }
-  if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
+  if (isPromise(result)) {
     return { returns: { promise: await settled(result) } };
   }
   return { returns: safely(result) };
@@ -63,7 +63,7 @@ async function settled(promise) {
   });
   try {
     return await race([
-      Promise.resolve(promise).then((value) => ({ resolves: safely(value) }), (error) => ({ rejects: raised(error) })),
+      settlement(promise).then(([ok, value]) => (ok ? { resolves: safely(value) } : { rejects: raised(value) })),
       late,
     ]);
   } finally {

@@ -28,6 +28,27 @@ const toISO = Date.prototype.toISOString;
 const timeOf = Date.prototype.getTime;
 const sortItems = Array.prototype.sort;
 const toText = BigInt.prototype.toString;
+const then = Promise.prototype.then;
+
+/** Whether `value` is a promise of Node's own (a brand check: an object that only claims to be
+ * one, a Proxy or a thenable, is not), so that awaiting it runs none of its code. */
+export function isPromise(value) {
+  if (value === null || typeof value !== 'object') return false;
+  try {
+    then.call(value, undefined, () => {});
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** What the promise `value` settles to, through Node's own `then`: `[true, value]` or
+ * `[false, error]`. */
+export function settlement(value) {
+  return new Promise((resolve) => {
+    then.call(value, (resolved) => resolve([true, resolved]), (error) => resolve([false, error]));
+  });
+}
 const isPlain = (value) => {
   const proto = getPrototypeOf(value);
   return proto === Object.prototype || proto === null;
