@@ -37,7 +37,7 @@ def js_run(tmp_path_factory):
     repo = build_sample_repo(root / "parcelrate", PARCELRATE)
     head = {p: (repo / p).read_text() for p in git(repo, "ls-files", "src").splitlines()}
     settings = {
-        "code": {"max_functions": 3},
+        "code": {"max_functions": 1},
         "calibrate": {"method": "fixed", "k": 2},
         "repair": {"max_steps": 0},
     }
