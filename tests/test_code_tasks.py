@@ -42,7 +42,7 @@ from generators.function_rebuild import (
 from generators.function_targets import targets
 from generators.replay_tasks import hunk_regions
 from harnesses.workspace import files_at_start
-from judges.redteam.code_attacks import ATTACKS, hard_coded
+from judges.redteam.suites import admission_attacks_for
 from judges.unit_tests import unit_test_reward
 from judges.verifier_types import package_graders
 from sources import groupings
@@ -530,19 +530,13 @@ def test_vf_validate_passes_every_code_task_of_the_package(code_version, code_pa
 
 
 def red_team_replies(ctx, task) -> dict[str, str]:
-    """Three of the red team's attacks on a Python task (the forged outcome stream, an object
-    equal to anything, the tests' values hard-coded); none for other trees."""
+    """The red team's admission attacks on a task, in its language (the forged outcome
+    stream, an object equal to anything, a forged wire, the tests' values hard-coded)."""
     paths = parse_edits(task.answer).paths
-    if not all(p.endswith(".py") for p in paths):
-        return {}
     mirror = ctx.unit_tests.mirrors[task.workspace.repo_id]
     files, _ = files_at_start(mirror, task.workspace, paths, ctx.unit_tests.limits)
     [check, *_] = ctx.unit_tests.checks(task)
-    attacks = [
-        ATTACKS[0],
-        next(a for a in ATTACKS if a.kind.startswith("objects")),
-        hard_coded(check.shown if check else []),
-    ]
+    attacks = admission_attacks_for(files, check.shown if check else [])
     return {f"attack: {attack.name}": attack.reply(files) for attack in attacks}
 
 

@@ -5,14 +5,20 @@ team's Node attacks among them), calibration and export."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
 from data.gates import GATE_ORDER
 from data.git import git
+from data.projections import canonical_rows, project
+from data.projections.prime_rl import write_rl_toml
 from data.repos import ingest_repo
 from data.sample_repo import PARCELRATE, build_sample_repo
+from data.verifiers_package import NODE_REQUIREMENT, taskset_id
 from families import export_kinds
 from families.bug_injection import inject_bugs
 from families.code import repo_of
@@ -23,10 +29,13 @@ from generators import bug_injection
 from generators.function_targets import targets
 from generators.mutations import candidates, mutations
 from judges.redteam.node_attacks import NODE_ATTACKS
+from judges.verifier_types import package_graders
 from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
+from tests.test_code_tasks import red_team_replies
+from tests.test_world_package import installed, needs_verifiers, verifiers_figures
 
 PARTIAL_STEP = "test/rates.test.js::a partial step is charged as a whole one"
 
@@ -120,6 +129,40 @@ def test_every_class_of_the_node_red_team_runs_and_scores_0(js_run, capsys):
     classes = {attack.kind for attack in NODE_ATTACKS}
     assert len(classes) == 13 and all(f"  {kind}\n" in printed for kind in classes), printed
     assert printed.rstrip().endswith(" 0 scored, 0 not shown to have run"), printed
+
+
+@pytest.mark.full
+@needs_verifiers
+def test_the_package_grades_javascript_completions_as_taskfoundry_does(js_run, tmp_path):
+    """The reference, the empty reply and the red team's admission attacks score the same
+    through the exported verifiers package (its own copy of the runtime: the Node recorder,
+    replay and runner) as through taskfoundry's verifier, for a task of each code kind."""
+    ctx, _, _, version = js_run
+    tasks = {t["task_id"]: t for t in canonical_rows(version)}
+    chosen = {t["kind"]: task_id for task_id, t in sorted(tasks.items()) if t["workspace"]}
+    records = [t for t in ctx.lake.records("tasks") if t.task_id in chosen.values()]
+    projection = project(version, "verifiers", ctx.lake, graders=package_graders())
+    package = projection.path / "taskset"
+    assert NODE_REQUIREMENT in (package / "pyproject.toml").read_text()
+    env = installed(package, tmp_path / "package")
+    cases, expected = {}, {}
+    for task in records:
+        completions = {"reference": task.answer, "empty": ""} | red_team_replies(ctx, task)
+        cases[task.task_id] = {
+            "completions": {name: [{"reply": reply}] for name, reply in completions.items()},
+            "calls": [],
+        }
+        expected[task.task_id] = {
+            name: asyncio.run(ctx.unit_tests.grade(task, reply)).reward
+            for name, reply in completions.items()
+        }
+    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()), package_graders())
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    args = [taskset_id("js"), "cases.json", tmp_path / "rl.toml"]
+    figures = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
+    assert figures["rewards"] == expected
+    assert {r["reference"] for r in expected.values()} == {1.0}
+    assert {v for r in expected.values() for k, v in r.items() if k != "reference"} == {0.0}
 
 
 def test_a_javascript_bug_at_its_easiest_level_shows_what_node_reports(js_run):
