@@ -481,30 +481,20 @@ def test_the_package_grades_code_completions_in_its_sandbox_as_taskfoundry_does(
     env = code_package
     tasks = {t["task_id"]: t for t in canonical_rows(code_version)}
     chosen = {t["kind"]: task_id for task_id, t in sorted(tasks.items(), reverse=True)}
-    records = {t.task_id: t for t in ctx.lake.records("tasks") if t.task_id in chosen.values()}
-    cases: dict[str, dict] = {}
-    expected: dict[str, dict[str, float]] = {}
-    for task_id, task in records.items():
+    records = [t for t in ctx.lake.records("tasks") if t.task_id in chosen.values()]
+    graded = []
+    for task in records:
         replies = ctx.lake.rows(
             "SELECT DISTINCT response FROM attempts WHERE task_id = ? ORDER BY response LIMIT 2",
-            [task_id],
+            [task.task_id],
         )
         completions = {"reference": task.answer, "empty": ""}
         completions |= {f"reply-{i}": r["response"] for i, r in enumerate(replies)}
-        completions |= red_team_replies(ctx, task)
-        cases[task_id] = {"completions": {k: [{"reply": v}] for k, v in completions.items()}}
-        cases[task_id]["calls"] = []
-        expected[task_id] = {
-            name: asyncio.run(ctx.unit_tests.grade(task, reply)).reward
-            for name, reply in completions.items()
-        }
-    write_rl_toml(tmp_path / "rl.toml", code_version, list(tasks.values()), package_graders())
-    (tmp_path / "cases.json").write_text(json.dumps(cases))
-    args = [taskset_id("code"), "cases.json", tmp_path / "rl.toml"]
-    figures = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
+        graded.append((task, completions | red_team_replies(ctx, task)))
+    expected, figures = graded_both_ways(ctx, code_version, graded, env, tmp_path)
 
     assert set(figures["tasks"]) == set(tasks)
-    assert all(figures["validated"].values()) and set(figures["validated"]) == set(cases)
+    assert all(figures["validated"].values()) and set(figures["validated"]) == set(expected)
     assert figures["rewards"] == expected
     assert {r["reference"] for r in expected.values()} == {1.0}
     assert {r["empty"] for r in expected.values()} == {0.0}
@@ -527,6 +517,30 @@ def test_vf_validate_passes_every_code_task_of_the_package(code_version, code_pa
     outcomes = json.loads(summary.read_text())["outcomes"]
     tasks = canonical_rows(code_version)
     assert outcomes["valid"] == len(tasks) == sum(outcomes.values())
+
+
+def graded_both_ways(
+    ctx, version: Path, graded: list[tuple[Task, dict[str, str]]], env: dict, tmp_path: Path
+) -> tuple[dict[str, dict[str, float]], dict]:
+    """Each task's completions (`graded`: task, name -> reply) scored by taskfoundry's verifier
+    and by the installed package of `version` (`env`): the verifier's rewards, and the
+    package's figures (`verifiers_family_check.py`)."""
+    cases = {
+        task.task_id: {"completions": {k: [{"reply": v}] for k, v in made.items()}, "calls": []}
+        for task, made in graded
+    }
+    expected = {
+        task.task_id: {
+            k: asyncio.run(ctx.unit_tests.grade(task, v)).reward for k, v in made.items()
+        }
+        for task, made in graded
+    }
+    tasks = canonical_rows(version)
+    write_rl_toml(tmp_path / "rl.toml", version, tasks, package_graders())
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    name = json.loads((version / "manifest.json").read_text())["name"]
+    args = [taskset_id(name), "cases.json", tmp_path / "rl.toml"]
+    return expected, verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
 
 
 def red_team_replies(ctx, task) -> dict[str, str]:

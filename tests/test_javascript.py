@@ -5,9 +5,6 @@ team's Node attacks among them), calibration and export."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-
 import pyarrow.parquet as pq
 import pytest
 
@@ -15,10 +12,9 @@ from data.export import export_taskset
 from data.gates import GATE_ORDER
 from data.git import git
 from data.projections import canonical_rows, project
-from data.projections.prime_rl import write_rl_toml
 from data.repos import ingest_repo
 from data.sample_repo import PARCELRATE, build_sample_repo
-from data.verifiers_package import NODE_REQUIREMENT, taskset_id
+from data.verifiers_package import NODE_REQUIREMENT
 from families import export_kinds
 from families.bug_injection import inject_bugs
 from families.code import repo_of
@@ -34,8 +30,8 @@ from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
-from tests.test_code_tasks import red_team_replies
-from tests.test_world_package import installed, needs_verifiers, verifiers_figures
+from tests.test_code_tasks import graded_both_ways, red_team_replies
+from tests.test_world_package import installed, needs_verifiers
 
 PARTIAL_STEP = "test/rates.test.js::a partial step is charged as a whole one"
 
@@ -145,21 +141,11 @@ def test_the_package_grades_javascript_completions_as_taskfoundry_does(js_run, t
     package = projection.path / "taskset"
     assert NODE_REQUIREMENT in (package / "pyproject.toml").read_text()
     env = installed(package, tmp_path / "package")
-    cases, expected = {}, {}
-    for task in records:
-        completions = {"reference": task.answer, "empty": ""} | red_team_replies(ctx, task)
-        cases[task.task_id] = {
-            "completions": {name: [{"reply": reply}] for name, reply in completions.items()},
-            "calls": [],
-        }
-        expected[task.task_id] = {
-            name: asyncio.run(ctx.unit_tests.grade(task, reply)).reward
-            for name, reply in completions.items()
-        }
-    write_rl_toml(tmp_path / "rl.toml", version, list(tasks.values()), package_graders())
-    (tmp_path / "cases.json").write_text(json.dumps(cases))
-    args = [taskset_id("js"), "cases.json", tmp_path / "rl.toml"]
-    figures = verifiers_figures("verifiers_family_check.py", args, env, tmp_path)
+    graded = [
+        (task, {"reference": task.answer, "empty": ""} | red_team_replies(ctx, task))
+        for task in records
+    ]
+    expected, figures = graded_both_ways(ctx, version, graded, env, tmp_path)
     assert figures["rewards"] == expected
     assert {r["reference"] for r in expected.values()} == {1.0}
     assert {v for r in expected.values() for k, v in r.items() if k != "reference"} == {0.0}
