@@ -52,8 +52,9 @@ def home_options(default: object = None) -> argparse.ArgumentParser:
         "--config",
         metavar="FILE",
         default=default,
-        help="foundry.toml to use (default $FOUNDRY_CONFIG, else ./foundry.toml, else"
-        " HOME/foundry.toml, else the built-in defaults)",
+        help="foundry.toml to use (default $FOUNDRY_CONFIG, else ./foundry.toml, else the"
+        " home's foundry.toml: --home, else $FOUNDRY_HOME, else ./.foundry; else the built-in"
+        " defaults)",
     )
     return options
 

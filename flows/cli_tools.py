@@ -232,9 +232,9 @@ def diff(args: argparse.Namespace) -> int:
         pair = [named[0], versions[-1]] if versions else []
     else:
         pair = versions[-2:]
-    if len(named) > 2 or len(pair) < 2:
+    if len(named) > 2 or len(pair) < 2 or pair[0].resolve() == pair[1].resolve():
         print(
-            f"foundry diff: compares two versions ({tasksets / cfg.export.name} has"
+            f"foundry diff: compares two different versions ({tasksets / cfg.export.name} has"
             f" {len(versions)}); name them: `foundry diff v0001 v0002`",
             file=sys.stderr,
         )

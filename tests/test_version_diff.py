@@ -103,6 +103,9 @@ def test_foundry_diff_compares_the_latest_with_the_one_before(two_versions, caps
     (first.parent / "latest").unlink()
     assert main(["diff", "--home", home]) == 2
     assert "has 1)" in capsys.readouterr().err
+    assert main(["diff", "--home", home, "v0001"]) == 2  # the one version with itself
+    assert main(["diff", "--home", home, "v0001", "v0001"]) == 2
+    assert capsys.readouterr().err.count("two different versions") == 2
 
 
 def test_the_report_page_shows_the_changes(two_versions):
