@@ -1,8 +1,9 @@
 """Configuration: `foundry.toml` into typed settings, with the embedded default when silent.
 
-Lookup order: `--config`, else `$FOUNDRY_CONFIG`, else `./foundry.toml`, else
-`$FOUNDRY_HOME/foundry.toml`, else built-in defaults. `OPENAI_BASE_URL` (with `OPENAI_API_KEY`
-and `FOUNDRY_MODEL`) points every role without an endpoint of its own at one server.
+Lookup order: `--config`, else `$FOUNDRY_CONFIG`, else `./foundry.toml`, else the home's
+`foundry.toml` (`--home`, else `$FOUNDRY_HOME`, else `./.foundry`), else built-in defaults.
+`OPENAI_BASE_URL` (with `OPENAI_API_KEY` and `FOUNDRY_MODEL`) points every role without an
+endpoint of its own at one server.
 """
 
 from __future__ import annotations
