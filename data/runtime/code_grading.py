@@ -76,7 +76,7 @@ def outside_checks(
     reference: str, points: Sequence[Point], try_steps: TrySteps
 ) -> list[Oracle | None]:
     """Each checkpoint's outside check (`data.runtime.outside_check`), from the reference change;
-    none where the reference is unusable or the tree is not Python's."""
+    none where the reference is unusable or the tests' calls cannot be recorded."""
     edits, _ = edits_of(reference, len(points))
     if any(e is None for e in edits):
         return [None] * len(points)
@@ -159,7 +159,7 @@ def scored(trials: list[Trial], points: Sequence[Point], checks: Sequence[Oracle
 
 def verdict(trial: Trial, point: Point, check: Oracle | None) -> Graded:
     """One step's outcome: 1.0 when its edits applied, every test of `point` passed and the
-    outside check (None: there is none, the tree is not Python's) found every result the
+    outside check (None: there is none, its calls not recorded) found every result the
     reference's."""
     if trial.run is None and trial.rejected is None and check is not None:
         return 0.0, f"{check.judged(trial.replayed)} (no test run)"  # decided by the replay

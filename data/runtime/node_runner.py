@@ -38,7 +38,7 @@ from pathlib import Path
 from .languages import JavaScript, project_files, tree_language
 from .python_env import EnvError
 from .sandbox import Completed, Sandbox
-from .test_run import Outcome, StreamReader, TestRun
+from .test_run import Outcome, StreamReader, TestRun, rank
 
 
 def _packaged_node() -> Path | None:
@@ -247,7 +247,7 @@ def read_stream(stream: bytes, key: str, completed: Completed, absolute: str, pa
 def worst(one: Outcome, other: Outcome) -> Outcome:
     """The outcome of a test id two tests share (a file may name two tests alike, and code under
     test may register a passing one under a failing one's name): the worse of theirs."""
-    return min(one, other, key=lambda outcome: {"passed": 2, "skipped": 1}.get(outcome, 0))
+    return min(one, other, key=rank)
 
 
 def _incomplete(end: dict | None, completed: Completed) -> str:

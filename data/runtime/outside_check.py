@@ -94,10 +94,10 @@ def oracles(
     run_tests: bool = False,
 ) -> Probed:
     """The oracle of each checkpoint of a task whose reference edits are `reference` (None
-    for a tree that is not Python's); `points` carry each checkpoint's test patch and tests.
-    The reference is probed `runs` times (at least 2: a kept call gives the same result in
-    each); with `run_tests`, each probe also runs the checkpoint's tests after the calls, so
-    the probes are the reference's fresh runs too. A tree whose tests' calls cannot be
+    where the tree's calls cannot be recorded); `points` carry each checkpoint's test patch
+    and tests. The reference is probed `runs` times (at least 2: a kept call gives the same
+    result in each); with `run_tests`, each probe also runs the checkpoint's tests after the
+    calls, so the probes are the reference's fresh runs too. A tree whose tests' calls cannot be
     recorded has no oracle and is not probed."""
     recording = [
         Step(edits, p.test_patch, [*p.fail_to_pass, *p.pass_to_pass], record=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 from .python_env import readable_paths, site_packages
 from .sandbox import Completed, Sandbox
-from .test_run import Outcome, StreamReader, TestRun
+from .test_run import Outcome, StreamReader, TestRun, rank
 
 BOOT = Path(__file__).resolve().parent / "pytest_boot"
 # pytest's exit statuses that mean every collected test passed (0) or that some failed (1)
@@ -105,7 +105,9 @@ def read_stream(stream: bytes, completed: Completed) -> TestRun:
             seen.setdefault((test, when), []).append(record)
             continue
         observed = _believable(seen.pop((test, when), []), record)
-        if _rank(record.get("outcome")) > _rank(observed):
+        # a report may say worse than what the phase raised (a strict xfail that passed is
+        # reported failed), never better
+        if rank(record.get("outcome")) > rank(observed):
             why = f"{test} ({when}) was observed {observed}"
             return TestRun({}, completed, f"{why} but reported {record.get('outcome')}")
         outcomes[test] = _combined(outcomes.get(test), record)
@@ -123,17 +125,11 @@ def _believable(observations: list[dict[str, Any]], report: dict[str, Any]) -> O
         return str(report.get("outcome"))
     if not observations:
         return "unobserved"
-    worst = min((str(o.get("observed")) for o in observations), key=_rank)
+    worst = min((str(o.get("observed")) for o in observations), key=rank)
     expects_call = any(o.get("runs") == "function" for o in observations)
     if expects_call and not any(o.get("by") == "function" for o in observations):
-        return min(worst, "skipped", key=_rank)
+        return min(worst, "skipped", key=rank)
     return worst
-
-
-def _rank(outcome: object) -> int:
-    """How well a phase went, for the grader: a report may say worse than what the phase
-    raised (a strict xfail that passed is reported failed), never better."""
-    return {"passed": 2, "skipped": 1}.get(str(outcome), 0)
 
 
 def _combined(before: Outcome | None, record: dict[str, Any]) -> Outcome:

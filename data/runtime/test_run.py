@@ -11,6 +11,13 @@ from dataclasses import dataclass, field
 from .sandbox import Completed
 
 Outcome = str  # passed | failed | error | skipped | incomplete (set up, never run)
+
+
+def rank(outcome: object) -> int:
+    """How well a test went, for the grader: passed above skipped above anything else."""
+    return {"passed": 2, "skipped": 1}.get(str(outcome), 0)
+
+
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 DRAIN_S = 2.0  # after the command ends, how long the stream may still take to arrive
 

@@ -43,8 +43,8 @@ class Step:
     """One step of an attempt: its edits (None: nothing), then the test patch, then tests.
 
     `calls` are replayed on the tree without its tests after the edits (also before them
-    with `replay_before`); with `record`, the tests' run records the calls they make (None
-    where the suite is not Python's) and is not believed for its outcomes; without
+    with `replay_before`); with `record`, the tests' run records the calls they make (Python's
+    and Node's alike) and is not believed for its outcomes; without
     `run_tests`, no test runs; where `decided` says the replay after the edits settles the
     step (it failed the outside check), no test runs and no later step is taken."""
 

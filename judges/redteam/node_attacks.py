@@ -25,6 +25,7 @@ from pathlib import PurePosixPath
 
 from data.javascript_syntax import FUNCTION_VALUES, javascript_tree
 from data.runtime.call_replay import Call
+from data.runtime.languages import DECLARATIONS, TypeScript, of_path
 from judges.redteam.code_attacks import MARK, CodeAttack
 from judges.redteam.node_oracle_payloads import HARD_CODED
 from judges.redteam.node_payloads import PAYLOADS, PRELUDE
@@ -38,16 +39,13 @@ __all__ = [
     "node_whole_files",
 ]
 
-JAVASCRIPT = (".js", ".mjs", ".cjs")
-TYPESCRIPT = (".ts", ".mts", ".cts")
-DECLARATIONS = (".d.ts", ".d.mts", ".d.cts")  # types only: nothing runs there
 # names an assignment cannot take in strict code, or that the rebinding itself uses
 UNBINDABLE = {"eval", "arguments", "make", "module", "require", "exports"}
 
 
 def is_code(path: str) -> bool:
     """Whether `path` is a JavaScript or TypeScript module the attack's code can be added to."""
-    return path.endswith(JAVASCRIPT + TYPESCRIPT) and not path.endswith(DECLARATIONS)
+    return path.endswith(TypeScript.suffixes) and not path.endswith(DECLARATIONS)
 
 
 def function_names(path: str, source: str) -> list[str]:
@@ -92,10 +90,9 @@ def rebinder(path: str, source: str) -> str:
 
 def fence(path: str) -> str:
     """The language a reply's block for `path` is fenced as."""
-    if path.endswith(TYPESCRIPT):
-        return "typescript"
-    if path.endswith(JAVASCRIPT):
-        return "javascript"
+    language = of_path(path)
+    if language.runner == "node":
+        return language.fence
     return "json" if path.endswith(".json") else "text"
 
 

@@ -4,15 +4,17 @@ JavaScript or TypeScript tree), with the hidden tests' own values hard-coded las
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from data.runtime.call_replay import Call
 from data.runtime.languages import of_path
 from judges.redteam.code_attacks import ATTACKS, CodeAttack, admission_attacks, hard_coded
 from judges.redteam.node_attacks import NODE_ATTACKS, node_admission_attacks, node_hard_coded
 
 
-def runs_on_node(files: dict[str, str]) -> bool:
-    """Whether a task whose reference changes `files` (path: text) is a Node tree's."""
-    return any(of_path(path).runner == "node" for path in files)
+def runs_on_node(paths: Iterable[str]) -> bool:
+    """Whether a task whose reference changes the files at `paths` is a Node tree's."""
+    return any(of_path(path).runner == "node" for path in paths)
 
 
 def code_attacks(files: dict[str, str], shown: list[Call]) -> list[CodeAttack]:

@@ -53,7 +53,7 @@ def code_targets(
     targets, skipped, seen = [], [], set()
     for task in tasks:
         paths = sorted(parse_edits(task.answer).paths)
-        family = (task.kind, runs_on_node(dict.fromkeys(paths, "")))
+        family = (task.kind, runs_on_node(paths))
         if family in seen and not every_task:
             continue
         points = checkpoints_of(task)
