@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -249,8 +250,11 @@ def test_without_root_the_tests_run_confined_and_read_alike(open_dir):
     (tree / "test" / "math.test.js").write_text(TESTS)
     for path in [open_dir, *open_dir.rglob("*")]:
         os.chown(path, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
-    node = f"{node_runner.NODE_HOME}/bin:" if node_runner.NODE_HOME else ""  # the install's
-    user = {"PATH": f"{node}/usr/bin:/bin", "HOME": str(open_dir), "PYTHONPATH": str(runtime)}
+    # the install's Node, copied where the user can reach it (a clone may sit in a 0700 folder)
+    node = open_dir / "node-install" / "bin"
+    node.mkdir(parents=True)
+    shutil.copy2(node_runner.NODE, node / "node")
+    user = {"PATH": f"{node}:/usr/bin:/bin", "HOME": str(open_dir), "PYTHONPATH": str(runtime)}
     drop = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}"]
     done = subprocess.run(
         [*drop, "--clear-groups", "/usr/bin/python3", "-c", AS_USER, str(tree)],
