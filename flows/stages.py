@@ -215,7 +215,9 @@ def calibrate_into(stage: str, fixed_k: int | None = None) -> Callable[..., Awai
     """The calibrate work for `stage`: attempts in the task's environment, scored by its
     family's grader, and the difficulty row they measure, which names `stage`. The run's plan
     decides how many attempts and the status names the band; with `fixed_k` (an evaluation)
-    there are exactly that many and the status says `evaluated`."""
+    there are exactly that many and the status says `evaluated`. Attempts without a verdict are
+    recorded beside them, and named in the status's detail; a calibration given up for want of
+    verdicts is `failed`, `no_verdict`, its attempts recorded, and taken again by a later run."""
 
     async def calibrate_one(
         ctx: StageContext, task_id: str, task: Task, client: LLMClient
@@ -229,10 +231,17 @@ def calibrate_into(stage: str, fixed_k: int | None = None) -> Callable[..., Awai
         else:
             config = config.model_copy(update={"method": "fixed", "k": fixed_k})
             plan = calibration.plan(config, [])
-        attempts, difficulty = await calibration.calibrate(
-            task, client, config, plan, harness, family.grader(ctx), stage
-        )
+        try:
+            attempts, difficulty = await calibration.calibrate(
+                task, client, config, plan, harness, family.grader(ctx), stage
+            )
+        except calibration.Unjudged as stopped:
+            status = ctx.status(stage, task_id, "failed", stopped.reason, stopped.detail)
+            return Outcome(status, {"attempts": list(stopped.attempts)})
         detail = f"{difficulty.passes} of {difficulty.n} passed in {harness.name}"
+        unjudged = len(attempts) - difficulty.n
+        if unjudged:
+            detail += f"; {unjudged} more without a verdict"
         reason = difficulty.band if fixed_k is None else "evaluated"
         return Outcome(
             ctx.status(stage, task_id, "done", reason, detail),

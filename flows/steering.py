@@ -37,9 +37,10 @@ def failure_kind(reason: str) -> str:
 def first_failure(
     attempts: Sequence[Attempt], round_: int, policy: str, rubric: Sequence[str] = ()
 ) -> TargetRef | None:
-    """The earliest of `attempts` that did not pass, as the target a new task would name, with
-    the task's `rubric` items (what a right answer meets, where review wrote some)."""
-    failed = sorted((a for a in attempts if a.reward < 1.0), key=lambda a: a.index)
+    """The earliest of `attempts` that failed (no verdict is no failure), as the target a new
+    task would name, with the task's `rubric` items (what a right answer meets, where review
+    wrote some)."""
+    failed = sorted((a for a in attempts if a.failed), key=lambda a: a.index)
     if not failed:
         return None
     attempt = failed[0]

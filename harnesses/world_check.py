@@ -3,7 +3,7 @@
 A task fixes the initial snapshot and the gold call sequence; replaying the gold calls gives
 the gold final state. An attempt passes when its calls leave the world in the gold final state
 (every table, row for row: nothing missing, nothing extra) and, where the task asks for a fact,
-its final answer matches the gold answer (`passes`, in `data.runtime.world_runtime`). Before a
+its final answer matches the gold answer (`passes`, in `data.runtime.world_grading`). Before a
 task is offered, `self_check` makes sure the predicate can tell: the gold sequence passes, doing
 nothing fails, and a plausible wrong sequence (the gold one with one argument pointing at
 another record) fails. A generator runs the self-check on its candidates; the verifier
@@ -12,7 +12,8 @@ another record) fails. A generator runs the self-check on its candidates; the ve
 
 from __future__ import annotations
 
-from data.runtime.world_runtime import Call, Snapshot, WorldSpec, column_values, passes, replay_each
+from data.runtime.world_grading import passes
+from data.runtime.world_runtime import Call, Snapshot, WorldSpec, column_values, replay_each
 
 __all__ = ["ALTERNATIVES", "passes", "self_check", "wrong_variants"]
 

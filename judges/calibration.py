@@ -3,19 +3,23 @@
 The adaptive method asks `judges.adaptive` after every round whether the band is settled; the
 fixed method is the same loop with one round of k attempts, labelled by the point estimate. A
 task whose verifier asks the judge panel is not attempted while every judge is below its control
-bar: its pass rate would rest on their word, so it is held (`judges.panel.Held`).
+bar: its pass rate would rest on their word, so it is held (`judges.panel.Held`). An attempt
+the grader could not judge (`NoVerdict`: the sandbox did not start, a judge was down) is kept
+without a reward and another takes its place in the round: n counts verdicts only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from data.config import CalibrateConfig
 from data.llm import LLMClient, settle
 from data.records import Attempt, Difficulty, Task, content_id, seed_for
+from data.runtime.errors import ReasonedError
 from harnesses.base import Harness
 from judges.adaptive import (
     LABELS,
@@ -29,7 +33,7 @@ from judges.adaptive import (
 )
 from judges.panel import Held, below_bar
 from judges.passrate import learnability, pass_at_k, pool, wilson_interval
-from judges.score import Score
+from judges.score import NoScore, Score, verdict
 from judges.task_prior import Earlier, Features, TaskPriors, spread
 from judges.verifier_types import grade, verifier_type
 
@@ -131,6 +135,26 @@ def fixed_policy(rule: BandRule, k: int) -> Policy:
 Grader = Callable[[Task, str], Awaitable[Score]]
 
 
+def graded(result: Score | NoScore) -> dict[str, Any]:
+    """An attempt's `reward`, `reason` and `no_verdict` from what its grading gave."""
+    if isinstance(result, NoScore):
+        return {"reward": None, "reason": result.detail[:300], "no_verdict": result.reason}
+    return {"reward": result.reward, "reason": result.why[:300], "no_verdict": ""}
+
+
+class Unjudged(ReasonedError):
+    """A calibration given up for want of verdicts: a round of attempts none of which got one
+    (the grader is down), or as many attempts without one as the plan's most attempts. Every
+    attempt made is in `attempts`, to be recorded; a later run takes the task again."""
+
+    def __init__(self, attempts: list[Attempt]) -> None:
+        missing = [a for a in attempts if a.reward is None]
+        last = missing[-1]
+        detail = f"{len(missing)} of {len(attempts)} attempts: {last.no_verdict}: {last.reason}"
+        super().__init__("no_verdict", detail[:300])
+        self.attempts = attempts
+
+
 async def calibrate(
     task: Task,
     llm: LLMClient,
@@ -142,8 +166,12 @@ async def calibrate(
 ) -> tuple[list[Attempt], Difficulty]:
     """Attempt `task` through `harness` (never with its source in the prompt), round by round,
     until the plan settles its band; `grader` scores each reply (default: `verifier_types.grade`,
-    the task's answer verifier). The difficulty row names `stage` as what measured it. Raises
-    `Held` for a judged verifier whose every judge is below its control bar."""
+    the task's answer verifier). The difficulty row names `stage` as what measured it.
+
+    An attempt the grader could not judge (`NoVerdict`) is kept without a reward and counts in
+    no round: another attempt takes its place, so the pass rate rests on verdicts alone. Raises
+    `Unjudged` where the verdicts run out, and `Held` for a judged verifier whose every judge is
+    below its control bar."""
     if grader is None and verifier_type(task.verifier).judged and below_bar(llm):
         raise Held()
     score = grader or (lambda task, completion: grade(task, completion, llm))
@@ -151,12 +179,13 @@ async def calibrate(
     _, seed = seed_for(stage.split(":")[0], task.task_id)
     solver = llm.model("solver")
     attempts: list[Attempt] = []
-    passes = 0
-    while (decision := how.policy.decide(len(attempts), passes)) == SAMPLE:
+
+    async def attempted(count: int) -> list[Attempt]:
+        """`count` more attempts, each scored (or not: no verdict)."""
         start = len(attempts)
         ids = [
             content_id(task.task_id, harness.name, solver, seed, i, config.temperature)
-            for i in range(start, start + how.policy.round_size)
+            for i in range(start, start + count)
         ]
         replies = await harness.attempt(
             task,
@@ -166,27 +195,35 @@ async def calibrate(
             max_tokens=config.max_tokens,
             seed=seed + start,
         )
-        scores = await settle([score(task, reply.text) for reply in replies])
-        for i, (reply, result) in enumerate(zip(replies, scores, strict=True), start=start):
-            attempts.append(
-                Attempt(
-                    attempt_id=ids[i - start],
-                    rollout_id=reply.rollout_id,
-                    task_id=task.task_id,
-                    index=i,
-                    harness=harness.name,
-                    solver_model=solver,
-                    temperature=config.temperature,
-                    seed=seed + i,
-                    response=reply.text,  # whole: the SFT projection trains on it
-                    reward=result.reward,
-                    usage=reply.usage,
-                    reason=result.why[:300],
-                    stage=stage,
-                )
+        results = await settle([verdict(score(task, reply.text)) for reply in replies])
+        return [
+            Attempt(
+                attempt_id=ids[i - start],
+                rollout_id=reply.rollout_id,
+                task_id=task.task_id,
+                index=i,
+                harness=harness.name,
+                solver_model=solver,
+                temperature=config.temperature,
+                seed=seed + i,
+                response=reply.text,  # whole: the SFT projection trains on it
+                usage=reply.usage,
+                stage=stage,
+                **graded(result),
             )
-            passes += result.reward >= 1.0
-    n = len(attempts)
+            for i, (reply, result) in enumerate(zip(replies, results, strict=True), start=start)
+        ]
+
+    n = passes = 0
+    while (decision := how.policy.decide(n, passes)) == SAMPLE:
+        filled = n + how.policy.round_size
+        while n < filled:  # a round is filled with verdicts
+            made = await attempted(filled - n)
+            attempts.extend(made)
+            judged = [a for a in made if a.reward is not None]
+            n, passes = n + len(judged), passes + sum(a.passed for a in judged)
+            if not judged or len(attempts) - n >= how.policy.max_attempts:
+                raise Unjudged(attempts)
     rate = passes / n
     low, high = wilson_interval(passes, n, config.confidence)
     difficulty = Difficulty(

@@ -9,21 +9,22 @@ instructions. Before the panel is asked, an attempt with judge-directed instruct
 candidate answers, the question repeated). With a rubric only an exact match skips the panel:
 a token-F1 match must also be judged against the rubric items. The verdict must be a JSON
 boolean: a reply such as "yes", "maybe" or both answers is rejected (repaired once, then an
-error), and a panel left undecided by errors raises instead of scoring 0 or 1, as does a panel
-whose every judge is below its control bar (`judges.panel.Held`) where it would decide.
+error), and a panel left undecided by errors raises `JudgeUndecided` (no verdict) instead of
+scoring 0 or 1, as does a panel whose every judge is below its control bar (`judges.panel.Held`)
+where it would decide.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from data.llm import LLMClient, LLMError
+from data.llm import LLMClient
 from data.prompts import chat_messages, escape, load_prompt
 from data.records import Task
 from data.runtime.answer_match import refusal
 from judges.consensus import decide, majority
 from judges.injection import injection
-from judges.panel import panel_votes
+from judges.panel import JudgeUndecided, panel_votes
 from judges.rewards import Score, score
 
 SYSTEM = load_prompt(__file__, "equivalence_system")
@@ -53,7 +54,7 @@ def messages_for(
 async def grade_equivalent(task: Task, completion: str, llm: LLMClient) -> Score:
     """Score `completion` for an `llm_equivalence` task: the deterministic match, else the
     judge panel (unless the attempt speaks to its judge or games the matcher). Raises
-    LLMError("judge_undecided") rather than guess."""
+    `JudgeUndecided` (no verdict) rather than guess."""
     spec = task.verifier
     if found := injection(completion):
         return Score(0.0, f"injection: {found}")
@@ -73,6 +74,6 @@ async def grade_equivalent(task: Task, completion: str, llm: LLMClient) -> Score
     )
     tally = decide([v.decision for v in votes], majority)
     if tally.outcome == "undecided":
-        raise LLMError("judge_undecided", "; ".join(v.reason for v in votes))
+        raise JudgeUndecided("; ".join(v.reason for v in votes))
     reasons = "; ".join(f"{v.judge}: {v.decision} ({v.reason})" for v in votes)
     return Score(1.0 if tally.outcome == "pass" else 0.0, f"equivalence panel: {reasons}"[:300])

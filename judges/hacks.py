@@ -272,7 +272,7 @@ def suspicious(task: Task, attempts: list[Attempt], audit: Audit) -> list[Attemp
     is_gold = verifier_type(task.verifier).is_gold
 
     def rewarded_but_not_gold(attempt: Attempt) -> bool:
-        return attempt.reward >= 1.0 and not is_gold(task, attempt.response)
+        return attempt.passed and not is_gold(task, attempt.response)
 
     return distinct_attempts(attempts, rewarded_but_not_gold, MAX_ATTEMPTS, audit.same_as)
 

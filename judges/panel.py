@@ -4,7 +4,8 @@ A judge below its control bar decides nothing (`judges.controls`): the stage run
 off a panel where another judge passed its controls, and where none did it marks every judge
 (`Endpoint.below_bar`). A check such a panel would decide is then held, in every family, by one
 error (`Held`: the item `failed`, `held_judge_below_controls`, taken again by a later run):
-`deciding_roles` raises it before any judge is asked.
+`deciding_roles` raises it before any judge is asked. A panel its judges' errors leave
+undecided on an attempt's grade raises `JudgeUndecided`: no verdict, never a 0.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import BaseModel
 
 from data.llm import LLMClient, LLMError
 from data.records import Consensus, Usage, Verdict, content_id
-from data.runtime.errors import ReasonedError
+from data.runtime.errors import NoVerdict, ReasonedError
 from judges.consensus import Predicate, decide
 
 V = TypeVar("V", bound=BaseModel)
@@ -34,6 +35,14 @@ class Held(ReasonedError):
 
     def __init__(self) -> None:
         super().__init__(HELD, HELD_DETAIL)
+
+
+class JudgeUndecided(LLMError, NoVerdict):
+    """A grade the panel could not give: its judges' errors (a server down, replies that are no
+    verdict) left it undecided. An LLM failure, and no verdict on the attempt graded."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("judge_undecided", detail)
 
 
 def below_bar(llm: LLMClient) -> bool:

@@ -7,8 +7,9 @@ so a reply cannot pose as instructions, and a reply with judge-directed instruct
 (`judges.injection`) scores 0 without a judge being asked. The panel's majority decides: on
 the whole rubric at once, or, for a `by_item` rubric, on each item (every judge answers for
 all items in one reply; an item is met when a majority says so, and the reward is the share
-met, a pass only when every item is). A panel left undecided by errors raises instead of
-scoring, and so does a panel whose every judge is below its control bar (`judges.panel.Held`).
+met, a pass only when every item is). A panel left undecided by errors raises `JudgeUndecided`
+(no verdict) instead of scoring, and so does a panel whose every judge is below its control
+bar (`judges.panel.Held`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from data.prompts import chat_messages, escape, load_prompt
 from data.records import Message, Task
 from judges.consensus import Tally, decide, majority
 from judges.injection import injection
-from judges.panel import deciding_roles, panel_votes
+from judges.panel import JudgeUndecided, deciding_roles, panel_votes
 from judges.score import Score
 
 SYSTEM = load_prompt(__file__, "rubric_grade_system")
@@ -112,13 +113,13 @@ async def item_votes(task: Task, completion: str, llm: LLMClient) -> list[ItemVo
 
 async def item_tallies(task: Task, completion: str, llm: LLMClient) -> list[Tally]:
     """The panel's majority on each rubric item of `task` for `completion`; raises
-    LLMError("judge_undecided") when errors leave any item open."""
+    `JudgeUndecided` (no verdict) when errors leave any item open."""
     votes = await item_votes(task, completion, llm)
     tallies = [
         decide([v.decisions[i] for v in votes], majority) for i in range(len(task.verifier.rubric))
     ]
     if any(t.outcome == "undecided" for t in tallies):
-        raise LLMError("judge_undecided", "; ".join(f"{v.judge}: {v.reason}" for v in votes))
+        raise JudgeUndecided("; ".join(f"{v.judge}: {v.reason}" for v in votes))
     return tallies
 
 
@@ -150,6 +151,6 @@ async def rubric_grade(task: Task, completion: str, llm: LLMClient) -> Score:
     )
     tally = decide([v.decision for v in votes], majority)
     if tally.outcome == "undecided":
-        raise LLMError("judge_undecided", "; ".join(v.reason for v in votes))
+        raise JudgeUndecided("; ".join(v.reason for v in votes))
     reasons = "; ".join(f"{v.judge}: {v.decision} ({v.reason})" for v in votes)
     return Score(1.0 if tally.outcome == "pass" else 0.0, f"rubric panel: {reasons}"[:300])

@@ -66,7 +66,7 @@ def rubric_item(category: str, task: Task) -> str:
 
 def failed_examples(attempts: list[Attempt]) -> list[Attempt]:
     """Up to MAX_ATTEMPTS failed attempts with distinct, non-empty answers, in attempt order."""
-    return distinct_attempts(attempts, lambda a: a.reward < 1.0, MAX_ATTEMPTS)
+    return distinct_attempts(attempts, lambda a: a.failed, MAX_ATTEMPTS)
 
 
 def messages_for(task: Task, failed: list[Attempt]) -> list[dict[str, str]]:
@@ -140,7 +140,7 @@ async def missed_facts(task: Task, attempts: list[Attempt], llm: LLMClient) -> l
     the response cache). Raises LLMError when the panel is left undecided."""
     failed = distinct_attempts(
         attempts,
-        lambda a: a.reward < 1.0 and not injection(a.response),
+        lambda a: a.failed and not injection(a.response),
         MAX_ATTEMPTS,
         lambda text: " ".join(text.split()),
     )

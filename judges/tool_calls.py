@@ -7,7 +7,7 @@ case- and space-insensitively); arguments the task leaves out (free text) are no
 reward is the share of expected calls matched. Three ways to have the expected calls among many
 score 0: more than twice as many calls as expected, and the nets of `data.runtime.call_checks.spam`
 (an argument swept through more values than the expected calls give it, a wildcard where they
-give a value). The world verifier refuses the same (`data.runtime.world_runtime.grade_calls`).
+give a value). The world verifier refuses the same (`data.runtime.world_grading.grade_calls`).
 """
 
 from __future__ import annotations

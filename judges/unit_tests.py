@@ -23,6 +23,7 @@ from data.runtime import code_grading
 from data.runtime.call_replay import ReplayError
 from data.runtime.code_grading import Graded
 from data.runtime.edits import Edits
+from data.runtime.errors import NoVerdict
 from data.runtime.languages import of_path
 from data.runtime.outside_check import Oracle, oracles
 from data.runtime.sandbox import Limits
@@ -31,7 +32,7 @@ from harnesses.workspace import copies_of, files_around_last, files_at_start, tr
 from judges.redteam.grading import as_first_step, attacked
 from judges.redteam.suites import admission_attacks_for
 from judges.rewards import columns_of, completion_text, trainer_task
-from judges.score import Score
+from judges.score import NoScore, Score, verdict
 from judges.verifier_types import verifier_type
 
 
@@ -123,7 +124,8 @@ class UnitTests:
         self._admissions: dict[str, Admission] = {}
 
     async def grade(self, task: Task, completion: str) -> Score:
-        """Score a solver's reply (diffs or whole files; per step for a sequence) to `task`."""
+        """Score a solver's reply (diffs or whole files; per step for a sequence) to `task`.
+        Raises `NoVerdict` where the grader could not judge it (`code_grading`)."""
 
         def graded() -> Graded:
             points, trier = checkpoints_of(task), self.trier(task)
@@ -309,7 +311,8 @@ class UnitTests:
         def tried(steps: list[Step]) -> list[Trial]:
             workspace = task.workspace
             if workspace is None or workspace.repo_id not in self.mirrors:
-                raise LookupError(f"task {task.task_id}: its repository is not in the lake")
+                detail = f"task {task.task_id}: its repository is not in the lake"
+                raise NoVerdict("repository_not_mirrored", detail)
             with self._slots:
                 mirror = self.mirrors[workspace.repo_id]
                 return try_steps(mirror, workspace, steps, limits or self.limits)
@@ -335,7 +338,9 @@ def unit_test_reward(unit_tests: UnitTests) -> Callable[..., list[float | None]]
     """A TRL reward function for code tasks (verifier type `unit_tests`): each completion is
     applied to the task's `workspace` column and its tests run in the sandbox, as calibration
     scores it; a commit sequence scores the share of checkpoints passed. Other verifier types,
-    and tasks whose repository `unit_tests` has no mirror of, get None."""
+    tasks whose repository `unit_tests` has no mirror of, and completions the grader could not
+    judge (no verdict: the sandbox did not start, the machine too slow to run the reference in
+    time), get None."""
 
     def reward(
         prompts: list[Any],
@@ -356,7 +361,8 @@ def unit_test_reward(unit_tests: UnitTests) -> Callable[..., list[float | None]]
             task = trainer_task(prompt, gold, spec, task_kind, room)
             if task.workspace is None or task.workspace.repo_id not in unit_tests.mirrors:
                 return None
-            return (await unit_tests.grade(task, completion_text(completion))).reward
+            graded = await verdict(unit_tests.grade(task, completion_text(completion)))
+            return None if isinstance(graded, NoScore) else graded.reward
 
         async def run() -> list[float | None]:
             batch = zip(prompts, completions, specs, golds, workspace, kind, strict=True)

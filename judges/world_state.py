@@ -8,7 +8,7 @@ predicate the task's self-check tested before it was offered).
 Failed calls change nothing, so guessing is free unless it is refused: an attempt with more than
 `2 * gold + EXTRA_CALLS` calls, a wildcard argument, or an argument swept through more values
 than the gold calls give it scores 0 before it is replayed (`data.runtime.call_checks`). The
-grading is `data.runtime.world_runtime.grade_calls`, which the verifiers package runs too. A call of
+grading is `data.runtime.world_grading.grade_calls`, which the verifiers package runs too. A call of
 a tool the task's world does not have runs nothing (the world answers "unknown tool" and leaves
 the state as it was, as the harness does), so it can neither help nor, by itself, hurt: a
 solver that names a tool wrongly and then makes the right calls still passes.
@@ -20,7 +20,9 @@ import json
 from typing import Any
 
 from data.records import Task
-from data.runtime.world_runtime import conversation_attempt, grade_calls
+from data.runtime.errors import NoVerdict
+from data.runtime.world_grading import grade_calls
+from data.runtime.world_runtime import conversation_attempt
 from harnesses.world import world_spec
 from harnesses.world_check import self_check
 from harnesses.world_replay import Call, as_calls, gold_calls, replay
@@ -44,13 +46,14 @@ def attempt_of(completion: str | list[dict[str, Any]]) -> tuple[list[Call], str]
 
 def grade(task: Task, completion: str | list[dict[str, Any]]) -> Score:
     """Replay the attempt's calls on the task's world from its initial state; 1.0 when that
-    leaves the gold final state (and the answer matches, where the task asks a question)."""
+    leaves the gold final state (and the answer matches, where the task asks a question).
+    Raises `NoVerdict` where there is no world to replay on, or it fails (`grade_calls`)."""
     attempt = attempt_of(completion)
     if attempt is None:
         return Score(0.0, "not a tool-use attempt")
     verifier = task.verifier
     if task.world is None:
-        return Score(0.0, "the task has no world to replay on")
+        raise NoVerdict("no_world", "the task has no world to replay on")
     calls, answer = attempt
     reward, why = grade_calls(
         world_spec(task),

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
+from pydantic import model_validator
+
 from data.records.base import Band, ItemStatus, Pool, Record, Remedy, utcnow
 from data.records.values import Usage
 
@@ -83,7 +85,9 @@ class VerdictRerun(Record):
 
 
 class Attempt(Record):
-    """One solver rollout on one task, with its reward."""
+    """One solver rollout on one task, with its reward, or with none where the grader could not
+    judge it (`no_verdict` says why): such an attempt is no failure, and counts in no pass
+    rate."""
 
     attempt_id: str
     task_id: str
@@ -93,13 +97,33 @@ class Attempt(Record):
     temperature: float
     seed: int
     response: str
-    reward: float
+    reward: float | None  # None: no verdict
     usage: Usage
     reason: str = ""  # why the verifier gave this reward ("exact match", "token F1 0.67 >= 0.6")
     rollout_id: str = ""  # the proxy's rollout holding this attempt's model calls
     # what it was made for: `calibrate` (or `calibrate:<solver>`), or an evaluation
     # (`evaluate:k<K>:<policy>`); None: made before attempts named their stage (calibration)
     stage: str | None = None
+    # why there is no reward, a short stable reason (`sandbox_unavailable`, `grader_failed`,
+    # `grader_timeout`, `repository_not_mirrored`, `world_failed`, `no_world`,
+    # `judge_undecided`: docs/reward-integrity.md, "No verdict"); "" where there is one
+    no_verdict: str = ""
+
+    @model_validator(mode="after")
+    def _reward_or_why_not(self) -> Attempt:
+        if (self.reward is None) != bool(self.no_verdict):
+            raise ValueError("an attempt has a reward, or no verdict and its reason: not both")
+        return self
+
+    @property
+    def passed(self) -> bool:
+        """Whether its verdict is a pass (a reward of 1)."""
+        return self.reward is not None and self.reward >= 1.0
+
+    @property
+    def failed(self) -> bool:
+        """Whether its verdict is short of a pass (no verdict is neither)."""
+        return self.reward is not None and self.reward < 1.0
 
 
 class ProxyCall(Record):
@@ -344,7 +368,7 @@ class LLMCall(Record):
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
-    cost_usd: float
+    cost_usd: float | None  # None: a live call to a model with no price (`data.prices`)
     recorded_at: datetime
     stage: str = ""  # the stage that asked (`foundry run --plan` averages by it)
     item: str = ""  # the stage's item it asked for (a task, a chunk, a commit, ...)

@@ -1,6 +1,6 @@
 """What an attempt's tool calls must not do to be graded at all: cast a net for the expected
 calls instead of making them. Shared by the tool-call verifier (`judges.tool_calls`), the world
-verifier (`data.runtime.world_runtime.grade_calls`) and, copied as it is, the verifiers v1 taskset
+verifier (`data.runtime.world_grading.grade_calls`) and, copied as it is, the verifiers v1 taskset
 package, so it imports only the standard library.
 
 Three nets score 0: more calls than twice the expected ones plus `EXTRA_CALLS`; an argument of

@@ -37,12 +37,14 @@ MAX_CALLS = 400  # recorded per test run: enough to see a function's behaviour, 
 @dataclass(frozen=True)
 class Replayed:
     """The results of a replay, by call (None: the process ended before it), what the
-    process wrote to its standard error (the red team's evidence that an attack ran), and
-    why its stream is not the replayer's own ("" where it is)."""
+    process wrote to its standard error (the red team's evidence that an attack ran), why its
+    stream is not the replayer's own ("" where it is), and whether it was stopped at its time
+    limit."""
 
     results: list[Result | None]
     stderr: str
     tampered: str = ""
+    timed_out: bool = False
 
 
 class ReplayError(RuntimeError):
@@ -68,7 +70,7 @@ def replay_calls(tree: Path, env: Path, calls: list[Call], limits: Limits) -> Re
             sandbox, env, "replay.py", [str(listed)], min(limits.wall_s, REPLAY_TIMEOUT_S)
         )
     results, tampered = answers(stream, len(calls))
-    return Replayed(results, completed.stderr, tampered)
+    return Replayed(results, completed.stderr, tampered, completed.timed_out)
 
 
 def questions_for(sandbox: Sandbox, calls: list[Call]) -> Path:

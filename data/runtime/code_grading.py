@@ -9,6 +9,14 @@ Where the steps are tried is the caller's (`TrySteps`): taskfoundry rebuilds the
 from its repository mirror (`judges.unit_tests`), an exported package from the tree it ships.
 Both grade through `grade` and `score_edits`, so a completion scores the same in each; this
 module stands alone in an exported package.
+
+What is the attempt's and what is the grader's (docs/reward-integrity.md, "No verdict"): the
+attempt's code runs only in the sandbox's processes, which hand back output, never exceptions,
+so an exception out of trying the steps is the grader's own machinery failing (the sandbox did
+not start, the workspace or the test environment could not be made) and raises `NoVerdict`.
+A run cut off at its time limit is the attempt's (an endless loop scores 0) unless the
+reference, run the same way just after, is cut off too: then the machine, not the attempt, is
+too slow, and there is no verdict.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any
 
 from .call_replay import Replayed
 from .edits import EditError, Edits, parse_edits, split_steps
+from .errors import NoVerdict, ReasonedError
 from .grader_reach import reaches_for_grader
 from .languages import is_any_test_file
 from .outside_check import Oracle, oracles
@@ -27,6 +36,10 @@ from .trial import Step, Trial
 TrySteps = Callable[[list[Step]], list[Trial]]  # the steps tried on a fresh workspace, in order
 Graded = tuple[float, str]  # a reward and why
 WHY_CHARS = 300
+# what the grader's own steps raise when they fail: the sandbox that cannot be made
+# (`SandboxUnavailable`), a workspace or test environment that cannot be built (`GitError`,
+# `WorkspaceError`, `EnvError`), no free sandbox uid, a file system or process that fails
+GRADER_FAILURES = (ReasonedError, RuntimeError, OSError)
 
 
 @dataclass(frozen=True)
@@ -61,14 +74,24 @@ def grade(
 ) -> Graded:
     """Score a solver's `reply` (diffs or whole files; `## Step N` parts for a sequence) to a
     task with checkpoints `points`, reference change `reference` and outside checks `checks`
-    (`outside_checks`); `until_decided` as for `score_edits`."""
+    (`outside_checks`); `until_decided` as for `score_edits`. Raises `NoVerdict` where the grader
+    could not judge it (the module's docstring says when)."""
     edits, notes = edits_of(reply, len(points))
     if all(e is None for e in edits):
         return 0.0, "; ".join(notes)[:WHY_CHARS]
-    tampered = grader_reach(edits, edits_of(reference, len(points))[0])
+    gold = edits_of(reference, len(points))[0]
+    tampered = grader_reach(edits, gold)
     if tampered:
         return 0.0, f"tampered: {tampered}"[:WHY_CHARS]
-    reward, why = score_edits(edits, points, try_steps, checks, until_decided)
+    trials = take_steps(edits, points, try_steps, checks, until_decided)
+    reward, why = scored(trials, points, checks)
+    stopped = cut_off(trials)
+    if stopped and reward < 1.0:
+        also = cut_off(take_steps(gold, points, try_steps, checks))
+        if also:
+            why = f"{stopped} hit the time limit, and so did the reference's ({also})"
+            raise NoVerdict("grader_timeout", why)
+        why += f"; {stopped} hit the time limit (the reference's kept within it)"
     return reward, "; ".join([why, *notes])[:WHY_CHARS]
 
 
@@ -80,7 +103,25 @@ def outside_checks(
     edits, _ = edits_of(reference, len(points))
     if any(e is None for e in edits):
         return [None] * len(points)
-    return oracles(edits, points, try_steps).checks
+    return oracles(edits, points, guarded(try_steps)).checks
+
+
+def guarded(try_steps: TrySteps) -> TrySteps:
+    """`try_steps`, a failure of the grader's own machinery raised as `NoVerdict` (its reason,
+    where it has one: `sandbox_unavailable`; else `grader_failed`, naming the exception)."""
+
+    def tried(steps: list[Step]) -> list[Trial]:
+        try:
+            return try_steps(steps)
+        except NoVerdict:
+            raise
+        except GRADER_FAILURES as error:
+            if isinstance(error, ReasonedError):
+                raise NoVerdict(error.reason, error.detail[:WHY_CHARS]) from error
+            detail = f"{type(error).__name__}: {error}"[:WHY_CHARS]
+            raise NoVerdict("grader_failed", detail) from error
+
+    return tried
 
 
 def edits_of(reply: str, steps: int) -> tuple[list[Edits | None], list[str]]:
@@ -124,6 +165,17 @@ def score_edits(
     `until_decided`, a step whose replay fails its outside check runs no test, and the steps
     after it are not taken: its reward is 0 whatever the tests say (what a gate that must see
     0 asks; the reason then has no test counts)."""
+    return scored(take_steps(edits, points, try_steps, checks, until_decided), points, checks)
+
+
+def take_steps(
+    edits: list[Edits | None],
+    points: Sequence[Point],
+    try_steps: TrySteps,
+    checks: Sequence[Oracle | None],
+    until_decided: bool = False,
+) -> list[Trial]:
+    """The trials of each step's `edits`, as `score_edits` takes them (`guarded`)."""
     steps = [
         Step(
             step_edits,
@@ -134,7 +186,21 @@ def score_edits(
         )
         for step_edits, point, check in zip(edits, points, checks, strict=True)
     ]
-    return scored(try_steps(steps), points, checks)
+    return guarded(try_steps)(steps)
+
+
+def cut_off(trials: list[Trial]) -> str:
+    """What of `trials` was stopped at its time limit, or "": applying the edits, the replay of
+    the outside check's calls or the test run."""
+    for number, trial in enumerate(trials, start=1):
+        where = f"step {number}'s " if len(trials) > 1 else "the "
+        if trial.rejected is not None and trial.rejected.timed_out:
+            return f"{where}applying the edits"
+        if trial.replayed is not None and trial.replayed.timed_out:
+            return f"{where}replay of the outside check's calls"
+        if trial.run is not None and trial.run.completed.timed_out:
+            return f"{where}test run"
+    return ""
 
 
 def _fails(check: Oracle) -> Callable[[Replayed | None], bool]:

@@ -73,7 +73,7 @@ def replay_node_calls(
         timeout_s = min(limits.wall_s, REPLAY_TIMEOUT_S)
         stream, completed = _piped(sandbox, command, modules, timeout_s)
     results, tampered = answers(stream, len(calls))
-    return Replayed(results, completed.stderr, tampered)
+    return Replayed(results, completed.stderr, tampered, completed.timed_out)
 
 
 def _piped(

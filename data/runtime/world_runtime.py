@@ -1,9 +1,9 @@
 """Simulated tool worlds: typed state in an in-memory DuckDB, tools declared as SQL; replaying
-tool calls on them and the predicate a world task's attempt is graded by.
+tool calls on them (the predicate a world task's attempt is graded by: `world_grading`).
 
 This module is taskfoundry's one world runtime and is standalone: it imports only the standard
-library, duckdb, jsonschema, pydantic and the modules beside it (`answer_match`, `call_checks`),
-so the export copies it as it is into the verifiers v1 taskset package
+library, duckdb, jsonschema, pydantic and the modules beside it (`call_checks`), so the
+export copies it as it is into the verifiers v1 taskset package
 (`data/verifiers_package.py`), whose tool server and reward use it without taskfoundry.
 `harnesses.world`, `harnesses.world_replay` and `harnesses.world_check` build on it.
 
@@ -44,8 +44,7 @@ import duckdb
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .answer_match import match
-from .call_checks import Call, spam, too_many
+from .call_checks import Call
 
 ColumnType = Literal["text", "integer", "number", "boolean", "date", "timestamp"]
 SQL_TYPES: dict[str, str] = {
@@ -205,11 +204,13 @@ def load_world_spec(path: Path) -> WorldSpec:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What a tool call returned: `ok` and its `content` (JSON values), or the `error`."""
+    """What a tool call returned: `ok` and its `content` (JSON values), or the `error` (and
+    whether it was cut off at the time limit)."""
 
     ok: bool
     content: Any = None
     error: str = ""
+    timed_out: bool = False
 
     def message(self) -> str:
         """The result as the tool message a model reads."""
@@ -300,7 +301,8 @@ class World:
         except duckdb.Error as error:
             self._rollback()
             if isinstance(error, duckdb.InterruptException):
-                return ToolResult(False, error=f"the call ran longer than {CALL_TIMEOUT_S:g} s")
+                why = f"the call ran longer than {CALL_TIMEOUT_S:g} s"
+                return ToolResult(False, error=why, timed_out=True)
             return ToolResult(False, error=f"{type(error).__name__}: {error}".splitlines()[0])
         finally:
             watchdog.cancel()
@@ -387,11 +389,12 @@ _IDLE_LOCK = threading.Lock()
 @dataclass(frozen=True)
 class Replay:
     """What a call sequence did from a snapshot: each call's result message and the final
-    state."""
+    state; how many calls failed, and how many of those were cut off at the time limit."""
 
     messages: list[str]
     final: Snapshot
     failed_calls: int
+    cut_off: int = 0
 
 
 def replay(spec: WorldSpec, initial: Snapshot, calls: list[Call]) -> Replay:
@@ -407,8 +410,8 @@ def replay_each(spec: WorldSpec, initial: Snapshot, sequences: list[list[Call]])
             if index:
                 world.reset(initial)
             results = [world.call(name, arguments) for name, arguments in calls]
-            failed = sum(not r.ok for r in results)
-            replays.append(Replay([r.message() for r in results], world.snapshot(), failed))
+            failed, cut = sum(not r.ok for r in results), sum(r.timed_out for r in results)
+            replays.append(Replay([r.message() for r in results], world.snapshot(), failed, cut))
         return replays
 
 
@@ -447,38 +450,6 @@ def state_diff(before: Snapshot, after: Snapshot) -> dict[str, dict[str, list[di
         if removed or added:
             diff[table] = {"removed": removed, "added": added}
     return diff
-
-
-# --- grading --------------------------------------------------------------------------------
-
-
-def passes(final: Snapshot, gold_final: Snapshot, answer: str = "", gold_answer: str = "") -> bool:
-    """The predicate: the gold final state exactly, and the gold answer where there is one."""
-    return final == gold_final and (not gold_answer or match(answer, gold_answer, 1.0)[0] == 1.0)
-
-
-def grade_calls(
-    spec: WorldSpec,
-    initial: Snapshot,
-    calls: list[Call],
-    answer: str,
-    gold_calls: list[Call],
-    gold_final: Snapshot,
-    gold_answer: str,
-) -> tuple[float, str]:
-    """A world attempt's reward and why: 0 for a net cast for the gold calls (too many calls, a
-    wildcard, guessed arguments: `call_checks`) before anything runs; else `calls` replayed
-    from `initial`, 1.0 when `passes`. A call of a tool the world does not have runs nothing."""
-    refused = too_many(calls, gold_calls) or spam(calls, gold_calls)
-    if refused:
-        return 0.0, refused
-    final = replay(spec, initial, calls).final
-    if passes(final, gold_final, answer, gold_answer):
-        return 1.0, f"gold final state after {len(calls)} calls"
-    if final != gold_final:
-        changed = ", ".join(sorted(state_diff(gold_final, final))) or "none"
-        return 0.0, f"final state differs from the gold one in: {changed}"
-    return 0.0, "the gold final state, but the answer does not match"
 
 
 def conversation_attempt(messages: list[dict[str, Any]]) -> tuple[list[Call], str]:

@@ -6,9 +6,11 @@ and every pass-to-pass test keep passing; a commit sequence scores the share of 
 checkpoints passed.
 
 The sandbox (`sandbox`) runs the repository's code under bubblewrap, with no network, time
-and memory limits and a scrubbed environment. Where it cannot be made here, grading raises
-`SandboxUnavailable` saying why, unless FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1 is set.
-The tests' virtualenv is built once per set of requirements with pip (wheels only).
+and memory limits and a scrubbed environment. The tests' virtualenv is built once per set of
+requirements with pip (wheels only). Where the sandbox cannot be made here, grading raises
+`NoVerdict` (`sandbox_unavailable`) saying why, unless
+FOUNDRY_RUN_UNTRUSTED_CODE_WITHOUT_SANDBOX=1 is set, and so does any other failure of the
+grader's own (`code_grading`): verifiers records the rollout as errored, never as a 0.
 
 This file is copied as it is into each exported package (`data/verifiers_package.py`).
 """

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from data.llm import LLMError
 from data.records import Task
 from data.runtime.code_grading import Point, TrySteps
+from data.runtime.errors import NoVerdict
 from data.runtime.outside_check import Oracle
 from judges import verifier_types
 from judges.redteam.answer_attacks import AnswerAttack, JudgeAsked, NoJudge
@@ -65,10 +66,16 @@ def attack_code(target: CodeTarget, attacks: Sequence[CodeAttack]) -> list[Row]:
 
 
 def _attacked(target: CodeTarget, attack: CodeAttack) -> Row:
-    got = attacked(
-        attack, target.files, target.reference, target.points, target.try_steps, target.checks
-    )
-    return Row(attack.name, attack.kind, target.family, target.name, got.reward, got.why, got.ran)
+    """`attack` graded on `target`; where the grader could not judge it, a row that did not
+    run (it holds nothing), saying why."""
+    row = Row(attack.name, attack.kind, target.family, target.name, 0.0, "", False)
+    try:
+        got = attacked(
+            attack, target.files, target.reference, target.points, target.try_steps, target.checks
+        )
+    except NoVerdict as missing:
+        return replace(row, why=f"no verdict: {missing}")
+    return replace(row, reward=got.reward, why=got.why, ran=got.ran)
 
 
 def attack_answers(tasks: Sequence[Task], attacks: Sequence[AnswerAttack]) -> list[Row]:

@@ -1,7 +1,8 @@
 """The trainer's reward functions (TRL `GRPOTrainer` signature), from the verifier registry:
 `verifier_reward` for the types scored with no model and no sandbox, `judge_reward` for the
 types a judge decides. Both read the taskset's own columns; a row another function scores gets
-None, which TRL leaves to the others."""
+None, which TRL leaves to the others, and so does a completion the grader could not judge (no
+verdict: a world that failed, a judge that was down), never a 0."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 from data.endpoints import Endpoint
 from data.llm import LLMClient, LLMError
 from data.llm_cache import ResponseCache
+from data.runtime.errors import NoVerdict
 from judges.rewards import Completion, columns_of, completion_text, trainer_task
 from judges.verifier_types import grade, verifier_type
-from judges.verifier_types.base import RewardRow
+from judges.verifier_types.base import Reward, RewardRow
 
 
 def verifier_reward(
@@ -40,8 +42,16 @@ def verifier_reward(
     ):
         reward = verifier_type(spec).reward
         row = RewardRow(prompt, completion, spec, gold, {k: v[i] for k, v in per_row.items()})
-        rewards.append(reward(row) if reward else None)
+        rewards.append(judged(reward, row) if reward else None)
     return rewards
+
+
+def judged(reward: Reward, row: RewardRow) -> float | None:
+    """`reward` of `row`, None where the grader could not judge it (`NoVerdict`)."""
+    try:
+        return reward(row)
+    except NoVerdict:
+        return None
 
 
 def judge_reward(
@@ -50,7 +60,8 @@ def judge_reward(
     """A TRL reward function for the verifier types a judge decides (`judged`: today
     `llm_equivalence` and `rubric`): each completion is graded as calibration grades it, by the
     judge panel at `endpoints` (as `data.endpoints` resolves them). Other types, and completions
-    the panel leaves undecided, get None. It reads the same columns as `verifier_reward`."""
+    the panel leaves undecided or cannot be asked about (no verdict), get None. It reads the
+    same columns as `verifier_reward`."""
 
     def reward(
         prompts: list[Any],
