@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from data.config import EndpointConfig, FoundryConfig
+from data.prices import Price, price_of
 
 # How structured replies are asked for, from the most to the least the server enforces:
 # `response_format` json_schema (OpenAI, vLLM), json_object with a `schema` (llama.cpp's
@@ -39,8 +40,9 @@ class Endpoint:
     tool_calls: bool = True  # returns native tool calls (OpenAI tools API) for `tools`
     temperature: float = 0.0  # for requests that set none
     seed: int | None = None  # for requests that set none
-    price_input_per_mtok: float = 0.0
-    price_output_per_mtok: float = 0.0
+    # USD per million tokens (`priced`: resolved by data.prices); both None: no known price
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
     headers: tuple[tuple[str, str], ...] = ()  # sent with every request (a proxy's access key)
     upstream: str = ""  # behind a proxy: the server's own URL, where its request limit counts
     # a judge that failed its control items, kept on a panel where no judge passed them: the
@@ -52,10 +54,17 @@ class Endpoint:
         """The URL of the model server that answers this endpoint's requests."""
         return self.upstream or self.base_url
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+    @property
+    def has_price(self) -> bool:
+        return self.price_input_per_mtok is not None or self.price_output_per_mtok is not None
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """What the tokens cost in USD; None where the model has no price (no tokens: 0)."""
+        if not self.has_price:
+            return None if prompt_tokens or completion_tokens else 0.0
         return (
-            prompt_tokens * self.price_input_per_mtok
-            + completion_tokens * self.price_output_per_mtok
+            prompt_tokens * (self.price_input_per_mtok or 0.0)
+            + completion_tokens * (self.price_output_per_mtok or 0.0)
         ) / 1e6
 
 
@@ -76,31 +85,33 @@ def role_configs(config: FoundryConfig) -> dict[str, EndpointConfig]:
 
 
 def priced(endpoints: dict[str, Endpoint], config: FoundryConfig) -> dict[str, Endpoint]:
-    """`endpoints` with `[prices]` applied: a role whose own prices are 0 takes its model's."""
+    """`endpoints` with their prices resolved (`data.prices.price_of`): their own, else their
+    model's in `[prices]` or the shipped table, else 0 on a server on this machine, else none
+    (both None)."""
     out = {}
     for role, endpoint in endpoints.items():
-        price = config.prices.get(endpoint.model)
-        unpriced = not (endpoint.price_input_per_mtok or endpoint.price_output_per_mtok)
-        if price is not None and unpriced:
-            endpoint = replace(
-                endpoint,
-                price_input_per_mtok=price.input_per_mtok,
-                price_output_per_mtok=price.output_per_mtok,
-            )
-        out[role] = endpoint
+        own = (endpoint.price_input_per_mtok, endpoint.price_output_per_mtok)
+        price = price_of(endpoint.model, endpoint.server, own, config.prices)
+        out[role] = replace(
+            endpoint,
+            price_input_per_mtok=price.input_per_mtok if price else None,
+            price_output_per_mtok=price.output_per_mtok if price else None,
+        )
     return out
 
 
-def role_prices(config: FoundryConfig, embedded_model: str) -> dict[str, tuple[float, float]]:
-    """Each role's prices (input, output; USD per million tokens) before its server is asked
-    which model it serves: its own, else its configured model's (`embedded_model` for a role
-    on the embedded server) in `[prices]`, else 0."""
+def unpriced(endpoints: dict[str, Endpoint]) -> dict[str, str]:
+    """Role -> model, for the roles whose model has no price."""
+    return {role: e.model for role, e in endpoints.items() if not e.has_price}
+
+
+def role_prices(config: FoundryConfig, embedded_model: str) -> dict[str, Price | None]:
+    """Each role's price before its server is asked which model it serves: its configured
+    model (`embedded_model` for a role on the embedded server) on its configured server, as
+    `data.prices.price_of` resolves it; None where unknown."""
     out = {}
     for role, cfg in role_configs(config).items():
-        own = (cfg.price_input_per_mtok, cfg.price_output_per_mtok)
         model = cfg.model or (embedded_model if cfg.base_url is None else "")
-        price = config.prices.get(model)
-        out[role] = (
-            own if any(own) or price is None else (price.input_per_mtok, price.output_per_mtok)
-        )
+        own = (cfg.price_input_per_mtok, cfg.price_output_per_mtok)
+        out[role] = price_of(model, cfg.base_url, own, config.prices)
     return out

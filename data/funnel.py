@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from data.costs import PRICED_SQL, UNPRICED_SQL, Cost, row_cost
 from data.lake import Lake
 
 # The difficulty row `d` a calibrate-stage status `s` measured: the row its stage wrote. Rows
@@ -23,6 +24,13 @@ calls_per_task AS (
     SELECT a.task_id, a.harness, a.solver_model AS solver, sum(coalesce(r.n, 0)) AS calls
     FROM attempts a LEFT JOIN calls_per_rollout r USING (rollout_id) GROUP BY ALL
 )"""
+
+# Attempts the grader could not judge (reward NULL), by what made them and why: no failures,
+# left out of every pass rate.
+_NO_VERDICT_SQL = """
+SELECT coalesce(stage, 'calibrate') AS stage, no_verdict AS reason, count(*) AS n
+FROM attempts WHERE reward IS NULL GROUP BY ALL ORDER BY ALL
+"""
 
 STAGES = ("ingest", "chunk", "generate", "candidate", "verify", "calibrate", "review", "repair")
 
@@ -130,6 +138,7 @@ def funnel(lake: Lake) -> dict[str, Any]:
         "bands": {r["band"]: r["n"] for r in bands if r["stage"] == "calibrate"},
         "recalibrated_bands": _nested(r for r in bands if r["stage"] != "calibrate"),
         "attempts": attempts,
+        "no_verdict": lake.rows(_NO_VERDICT_SQL),
         "worlds": lake.rows(_WORLDS_SQL),
         "question_forms": lake.rows(_QUESTION_FORMS_SQL),
         "proxy": proxy,
@@ -138,15 +147,30 @@ def funnel(lake: Lake) -> dict[str, Any]:
 
 
 def _cost_per_task(usage: list[dict[str, Any]], accepted: int) -> dict[str, Any]:
-    """All live LLM spend, and per task accepted by verification."""
-    tokens, usd = _spend(usage)
+    """All live LLM spend (`data.costs`: null where a model has no price), and per task
+    accepted by verification."""
+    tokens, cost = _spend(usage)
+    per_task = cost.scaled(1 / accepted).to_json() if accepted else {}
     return {
-        "usd": round(usd, 6),
+        **cost.to_json(),
         "tokens": tokens,
         "accepted_tasks": accepted,
-        "usd_per_accepted_task": round(usd / accepted, 6) if accepted else None,
+        "usd_per_accepted_task": per_task.get("cost_usd"),
+        "usd_per_accepted_task_at_least": per_task.get("cost_usd_at_least"),
         "tokens_per_accepted_task": round(tokens / accepted) if accepted else None,
     }
+
+
+def per_task_text(cost: dict[str, Any]) -> str:
+    """The line "per accepted task (N): $x, T tokens" from the funnel's `cost`, or "" without
+    accepted tasks."""
+    if not cost["accepted_tasks"]:
+        return ""
+    per_task = Cost.from_json(cost).scaled(1 / cost["accepted_tasks"])
+    return (
+        f"per accepted task ({cost['accepted_tasks']}): {per_task.text()},"
+        f" {cost['tokens_per_accepted_task']:,} tokens"
+    )
 
 
 def _repair_summary(lake: Lake, stage: dict[str, Any]) -> dict[str, Any]:
@@ -222,6 +246,11 @@ def format_funnel(summary: dict[str, Any]) -> str:
             f" ({a['method']}{prior}): mean {a['mean']:.1f}, min {a['min']}, max {a['max']}"
             f" over {a['tasks']} tasks; solver calls per task {a['calls']:.1f}"
         )
+    if summary["no_verdict"]:
+        lines.append(
+            "attempts without a verdict (left out of pass rates): "
+            + ", ".join(f"{r['stage']} {r['reason']} {r['n']}" for r in summary["no_verdict"])
+        )
     r = summary["repair"]
     if r["outcomes"]:
         lines.append("repair outcomes: " + _pairs(r["outcomes"]))
@@ -240,15 +269,20 @@ def format_funnel(summary: dict[str, Any]) -> str:
     for role, u in summary["llm"].items():
         lines.append(
             f"{role:<12} {u['calls']:>6} {u['cache_hits']:>11} {u['errors']:>7}"
-            f" {u['prompt_tokens']:>11} {u['completion_tokens']:>15} {u['cost_usd']:>9.4f}"
+            f" {u['prompt_tokens']:>11} {u['completion_tokens']:>15} {_usd(u['cost_usd'])}"
         )
+    unpriced = sorted({m for u in summary["llm"].values() for m in u["unpriced_models"]})
+    if unpriced:
+        lines.append(f"cost_usd unknown: no price for {', '.join(unpriced)}")
     cost = summary["cost"]
+    lines.append(f"all live calls: {Cost.from_json(cost).text()}, {cost['tokens']:,} tokens")
     if cost["accepted_tasks"]:
-        lines.append(
-            f"per accepted task ({cost['accepted_tasks']}): ${cost['usd_per_accepted_task']:.4f},"
-            f" {cost['tokens_per_accepted_task']:,} tokens"
-        )
+        lines.append(per_task_text(cost))
     return "\n".join(lines)
+
+
+def _usd(usd: float | None) -> str:
+    return f"{usd:>9.4f}" if usd is not None else f"{'unknown':>9}"
 
 
 def _pairs(counts: dict[str, int]) -> str:
@@ -269,32 +303,38 @@ def run_usage(lake: Lake, run_id: str) -> dict[str, int]:
     return {k: int(v) for k, v in row.items()}
 
 
-def run_spend(lake: Lake, run_id: str) -> tuple[int, float]:
-    """The live tokens and cost one run's recorded LLM calls have spent."""
-    return _spend(usage_by_role(lake, run_id))
+def run_spend(lake: Lake, run_id: str) -> tuple[int, float, tuple[str, ...]]:
+    """The live tokens one run's recorded LLM calls have spent, their cost at known prices,
+    and the models of those with none (`Budget.settle`'s arguments)."""
+    tokens, cost = _spend(usage_by_role(lake, run_id))
+    return tokens, cost.priced_usd, cost.unpriced
 
 
-def _spend(usage: list[dict[str, Any]]) -> tuple[int, float]:
+def _spend(usage: list[dict[str, Any]]) -> tuple[int, Cost]:
     """Live tokens and cost summed over `usage_by_role` rows."""
     tokens = sum(row["prompt_tokens"] + row["completion_tokens"] for row in usage)
-    return tokens, sum(row["cost_usd"] for row in usage)
+    cost = sum((Cost.from_json(row) for row in usage), Cost())
+    return tokens, cost
 
 
 def usage_by_role(lake: Lake, run_id: str | None = None) -> list[dict[str, Any]]:
     """LLM requests per role (of one run, or of all): live calls, cache hits, errors, live
-    tokens, cost."""
+    tokens, cost (`data.costs`: `cost_usd` null where a model has no price)."""
     where, params = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
-    return lake.rows(
+    rows = lake.rows(
         "SELECT role, count(*) FILTER (WHERE NOT cached) AS calls,"
         " count(*) FILTER (WHERE cached) AS cache_hits,"
         " count(*) FILTER (WHERE NOT ok) AS errors,"
         " coalesce(sum(prompt_tokens) FILTER (WHERE NOT cached), 0)::BIGINT AS prompt_tokens,"
         " coalesce(sum(completion_tokens) FILTER (WHERE NOT cached), 0)::BIGINT"
-        " AS completion_tokens,"
-        " coalesce(sum(cost_usd), 0)::DOUBLE AS cost_usd"
+        f" AS completion_tokens, {PRICED_SQL} AS priced_usd, {UNPRICED_SQL} AS unpriced"
         f" FROM llm_calls {where} GROUP BY role ORDER BY role",
         params,
     )
+    for row in rows:
+        row.update(row_cost(row).to_json())
+        del row["priced_usd"], row["unpriced"]
+    return rows
 
 
 def failed_calls(lake: Lake, run_ids: list[str]) -> dict[str, int] | None:

@@ -12,6 +12,9 @@ killed; a machine crash may lose the last ones.
 The next run of the same command carries on the budget of the runs before it that did not
 finish (`carried_spend`): what a crashed run spent counts against the limits of the run that
 resumes its work.
+
+A model with no price (`data.prices`) leaves `bound_usd` and `cost_usd` null: its calls' cost
+is unknown, and every sum that includes them is shown as a lower bound (`data.costs`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from data.costs import Cost
 
 FOLDER = "ledger"
 CHARS_PER_TOKEN = 4  # for a request's bound before it is sent
@@ -37,14 +42,16 @@ def open_ledger(path: Path) -> None:
     _append(path, {"event": "opened", "pid": os.getpid(), "host": socket.gethostname()})
 
 
-def record_sent(path: Path, call_id: str, role: str, model: str, bound_usd: float) -> None:
+def record_sent(path: Path, call_id: str, role: str, model: str, bound_usd: float | None) -> None:
     _append(
         path,
         {"event": "sent", "call": call_id, "role": role, "model": model, "bound_usd": bound_usd},
     )
 
 
-def record_settled(path: Path, call_id: str, tokens: int, cost_usd: float, error: str) -> None:
+def record_settled(
+    path: Path, call_id: str, tokens: int, cost_usd: float | None, error: str
+) -> None:
     _append(
         path,
         {
@@ -66,7 +73,9 @@ def _append(path: Path, entry: dict[str, Any]) -> None:
 @dataclass(frozen=True)
 class Spend:
     """What one run's ledger shows: its settled calls, tokens and cost, the requests sent and
-    never settled with the most they can have cost, and who wrote it."""
+    never settled with the most they can have cost, and who wrote it. Calls to models with no
+    price add nothing to the sums and name their models in `unpriced` (settled calls) and
+    `open_unpriced` (unsettled ones)."""
 
     settled_calls: int = 0
     tokens: int = 0
@@ -75,10 +84,25 @@ class Spend:
     open_bound_usd: float = 0.0
     pid: int | None = None
     host: str = ""
+    unpriced: tuple[str, ...] = ()
+    open_unpriced: tuple[str, ...] = ()
 
     @property
     def at_most_usd(self) -> float:
+        """The settled cost and the open requests' bounds, at known prices."""
         return self.cost_usd + self.open_bound_usd
+
+    @property
+    def settled(self) -> Cost:
+        return Cost.of(self.cost_usd, self.unpriced)
+
+    @property
+    def open_bound(self) -> Cost:
+        return Cost.of(self.open_bound_usd, self.open_unpriced)
+
+    @property
+    def at_most(self) -> Cost:
+        return self.settled + self.open_bound
 
 
 def read_spend(path: Path) -> Spend:
@@ -86,9 +110,11 @@ def read_spend(path: Path) -> Spend:
     a kill in mid-write, is skipped."""
     if not path.is_file():
         return Spend()
-    sent: dict[str, float] = {}
+    sent: dict[str, tuple[float | None, str]] = {}  # call -> (its bound, its model)
+    models: dict[str, str] = {}
     settled = tokens = 0
     cost = 0.0
+    unpriced: set[str] = set()
     pid, host = None, ""
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
@@ -98,13 +124,30 @@ def read_spend(path: Path) -> Spend:
         if entry.get("event") == "opened":
             pid, host = entry.get("pid"), entry.get("host", "")
         elif entry.get("event") == "sent":
-            sent[entry["call"]] = float(entry.get("bound_usd", 0.0))
+            sent[entry["call"]] = (entry.get("bound_usd", 0.0), entry.get("model", ""))
+            models[entry["call"]] = entry.get("model", "")
         elif entry.get("event") == "settled":
             sent.pop(entry["call"], None)
             settled += 1
             tokens += int(entry.get("tokens", 0))
-            cost += float(entry.get("cost_usd", 0.0))
-    return Spend(settled, tokens, cost, len(sent), sum(sent.values()), pid, host)
+            spent = entry.get("cost_usd", 0.0)
+            if spent is None:
+                unpriced.add(models.get(entry["call"], ""))
+            else:
+                cost += float(spent)
+    bounds = [bound for bound, _ in sent.values() if bound is not None]
+    open_unpriced = {model for bound, model in sent.values() if bound is None}
+    return Spend(
+        settled,
+        tokens,
+        cost,
+        len(sent),
+        float(sum(bounds)),
+        pid,
+        host,
+        tuple(sorted(unpriced)),
+        tuple(sorted(open_unpriced)),
+    )
 
 
 def _still_running(spend: Spend) -> bool:
@@ -148,41 +191,48 @@ def carried_spend(home: Path, runs: list[dict[str, Any]], command: str) -> tuple
 
 def ledger_summary(home: Path, runs: list[dict[str, Any]], recorded: dict[str, float]) -> dict:
     """Every run's ledger summed up, and the runs that did not complete apart, with what the
-    lake recorded of their spend (`recorded`: cost by run id)."""
+    lake recorded of their spend (`recorded`: cost at known prices by run id)."""
     total = unfinished = Spend()
     n_unfinished = 0
-    lost = 0.0
+    lost = Cost()
     for run in runs:
         spend = read_spend(ledger_path(home, run["run_id"]))
         total = _plus(total, spend)
         if run["state"] != "completed" and (spend.settled_calls or spend.open_calls):
             n_unfinished += 1
             unfinished = _plus(unfinished, spend)
-            lost += max(0.0, spend.cost_usd - recorded.get(run["run_id"], 0.0))
+            beyond = max(0.0, spend.cost_usd - recorded.get(run["run_id"], 0.0))
+            lost += Cost.of(beyond, spend.unpriced)
     return {
         "settled_calls": total.settled_calls,
         "tokens": total.tokens,
-        "cost_usd": round(total.cost_usd, 6),
+        **total.settled.to_json(),
         "unfinished_runs": n_unfinished,
-        "unfinished_cost_usd": round(unfinished.cost_usd, 6),
+        **unfinished.settled.to_json("unfinished_cost_usd", "unfinished_unpriced_models"),
         "unfinished_open_calls": unfinished.open_calls,
-        "unfinished_open_bound_usd": round(unfinished.open_bound_usd, 6),
-        "not_in_lake_usd": round(lost, 6),
+        **unfinished.open_bound.to_json(
+            "unfinished_open_bound_usd", "unfinished_open_unpriced_models"
+        ),
+        **lost.to_json("not_in_lake_usd", "not_in_lake_unpriced_models"),
     }
 
 
 def format_ledger(summary: dict) -> str:
     line = (
-        f"spend ledger: {summary['settled_calls']} paid requests, {summary['tokens']:,} tokens,"
-        f" ${summary['cost_usd']:.4f}"
+        f"spend ledger: {summary['settled_calls']} live requests, {summary['tokens']:,} tokens,"
+        f" {Cost.from_json(summary).text()}"
     )
     if summary["unfinished_runs"]:
+        settled = Cost.from_json(summary, "unfinished_cost_usd", "unfinished_unpriced_models")
+        lost = Cost.from_json(summary, "not_in_lake_usd", "not_in_lake_unpriced_models")
+        bound = Cost.from_json(
+            summary, "unfinished_open_bound_usd", "unfinished_open_unpriced_models"
+        )
         line += (
-            f"; {summary['unfinished_runs']} run(s) did not finish:"
-            f" ${summary['unfinished_cost_usd']:.4f} settled"
-            f" (${summary['not_in_lake_usd']:.4f} of it never reached the lake),"
+            f"; {summary['unfinished_runs']} run(s) did not finish: {settled.text()} settled"
+            f" ({lost.text()} of it never reached the lake),"
             f" {summary['unfinished_open_calls']} request(s) sent and never answered (at most"
-            f" ${summary['unfinished_open_bound_usd']:.4f})"
+            f" {bound.text()})"
         )
     return line
 
@@ -194,4 +244,6 @@ def _plus(a: Spend, b: Spend) -> Spend:
         a.cost_usd + b.cost_usd,
         a.open_calls + b.open_calls,
         a.open_bound_usd + b.open_bound_usd,
+        unpriced=tuple(sorted({*a.unpriced, *b.unpriced})),
+        open_unpriced=tuple(sorted({*a.open_unpriced, *b.open_unpriced})),
     )

@@ -440,7 +440,7 @@ class LLMClient:
         cost = 0.0 if cached else endpoint.cost(usage.prompt_tokens, usage.completion_tokens)
         if self.budget is not None and not cached:
             tokens = usage.prompt_tokens + usage.completion_tokens
-            self.budget.charge(tokens, cost, call_id, error)
+            self.budget.charge(tokens, cost, call_id, error, endpoint.model)
         self.calls.append(
             LLMCall(
                 call_id=call_id,
@@ -461,9 +461,9 @@ class LLMClient:
         )
 
 
-def _bound_usd(endpoint: Endpoint, request: dict[str, Any]) -> float:
+def _bound_usd(endpoint: Endpoint, request: dict[str, Any]) -> float | None:
     """The most a request can cost: its prompt at four characters a token, and its
-    `max_tokens` (1,024 where it sets none)."""
+    `max_tokens` (1,024 where it sets none); None where its model has no price."""
     prompt = len(json.dumps(request["messages"], default=str)) // CHARS_PER_TOKEN
     return endpoint.cost(prompt, int(request.get("max_tokens") or 1024) * request.get("n", 1))
 

@@ -1,38 +1,45 @@
-"""`foundry run --plan`: what a run will ask of its models and what that costs, before any call.
+"""`foundry run --plan`: what a run will ask of its models, what that costs and the sandbox
+time its code tasks take, before any call.
 
 A run's work is counted in units: the items of each source type's first stage (a document
 chunk, a trace, a world, a commit: `sources.base.Source.unit_stage`), estimated from the
 sources about to be ingested (`Source.estimate`, within the type's cap) plus those the lake
-already holds and no run has worked on. Each LLM stage's calls are then units times that
-stage's calls per unit, and each call's tokens its stage's tokens per call, priced at the
-current prices of the roles that stage calls (`data.prices`).
+already holds and no run has worked on; and the repositories it makes code tasks of. Every
+LLM stage of the pipeline's registry (`flows.stages.llm_stages`) is planned: its calls are
+units times that stage's calls per unit, and each call's tokens its stage's tokens per call,
+priced at the prices of the roles that stage calls (`data.prices`; a role whose model has no
+price makes the cost unknown, and the totals a lower bound).
 
 Calls per unit and tokens per call are the lake's measured averages over the earlier runs that
 recorded their calls' stages; the range the run may fall in spans the lowest and highest
 run's calls per unit, widened by `MEASURED_MARGIN` either way, times the units' own
-uncertainty (`UNIT_MARGIN`). A lake without such a run uses `default_rates` (a doc-QA run's
-shape worked out from the configuration) with a range of a factor `DEFAULT_MARGIN` either
-way. Work a crashed run left pending past the first stages
-(candidates not yet verified, tasks not yet calibrated) is added at its stage's measured
-calls per item. Nothing here calls a model or writes to the lake.
+uncertainty (`UNIT_MARGIN`). A stage no such run called, and every stage of a lake without
+one, is worked out from the configuration (`data.plan_defaults`) with a range of a factor
+`DEFAULT_MARGIN` either way; the notes name those stages. Sandbox time: `data.plan_sandbox`.
+Nothing here calls a model or writes to the lake.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from data.config import FoundryConfig
+from data.costs import Cost
 from data.embedded import EMBEDDED_MODEL_ALIAS
-from data.endpoints import role_prices
+from data.endpoints import role_configs, role_prices
 from data.lake import Lake
+from data.plan_defaults import Work, default_calls
+from data.plan_sandbox import SandboxPlan, plan_sandbox, unknown_stages
+from data.price_check import unpriced_warning
+from data.prices import Price
 
 MEASURED_MARGIN = 1.33  # the measured range widened by this factor either way
 UNIT_MARGIN = 1.5  # the units estimated from file sizes: off by up to this factor either way
 DEFAULT_MARGIN = 4.0  # without a measured run: this factor either way
-DEFAULT_PROMPT_TOKENS = 800
-DEFAULT_COMPLETION_TOKENS = 80
 
 
 @dataclass(frozen=True)
@@ -46,49 +53,86 @@ class Rate:
     completion_tokens: float
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """One stage's calls to one role in this run, their range, and the tokens of a call."""
+
+    calls: float
+    low: float
+    high: float
+    prompt_tokens: float
+    completion_tokens: float
+
+
 @dataclass
 class StagePlan:
+    """One stage's calls to one role, with their range, tokens and cost (`data.costs`), and
+    whether its rates were `measured` or are the `default`."""
+
     stage: str
     role: str
     calls: float
     low_calls: float
     high_calls: float
     tokens: float
-    cost_usd: float
-    low_cost_usd: float
-    high_cost_usd: float
+    cost: Cost
+    low_cost: Cost
+    high_cost: Cost
+    basis: str = "measured"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "role": self.role,
+            "basis": self.basis,
+            "calls": self.calls,
+            "low_calls": self.low_calls,
+            "high_calls": self.high_calls,
+            "tokens": self.tokens,
+            **self.cost.to_json(),
+            **self.low_cost.to_json("low_cost_usd", "low_unpriced_models"),
+            **self.high_cost.to_json("high_cost_usd", "high_unpriced_models"),
+        }
 
 
 @dataclass
 class RunPlan:
     """A run's estimate: units of work by source type, calls, tokens and cost per stage and
-    role with their ranges, and what the rates rest on (`basis`)."""
+    role with their ranges, what the rates rest on (`basis`), and its sandbox time."""
 
     units: dict[str, int]
     stages: list[StagePlan]
     basis: str
+    sandbox: SandboxPlan
     notes: list[str] = field(default_factory=list)
 
     @property
-    def totals(self) -> dict[str, float]:
-        keys = (
-            "calls",
-            "low_calls",
-            "high_calls",
-            "tokens",
-            "cost_usd",
-            "low_cost_usd",
-            "high_cost_usd",
-        )
-        return {k: sum(getattr(s, k) for s in self.stages) for k in keys}
+    def total(self) -> StagePlan:
+        """The sum over the stages."""
+        total = StagePlan("total", "", 0.0, 0.0, 0.0, 0.0, Cost(), Cost(), Cost(), "")
+        for s in self.stages:
+            total.calls += s.calls
+            total.low_calls += s.low_calls
+            total.high_calls += s.high_calls
+            total.tokens += s.tokens
+            total.cost += s.cost
+            total.low_cost += s.low_cost
+            total.high_cost += s.high_cost
+        return total
+
+    @property
+    def totals(self) -> dict[str, Any]:
+        figures = self.total.to_json()
+        return {k: v for k, v in figures.items() if k not in ("stage", "role", "basis")}
 
     def to_json(self) -> dict[str, Any]:
         return {
             "units": self.units,
             "basis": self.basis,
             "notes": self.notes,
-            "stages": [vars(s) for s in self.stages],
+            "stages": [s.to_json() for s in self.stages],
             "totals": self.totals,
+            "sandbox": self.sandbox.to_json(),
         }
 
 
@@ -131,109 +175,156 @@ def measured_rates(lake: Lake, unit_stages: list[str]) -> tuple[dict[tuple[str, 
     return rates, len(runs)
 
 
-def default_rates(config: FoundryConfig) -> dict[tuple[str, str], Rate]:
-    """Rates for a lake with no measured run: a document chunk's way through the stages as the
-    configuration shapes it: three in four candidates verified, half as many repair variants
-    again, each calibrated task attempted k times (adaptive: 0.6 of `reference_k`), an attempt
-    half way between one call and one a turn up to `max_turns` (environments with tools)."""
-    candidates = config.generate.candidates_per_chunk
-    judges = len(config.roles.judges)
-    calibration = config.calibrate
-    attempts = calibration.k if calibration.method == "fixed" else calibration.reference_k * 0.6
-    turns = (1 + calibration.max_turns) / 2  # one call an attempt, or a turn's each (tools)
-    tasks = candidates * 0.75 * 1.5  # verified, with their repair variants
-    per_unit = {
-        ("generate", "generator"): candidates + 1.0,
-        ("calibrate", "solver"): tasks * attempts * turns,
-        ("repair", "generator"): tasks / 3,
-    }
-    for judge in range(judges):
-        per_unit[("verify", f"judge:{judge}")] = candidates * 1.5 * 2.0
-        per_unit[("review", f"judge:{judge}")] = tasks
-    return {
-        key: Rate(
-            calls_per_unit=calls,
-            low=calls / DEFAULT_MARGIN,
-            high=calls * DEFAULT_MARGIN,
-            prompt_tokens=DEFAULT_PROMPT_TOKENS,
-            completion_tokens=(
-                config.calibrate.max_tokens if key[0] == "calibrate" else DEFAULT_COMPLETION_TOKENS
-            ),
-        )
-        for key, calls in per_unit.items()
-    }
-
-
 def plan_run(
-    lake: Lake, config: FoundryConfig, units: dict[str, int], unit_stages: list[str]
+    lake: Lake,
+    config: FoundryConfig,
+    work: Work,
+    unit_stages: list[str],
+    stages: Sequence[str],
+    sandbox_stages: Sequence[str],
 ) -> RunPlan:
-    """The estimate for a run over `units` (by source type) on `lake` under `config`."""
+    """The estimate for a run over `work` on `lake` under `config`, for the LLM `stages` and
+    `sandbox_stages` of the pipeline's registry, in the order they run."""
     rates, runs = measured_rates(lake, unit_stages)
-    basis = (
-        f"measured over {runs} earlier run(s)"
-        if runs
-        else (
-            f"defaults: no earlier run recorded its calls' stages (a factor {DEFAULT_MARGIN:g}"
-            " either way)"
+    units = sum(work.units.values())
+    estimates = {
+        key: Estimate(
+            rate.calls_per_unit * units,
+            rate.low * units / UNIT_MARGIN,
+            rate.high * units * UNIT_MARGIN,
+            rate.prompt_tokens,
+            rate.completion_tokens,
         )
-    )
-    if not rates:
-        rates = default_rates(config)
-    prices = role_prices(config, EMBEDDED_MODEL_ALIAS)
-    total_units = sum(units.values())
-    stages = []
-    for (stage, role), rate in sorted(rates.items()):
-        price_in, price_out = prices.get(role, (0.0, 0.0))
-        per_call = (rate.prompt_tokens * price_in + rate.completion_tokens * price_out) / 1e6
-        calls = rate.calls_per_unit * total_units
-        stages.append(
-            StagePlan(
-                stage=stage,
-                role=role,
-                calls=calls,
-                low_calls=rate.low * total_units / UNIT_MARGIN,
-                high_calls=rate.high * total_units * UNIT_MARGIN,
-                tokens=calls * (rate.prompt_tokens + rate.completion_tokens),
-                cost_usd=calls * per_call,
-                low_cost_usd=rate.low * total_units / UNIT_MARGIN * per_call,
-                high_cost_usd=rate.high * total_units * UNIT_MARGIN * per_call,
+        for key, rate in rates.items()
+        if key[0] in stages
+    }
+    measured = {stage for stage, _ in estimates}
+    defaulted, unshaped = [], []
+    margin = DEFAULT_MARGIN * UNIT_MARGIN
+    for stage in stages:
+        if stage in measured:
+            continue
+        shaped = default_calls(config, work, stage)
+        if shaped is None:
+            unshaped.append(stage)
+            continue
+        for role, c in shaped.items():
+            estimates[(stage, role)] = Estimate(
+                c.calls, c.calls / margin, c.calls * margin, c.prompt_tokens, c.completion_tokens
             )
+        defaulted += [stage] if shaped else []
+    order = {stage: i for i, stage in enumerate(stages)}
+    prices = role_prices(config, EMBEDDED_MODEL_ALIAS)
+    models = _role_models(config)
+    planned = [
+        _row(stage, role, e, prices.get(role), models.get(role, role), stage in measured)
+        for (stage, role), e in sorted(estimates.items(), key=lambda kv: (order[kv[0][0]], kv[0]))
+    ]
+    recorded = [json.loads(r["summary"] or "{}").get("sandbox", {}) for r in lake.runs()]
+    plan = RunPlan(
+        units=dict(work.units),
+        stages=planned,
+        basis=_basis(runs),
+        sandbox=plan_sandbox(config, work, sandbox_stages, recorded),
+    )
+    if runs and defaulted:
+        plan.notes.append(
+            f"no earlier run called {', '.join(defaulted)}: their calls are the defaults"
+            f" (a factor {DEFAULT_MARGIN:g} either way)"
         )
-    return RunPlan(units=units, stages=stages, basis=basis)
+    if unshaped:
+        plan.notes.append(f"not estimated (no default for the stage): {', '.join(unshaped)}")
+    unknown = unknown_stages(config, sandbox_stages)
+    if unknown:
+        plan.notes.append(f"sandbox time not estimated for: {', '.join(unknown)}")
+    unpriced = {s.role: models.get(s.role, s.role) for s in planned if not s.cost.known}
+    if unpriced:
+        plan.notes.append(unpriced_warning(unpriced))
+    return plan
+
+
+def _basis(runs: int) -> str:
+    if runs:
+        return f"measured over {runs} earlier run(s)"
+    return (
+        f"defaults: no earlier run recorded its calls' stages (a factor {DEFAULT_MARGIN:g}"
+        " either way)"
+    )
+
+
+def _role_models(config: FoundryConfig) -> dict[str, str]:
+    """Each role's model as configured: its name, the embedded one's alias, or (left to its
+    server) the server's URL."""
+    return {
+        role: cfg.model or (EMBEDDED_MODEL_ALIAS if cfg.base_url is None else cfg.base_url)
+        for role, cfg in role_configs(config).items()
+    }
+
+
+def _row(
+    stage: str, role: str, e: Estimate, price: Price | None, model: str, measured: bool
+) -> StagePlan:
+    """One stage and role's row of the plan, priced at `price` (None: unknown)."""
+
+    def cost(calls: float) -> Cost:
+        if price is None:
+            return Cost.of(0.0, [model])
+        return Cost(calls * price.cost(e.prompt_tokens, e.completion_tokens))
+
+    return StagePlan(
+        stage=stage,
+        role=role,
+        calls=e.calls,
+        low_calls=e.low,
+        high_calls=e.high,
+        tokens=e.calls * (e.prompt_tokens + e.completion_tokens),
+        cost=cost(e.calls),
+        low_cost=cost(e.low),
+        high_cost=cost(e.high),
+        basis="measured" if measured else "default",
+    )
 
 
 def format_plan(plan: RunPlan) -> str:
-    """The plan as text: units, a row per stage and role, the totals with their ranges."""
+    """The plan as text: units, a row per stage and role, the totals with their ranges, the
+    sandbox time, the notes."""
     units = ", ".join(f"{n} {kind}" for kind, n in plan.units.items()) or "none"
     lines = [f"plan: {units} (units of work); rates {plan.basis}"]
     lines.append(
         f"  {'stage':<14} {'role':<10} {'calls':>8} {'range':>15} {'tokens':>10}"
         f" {'cost USD':>10} {'range':>19}"
     )
-    for s in [*plan.stages, _total_row(plan)]:
-        calls, cost = _span(s.low_calls, s.high_calls, 0), _span(s.low_cost_usd, s.high_cost_usd, 4)
+    for s in [*plan.stages, plan.total]:
+        calls = f"{s.low_calls:.0f}-{s.high_calls:.0f}"
+        cost, span = _usd(s.cost), _span(s.low_cost, s.high_cost)
         lines.append(
             f"  {s.stage:<14} {s.role:<10} {s.calls:>8.0f} {calls:>15}"
-            f" {s.tokens:>10.0f} {s.cost_usd:>10.4f} {cost:>19}"
+            f" {s.tokens:>10.0f} {cost:>10} {span:>19}"
+        )
+    total = plan.total.cost
+    lines.append(f"  cost: {total.text()}")
+    sandbox = plan.sandbox
+    if sandbox.test_runs:
+        per_stage = ", ".join(f"{stage} {n:.0f}" for stage, n in sandbox.test_runs.items())
+        lines.append(
+            f"  sandbox: {sum(sandbox.test_runs.values()):.0f} test runs ({per_stage}),"
+            f" about {sandbox.seconds:,.0f} s of test time; {sandbox.basis}"
         )
     lines += [f"  {note}" for note in plan.notes]
     return "\n".join(lines)
 
 
-def _total_row(plan: RunPlan) -> StagePlan:
-    t = plan.totals
-    return StagePlan(
-        "total",
-        "",
-        t["calls"],
-        t["low_calls"],
-        t["high_calls"],
-        t["tokens"],
-        t["cost_usd"],
-        t["low_cost_usd"],
-        t["high_cost_usd"],
-    )
+def _usd(cost: Cost) -> str:
+    """A cost in a table cell: the amount, ">=" the amount where it is a lower bound, or
+    "unknown" where nothing of it is priced."""
+    if cost.known:
+        return f"{cost.priced_usd:.4f}"
+    return f">={cost.priced_usd:.4f}" if cost.priced_usd else "unknown"
 
 
-def _span(low: float, high: float, digits: int) -> str:
-    return f"{low:.{digits}f}-{high:.{digits}f}"
+def _span(low: Cost, high: Cost) -> str:
+    """A cost's range in a table cell, marked ">=" where it is a lower bound."""
+    if not high.priced_usd:
+        return _usd(high)
+    figures = f"{low.priced_usd:.4f}-{high.priced_usd:.4f}"
+    return figures if high.known else f">={figures}"

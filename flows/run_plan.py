@@ -1,14 +1,19 @@
 """`foundry run --plan`: a run's units of work, counted from its sources and the lake, and the
-estimate `data.plan` makes of them (no model is called, nothing is written to the lake)."""
+estimate `data.plan` makes of them for every stage of the pipeline's registry (no model is
+called, nothing is written to the lake)."""
 
 from __future__ import annotations
 
 from data.config import FoundryConfig
 from data.lake import Lake
 from data.plan import RunPlan, plan_run
+from data.plan_defaults import Work
 from families.stage import StageContext
 from flows.stages import llm_stages, sandbox_stages
 from sources import REGISTERED as SOURCES
+from sources import source_named
+
+REPOSITORIES = "repos"  # the source type whose items (repositories) code tasks are made of
 
 
 def estimate_run(given: dict[str, list[str]], config: FoundryConfig) -> RunPlan:
@@ -32,6 +37,22 @@ def estimate_run(given: dict[str, list[str]], config: FoundryConfig) -> RunPlan:
             room = max(0, cap - len(lake.finished_items(source.unit_stage)) - pending)
             new = min(new, room)
         units[source.name] = pending + new
-    plan = plan_run(lake, config, units, [s.unit_stage for s in SOURCES])
+    work = Work(units, _repositories(ctx, given))
+    plan = plan_run(
+        lake,
+        config,
+        work,
+        [s.unit_stage for s in SOURCES],
+        [s.name for s in llm_stages()],
+        [s.name for s in sandbox_stages()],
+    )
     plan.notes += notes
     return plan
+
+
+def _repositories(ctx: StageContext, given: dict[str, list[str]]) -> int:
+    """The repositories the run will make code tasks of at their HEAD: those given, and those
+    in the lake a sandbox stage after the first has not finished."""
+    first = source_named(REPOSITORIES).unit_stage
+    pending = [len(s.pending(ctx)) for s in sandbox_stages() if s.name != first]
+    return len(given.get(REPOSITORIES, [])) + max(pending, default=0)

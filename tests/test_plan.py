@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from pathlib import Path
 
+import pytest
+
+from data.config import FoundryConfig
 from data.cost_breakdown import SHARED, cost_breakdown
 from data.endpoints import priced
-from data.plan import DEFAULT_MARGIN
+from data.plan import DEFAULT_MARGIN, format_plan
+from data.plan_defaults import Work, default_calls
+from data.plan_sandbox import DEFAULT_TEST_RUN_S, REPLAY_TEST_RUNS, unknown_stages
+from data.repos import ingest_repo
+from data.sample_repo import build_sample_repo
 from families import stage_kinds
+from flows import pipeline
 from flows.cli import main
+from flows.pipeline import run_sandbox_stage, stage_context
+from flows.run_plan import estimate_run
+from flows.stages import llm_stages, sandbox_named, sandbox_stages
 from sources.documents import estimate_chunks, ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
 
@@ -123,3 +136,78 @@ def test_chunks_are_estimated_from_sizes_and_copies_count_once(tmp_path):
     per_chunk = ctx.config.ingest.chunk_chars * 0.65
     expected = math.ceil(len(text) / per_chunk + 20_004 * 0.1 / per_chunk)
     assert estimate_chunks([str(tmp_path)], ctx.config, ctx.lake) == expected
+
+
+# --- every stage, sandbox time, unknown prices ---------------------------------------------
+
+DEMO = Path(__file__).resolve().parent.parent / "data" / "samples" / "demo.toml"
+MADE_BY_MODELS = {"controls", "describe", "intents", "trace_tasks", "world_tasks"}
+
+
+def test_every_registered_stage_has_a_default_estimate():
+    config = FoundryConfig()
+    work = Work({"docs": 10, "repos": 10, "traces": 10, "worlds": 2}, repositories=2)
+    unshaped = [s.name for s in llm_stages() if default_calls(config, work, s.name) is None]
+    assert unshaped == []  # a new stage needs its shape in data/plan_defaults.py
+    assert unknown_stages(config, [s.name for s in sandbox_stages()]) == []
+
+
+def test_a_fresh_plan_covers_every_stage_that_calls_a_model_and_the_sandbox(tmp_path, capsys):
+    argv = ["run", "--plan", "--home", str(tmp_path / "home"), "--config", str(DEMO)]
+    assert main([*argv, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    planned = {s["stage"] for s in plan["stages"] if s["calls"] > 0}
+    assert MADE_BY_MODELS | {"generate", "verify", "calibrate", "review", "repair"} <= planned
+    assert {s["basis"] for s in plan["stages"]} == {"default"}
+    sandbox = plan["sandbox"]
+    assert {s["stage"] for s in sandbox["stages"]} == {
+        "replay",
+        "rebuild",
+        "inject",
+        "verify",
+        "calibrate",
+    }
+    assert sandbox["seconds_per_test_run"] == DEFAULT_TEST_RUN_S
+    assert sandbox["basis"].startswith(f"{DEFAULT_TEST_RUN_S:g} s per test run, the default")
+    assert sandbox["seconds"] == pytest.approx(sandbox["test_runs"] * DEFAULT_TEST_RUN_S, 0.01)
+    assert plan["totals"]["cost_usd"] == 0.0  # the embedded model: free, and known to be
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "sandbox: " in text and "s per test run, the default" in text
+
+
+def test_the_plan_takes_sandbox_time_from_the_runs_that_recorded_it(tmp_path, monkeypatch):
+    def replayed(stage, ctx):  # the stage's work, without the sandbox: a known time
+        time.sleep(0.2)
+        return {}
+
+    monkeypatch.setattr(pipeline, "sandbox_task", replayed)
+    (tmp_path / "f.toml").write_text("[code]\nmax_replays = 2\n")
+    with stage_context("replay", str(tmp_path / "home"), str(tmp_path / "f.toml")) as ctx:
+        repo = str(build_sample_repo(tmp_path / "ledgerline"))
+        ingest_repo(repo, ctx.lake, ctx.config.home, ctx.run_id)
+        run_sandbox_stage(sandbox_named("replay"), ctx)
+    (run,) = ctx.lake.runs()
+    timed = json.loads(run["summary"])["sandbox"]["replay"]
+    assert timed["items"] == 2 and 0.2 <= timed["seconds"] < 1.0
+    plan = estimate_run({"repos": [repo]}, ctx.config)
+    per_run = timed["seconds"] / (timed["items"] * REPLAY_TEST_RUNS)
+    assert plan.sandbox.seconds_per_test_run == pytest.approx(per_run)
+    assert plan.sandbox.basis.endswith("s per test run, measured over 1 earlier run(s)")
+
+
+def test_a_plan_on_a_model_with_no_price_says_its_cost_is_unknown(tmp_path):
+    config = FoundryConfig(
+        home=tmp_path / "home",
+        roles={"generator": {"base_url": "https://models.example.com/v1", "model": "acme"}},
+        generate={"max_chunks": 2},
+    )
+    plan = estimate_run({"docs": [str(d) for d in DOCS[:1]]}, config)
+    generate = next(s for s in plan.stages if s.stage == "generate")
+    assert generate.to_json()["cost_usd"] is None and not generate.cost.known
+    totals = plan.to_json()["totals"]
+    assert totals["cost_usd"] is None and totals["unpriced_models"] == ["acme"]
+    assert totals["high_cost_usd"] is None
+    text = format_plan(plan)
+    assert "cost: unknown (no price for acme)" in text
+    assert 'set its price in foundry.toml: [prices."acme"]' in text
