@@ -21,13 +21,14 @@ from data.runtime.errors import ReasonedError
 from data.runtime.python_env import EnvError
 from data.runtime.sandbox import Limits
 from families.code import repo_at
+from families.commit_choice import replay_order
 from families.stage import (
     LLMStage,
     Outcome,
     SandboxStage,
     StageContext,
     batches,
-    pending_in_window,
+    within_cap,
 )
 from generators.checks import CheckFailure
 from generators.commit_replay import Unusable, analyse, tests_at
@@ -46,14 +47,19 @@ REPLAY_KINDS = ("commit_replay", "commit_sequence")  # the kinds built on replay
 
 def pending_replays(ctx: StageContext) -> list[str]:
     """Ingested commits (`repo_id:sha`) in the scope's window without a final replay outcome,
-    oldest first (none when no kind built on replays is in scope)."""
+    in the order of `families.commit_choice`, within `code.max_replays` (none when no kind
+    built on replays is in scope)."""
+    sql = "SELECT repo_id, sha, authored_at, kind, parent FROM commits"
+    return _commits_within_cap(ctx, "replay", sql)
+
+
+def _commits_within_cap(ctx: StageContext, stage: str, sql: str) -> list[str]:
+    """The commits `sql` selects (its rows as `replay_order` takes them) that are in the scope's
+    window and that `stage` has not finished, within `code.max_replays` (`within_cap`)."""
     if not ctx.config.scope.makes(*REPLAY_KINDS):
         return []
-    sql = (
-        "SELECT repo_id || ':' || sha AS id, authored_at AS at FROM commits"
-        " ORDER BY repo_id, authored_at, sha"
-    )
-    return pending_in_window(ctx, "replay", sql)
+    rows = [row for row in ctx.lake.rows(sql) if ctx.config.scope.covers(row["authored_at"])]
+    return within_cap(ctx, stage, replay_order(rows), ctx.config.code.max_replays)
 
 
 def replay_commits(ctx: StageContext) -> Counter:
@@ -208,15 +214,14 @@ class RepositoryStage:
 
 
 def pending_describe(ctx: StageContext) -> list[str]:
-    """Replayed commits in the scope's window without a task yet, oldest first, within
-    `code.max_replays`."""
-    if not ctx.config.scope.makes(*REPLAY_KINDS):
-        return []
+    """Replayed commits in the scope's window without a task yet, in the replay stage's order,
+    within `code.max_replays` (which also holds where a lake's commits were replayed under a
+    higher cap)."""
     sql = (
-        "SELECT r.repo_id || ':' || r.sha AS id, c.authored_at AS at FROM replays r"
-        " JOIN commits c USING (repo_id, sha) ORDER BY c.authored_at, id"
+        "SELECT r.repo_id, r.sha, c.authored_at, c.kind, c.parent FROM replays r"
+        " JOIN commits c USING (repo_id, sha)"
     )
-    return pending_in_window(ctx, "describe", sql, ctx.config.code.max_replays)
+    return _commits_within_cap(ctx, "describe", sql)
 
 
 def _repo_origins(ctx: StageContext) -> dict[str, RepoOrigin]:

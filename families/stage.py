@@ -47,6 +47,9 @@ class StageContext:
     plans: dict[str, calibration.Planner] = field(default_factory=dict)  # by solver
     harnesses: dict[str, Harness] = field(default_factory=dict)
     budget: Budget = field(default_factory=Budget)  # the run's LLM spend against its limits
+    # sandbox stage -> {"items": n, "seconds": s} it took in this run (the run's summary keeps
+    # it; `foundry run --plan` estimates sandbox time from it)
+    sandbox_time: dict[str, dict[str, float]] = field(default_factory=dict)
     _unit_tests: UnitTests | None = None
 
     @property
@@ -132,14 +135,20 @@ def kind_in(kinds: Sequence[str], column: str = "kind") -> str:
     return f"{column} IN ({', '.join(repr(str(kind)) for kind in kinds)})" if kinds else "FALSE"
 
 
-def pending_in_window(
-    ctx: StageContext, stage: str, sql: str, limit: int | None = None
-) -> list[str]:
-    """The ids `sql` selects (as `id`, with the item's time as `at`) that fall in the scope's
-    window, the first `limit` of them (finished or not), less those `stage` has finished."""
+def within_cap(ctx: StageContext, stage: str, items: Sequence[str], cap: int | None) -> list[str]:
+    """Those of `items` (in the order they are to be taken) that `stage` has not finished, as
+    many as `cap` leaves room for. A cap counts in all: every item `stage` has finished, in this
+    run or any before it, whatever the scope, uses up room; None is no cap."""
     finished = ctx.lake.finished_items(stage)
+    waiting = [item for item in items if item not in finished]
+    return waiting if cap is None else waiting[: max(0, cap - len(finished))]
+
+
+def pending_in_window(ctx: StageContext, stage: str, sql: str, cap: int | None = None) -> list[str]:
+    """The ids `sql` selects (as `id`, with the item's time as `at`) that fall in the scope's
+    window and that `stage` has not finished, in `sql`'s order, within `cap` (`within_cap`)."""
     window = [row["id"] for row in ctx.lake.rows(sql) if ctx.config.scope.covers(row["at"])]
-    return [item for item in window[:limit] if item not in finished]
+    return within_cap(ctx, stage, window, cap)
 
 
 def pending_items(ctx: StageContext, stage: str, sql: str) -> list[str]:

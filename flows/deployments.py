@@ -76,7 +76,7 @@ def adhoc_flow(
         until: only commits authored and traces recorded on or before this day (UTC)
         max_chunks: generate from at most this many chunks of the lake, done ones included
             (`[generate]`)
-        max_replays: describe at most this many replayed commits, in all (`[code]`)
+        max_replays: replay (and so describe) at most this many commits, in all (`[code]`)
         max_functions: function-rebuild candidates per repository (`[code]`)
         max_bugs: functions given a bug to fix, per repository (`[code]`)
         max_traces: turn at most this many traces into tasks, in all (`[traces]`)

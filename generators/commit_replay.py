@@ -35,13 +35,22 @@ def start_state(mirror: Path, commit: Commit, dest: Path) -> Path:
     return checkout(mirror, commit.parent, dest, tests_from=commit)
 
 
+def unreplayable(kind: str, parent: str) -> Unusable | None:
+    """Why a commit of this kind and parent cannot be replayed, known without running anything
+    (it needs a parent and a change to both source and tests), or None."""
+    if kind != "source_and_tests":
+        return Unusable("not_source_and_tests", kind)
+    if not parent:
+        return Unusable("root_commit")
+    return None
+
+
 def analyse(commit: Commit, mirror: Path, limits: Limits) -> CommitReplay | Unusable:
     """Run the commit's tests before and after it in the sandbox and check the gold patch;
     the environment is the one the commit's own tree asks for (`test_suite`)."""
-    if commit.kind != "source_and_tests":
-        return Unusable("not_source_and_tests", commit.kind)
-    if not commit.parent:
-        return Unusable("root_commit")
+    unusable = unreplayable(commit.kind, commit.parent)
+    if unusable is not None:
+        return unusable
     tests = [f.path for f in commit.files if f.is_test]
     sources = [f.path for f in commit.files if not f.is_test]
     reference, test_patch = _diff(mirror, commit, sources), _diff(mirror, commit, tests)

@@ -113,7 +113,7 @@ def test_the_window_selects_commits_and_traces_by_their_own_time(sources):
         for r in lake.rows("SELECT repo_id, sha, authored_at FROM commits")
     }
     taken = pending_replays(march)
-    assert [commits[item][:10] for item in taken] == ["2024-03-11", "2024-03-15", "2024-03-18"]
+    assert [commits[item][:10] for item in taken] == ["2024-03-18", "2024-03-15", "2024-03-11"]
     assert pending_generate(march) == pending_generate(scoped(sources))  # documents: no date
     assert pending_trace_tasks(march) == []  # no trace is from March 2024
 
