@@ -28,9 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import pyarrow.parquet as pq  # noqa: E402
-
 from data.lake import Lake  # noqa: E402
+from data.taskset_versions import read_tasks  # noqa: E402
 from generators.checks import MARKUP  # noqa: E402
 from tests.sample_formats import write_samples  # noqa: E402
 
@@ -109,18 +108,17 @@ def exported_tasks(home: Path) -> list[dict]:
     if not latest.exists():
         return []
     rows = []
-    for part in sorted(latest.glob("part-*.parquet")):
-        for row in pq.read_table(part).to_pylist():
-            prompt = json.loads(row["prompt"]) if isinstance(row["prompt"], str) else row["prompt"]
-            source = json.loads(row["source"]) if isinstance(row["source"], str) else row["source"]
-            rows.append(
-                {
-                    "question": prompt[-1]["content"],
-                    "answer": row["answer"],
-                    "band": row["band"],
-                    "source": source[0]["path"] if source else "",
-                }
-            )
+    for row in read_tasks(latest.resolve()).to_pylist():
+        prompt = json.loads(row["prompt"]) if isinstance(row["prompt"], str) else row["prompt"]
+        source = json.loads(row["source"]) if isinstance(row["source"], str) else row["source"]
+        rows.append(
+            {
+                "question": prompt[-1]["content"],
+                "answer": row["answer"],
+                "band": row["band"],
+                "source": source[0]["path"] if source else "",
+            }
+        )
     return rows
 
 

@@ -42,6 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from data.policy import EMBEDDED, policy_path  # noqa: E402
+from data.splits import TRAIN, split_file  # noqa: E402
 from harnesses.trainer import (  # noqa: E402
     RewardFunction,
     TrainSettings,
@@ -56,11 +57,12 @@ SHOWN_STEPS = 3  # rewards printed from each end of the run
 
 
 def trl_files(data: Path) -> str:
-    """The parquet glob of a taskset version's `trl` projection (or of a folder of its parts)."""
+    """The train split of a taskset version's `trl` projection (or of a folder holding it)."""
     folder = data / "trl" if (data / "trl").is_dir() else data
-    if not any(folder.glob("*.parquet")):
-        raise FileNotFoundError(f"no trl parquet parts in {folder}")
-    return str(folder / "*.parquet")
+    train = folder / split_file(TRAIN)
+    if not train.is_file():
+        raise FileNotFoundError(f"no trl train split ({train.name}) in {folder}")
+    return str(train)
 
 
 class StepClock:

@@ -13,7 +13,7 @@ import re
 import tomllib
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,6 +25,9 @@ from pydantic import (
 )
 
 from data.splits import DEFAULT_EVAL_SHARE
+
+if TYPE_CHECKING:
+    from data.dataset_card import Licensing
 
 DEFAULT_HOME = Path(".foundry")
 WorldProtocol = Literal["auto", "tools", "actions"]
@@ -52,8 +55,10 @@ class EndpointConfig(Settings):
     # with different seeds at a temperature above 0.
     temperature: float = Field(default=0.0, ge=0)
     seed: int | None = None
-    price_input_per_mtok: float = 0.0
-    price_output_per_mtok: float = 0.0
+    # USD per million tokens; unset (or both 0): `[prices]`, the shipped table or free when
+    # local, else unknown (data/prices.py)
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
 
 
 class RolesConfig(Settings):
@@ -74,6 +79,7 @@ class IngestConfig(Settings):
 
 
 class GenerateConfig(Settings):
+    # chunks generated from, in all: every run's count, lowest chunk id first (None: every one)
     max_chunks: int | None = Field(default=None, ge=1)
     candidates_per_chunk: int = Field(default=2, ge=1)
     question_style: Literal["auto", "question", "cloze"] = "auto"
@@ -151,7 +157,9 @@ class CodeConfig(Settings):
     statement_max_tokens: int = Field(default=400, ge=50)  # a commit-replay statement
     max_functions: int = Field(default=24, ge=0)  # function-rebuild candidates per repository
     max_bugs: int = Field(default=12, ge=0)  # functions given a bug to fix, per repository
-    max_replays: int | None = Field(default=None, ge=0)  # replayed commits described, in all
+    # commits replayed (and so described), in all: every run's count, replayable and newest
+    # first, the repositories in turn (families/commit_choice.py); None: every commit
+    max_replays: int | None = Field(default=None, ge=0)
     sequence_steps: int = Field(default=2, ge=0)  # commits per commit-sequence task (< 2: off)
     attempt_max_tokens: int = Field(default=2048, ge=64)  # a solver's reply to a code task
 
@@ -204,7 +212,7 @@ class ReportsConfig(Settings):
     """Long-form report tasks from documents (generators/doc_report.py): a request whose answer
     is a short report drawing on several passages of one document, graded fact by fact."""
 
-    max_reports: int = Field(default=0, ge=0)  # documents turned into report tasks (0: none)
+    max_reports: int = Field(default=0, ge=0)  # documents made report tasks of, in all (0: none)
     passages: int = Field(default=2, ge=2)  # neighbouring passages a report draws on
     facts_per_passage: int = Field(default=2, ge=1)  # checkable facts taken from each
     max_request_chars: int = Field(default=400, ge=40)
@@ -239,8 +247,9 @@ class ReviewConfig(Settings):
 
 
 class BudgetConfig(Settings):
-    """A run's LLM budget (data/budget.py): live tokens and cost at the configured prices. When
-    one is reached the run finishes what is in flight, exports, and leaves the rest pending."""
+    """A run's LLM budget (data/budget.py): live tokens and cost at the models' prices
+    (data/prices.py). When one is reached the run finishes what is in flight, exports, and
+    leaves the rest pending. A cost limit is refused where a model the run calls has no price."""
 
     max_tokens: int | None = Field(default=None, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
@@ -306,6 +315,44 @@ class ExportConfig(Settings):
     # a taskset of fewer tasks comes with its explanation (data/diagnosis.py): where the
     # material was lost and what would most likely change it
     explain_below: int = Field(default=10, ge=0)
+    # the licence the card declares for the taskset: a Hub licence id (`unknown` until a person
+    # states one; `other` with `license_name` and `license_link`)
+    license: str = "unknown"
+    license_name: str = ""
+    license_link: str = ""
+    # each source's licence, by its root as the card lists it: a document folder's name, a
+    # trace or world file's name, a repository's origin (`data.public_names.source_root`)
+    source_licenses: dict[str, str] = Field(default_factory=dict)
+    # where each new version is published whole (`data.publish`): an fsspec URL or a folder,
+    # `hf://datasets/OWNER/NAME` for the Hub; empty: not published
+    publish_to: str = ""
+
+    @field_validator("license")
+    @classmethod
+    def _hub_license(cls, license: str) -> str:
+        from data.dataset_card import HUB_LICENSES  # the card's module reads these settings
+
+        if license not in HUB_LICENSES:
+            raise ValueError(
+                f"{license!r} is not a Hub licence id; use one of"
+                " https://huggingface.co/docs/hub/repositories-licenses, or `other` with"
+                " license_name and license_link"
+            )
+        return license
+
+    @model_validator(mode="after")
+    def _other_license_named(self) -> ExportConfig:
+        if self.license == "other" and not (self.license_name and self.license_link):
+            raise ValueError("license = 'other' needs license_name and license_link")
+        return self
+
+    def licensing(self) -> Licensing:
+        """What the card declares of the licences."""
+        from data.dataset_card import Licensing
+
+        return Licensing(
+            self.license, self.license_name, self.license_link, dict(self.source_licenses)
+        )
 
     @field_validator("formats")
     @classmethod
@@ -338,7 +385,8 @@ class FoundryConfig(Settings):
     export: ExportConfig = ExportConfig()
     review: ReviewConfig = ReviewConfig()
     budget: BudgetConfig = BudgetConfig()
-    # prices by model name, for the roles whose own `price_*_per_mtok` are left at 0
+    # prices by model name, for the roles whose own `price_*_per_mtok` are unset; over the
+    # shipped table of hosted models (data/model_prices.toml)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     # what the scheduled (`nightly`) deployment runs the pipeline on: items by source type
     # (`sources.REGISTERED`: docs, repos, traces, worlds), checked against the registry

@@ -1,14 +1,15 @@
 """Export: verified, calibrated tasks as a versioned parquet taskset with manifest and card.
 
-Layout: `<base>/<name>/vNNNN/part-00000.parquet`, `manifest.json`, `README.md`, with `latest`
-pointing at the newest version. A version is written in a hidden folder and renamed into place,
-so readers never see half a taskset; an export identical to the latest one (same fingerprint)
-is removed again and leaves the latest in place.
+Layout: `<base>/<name>/vNNNN/data/train-00000.parquet` and `data/eval-00000.parquet` (the
+splits as files, as the Hub and `datasets` read them), `manifest.json`, `README.md` (the card,
+whose front matter names the splits), with `latest` pointing at the newest version. A version
+is written in a hidden folder and renamed into place, so readers never see half a taskset; an
+export identical to the latest one (same fingerprint) is removed again and leaves the latest in
+place.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import pyarrow.parquet as pq
 
 from data.cost_breakdown import cost_breakdown
 from data.curation import export_filter, review_states
+from data.dataset_card import FamilyCard, Licensing, dataset_card
 from data.funnel import MEASURED_BY
 from data.gates import version_gates
 from data.git import checkout
@@ -44,7 +46,8 @@ from data.splits import (
     group_keys,
     plan_splits,
 )
-from data.taskset_card import Tally, dataset_card
+from data.taskset_card import Tally
+from data.taskset_parts import Fingerprint, SplitParts
 from data.taskset_versions import (
     AWAITING_APPROVAL,
     awaits_approval,
@@ -178,6 +181,9 @@ _GROUPS_SQL = (
 
 
 ROWS_PER_BATCH = 10_000  # rows read from the lake at a time
+UNSTATED = Licensing()  # no licence stated, for the taskset or its sources
+# JSON columns a task may lack: null when it does, never the JSON text `null`
+JSON_OR_NULL = ("workspace", "environment", "world", "evidence")
 
 
 def _chosen(sql: str) -> str:
@@ -196,6 +202,8 @@ class ExportKinds:
     from_traces: tuple[str, ...] = ()
     # each generation stage -> the kinds its families make (the manifest's cost per family)
     made_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # kind -> what the dataset card says of its family's tasks
+    cards: Mapping[str, FamilyCard] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -221,6 +229,7 @@ def export_taskset(
     loop: dict[str, Any] | None = None,
     review_required: bool = False,
     publish: bool = True,
+    licensing: Licensing = UNSTATED,
 ) -> ExportResult:
     """Write the next version of taskset `name` under `base` (or reuse an identical latest).
     Difficulty is the pipeline's calibration, or with `solver` that model's re-calibration
@@ -236,7 +245,7 @@ def export_taskset(
     hold (`data.curation`): a rejected or edited-away task is never exported, and with
     `review_required` only tasks a person accepted (or made by an edit) are. Without
     `publish`, a new version waits for approval (`data.taskset_versions.approve_version`)
-    before it is `latest`."""
+    before it is `latest`. `licensing` is what the card declares of the licences."""
     low, high = band or (0.0, 1.0)
     stage = f"calibrate:{solver}" if solver else "calibrate"
     sql = _chosen(_TASKS_SQL)
@@ -249,7 +258,7 @@ def export_taskset(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tally = Tally()
-    fingerprint = _Fingerprint()
+    fingerprint = Fingerprint()
     trees: dict[str, dict[str, Any]] = {}  # bundle name -> a code task's workspace
     params = [stage, list(kinds.reviewed), list(kinds.from_traces), low, high, review_required]
     splits = _split_plan(lake, params, eval_share, groupings)
@@ -257,7 +266,7 @@ def export_taskset(
     states = review_states(lake)
     reviewed: Counter = Counter()
     try:
-        with _PartWriter(tmp, rows_per_part) as parts:
+        with SplitParts(tmp, rows_per_part, TASKSET_SCHEMA) as parts:
             for batch in lake.batches(sql, params, ROWS_PER_BATCH):
                 kept = [row for row in batch if row["task_id"] in splits.split_of]
                 for row in kept:
@@ -270,7 +279,7 @@ def export_taskset(
                 ]
                 for row in rows:
                     fingerprint.add(row)
-                parts.write(pa.Table.from_pylist(rows, schema=TASKSET_SCHEMA))
+                parts.write(rows)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -286,13 +295,16 @@ def export_taskset(
         if (root / "latest").resolve() != latest.resolve() and not awaits_approval(latest):
             point_latest(root, latest.name)  # a crash came between the rename and the link
         return ExportResult(latest, tally.n_tasks, written=False)
-    manifest = tally.manifest(lake, name, version, band, digest, parts.names)
+    parts.stamp(digest)
+    manifest = tally.manifest(lake, name, version, band, digest, parts.files())
+    manifest["licenses"] = licensing.manifest_entry(tally.by_source)
     manifest["cost"] = cost_breakdown(lake, kinds.made_by)
     manifest["gates"] = version_gates(lake, list(splits.split_of))
     manifest["split"] = {
         "eval_share": eval_share,
         "grouping": {g.label: g.text for g in groupings},
         "tasks": splits.counts(),
+        "files": parts.names,
         "groups": splits.groups,
         "withheld": {WITHHELD: len(splits.withheld)} if splits.withheld else {},
     }
@@ -308,7 +320,7 @@ def export_taskset(
     manifest["corpus"] = searched if corpus else None
     manifest["workspaces"] = {"folder": BUNDLES, "trees": bundled} if bundled else None
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    (tmp / "README.md").write_text(dataset_card(manifest))
+    (tmp / "README.md").write_text(dataset_card(manifest, kinds.cards))
     if not publish:
         (tmp / AWAITING_APPROVAL).write_text("approve or reject it: docs/deployment.md\n")
     final = root / version
@@ -342,7 +354,7 @@ def _split_plan(
     return plan
 
 
-def _write_corpus(lake: Lake, folder: Path, fingerprint: _Fingerprint) -> int:
+def _write_corpus(lake: Lake, folder: Path, fingerprint: Fingerprint) -> int:
     """The corpus the search tasks' environment searches (every chunk, as calibration indexed
     it) into `corpus.parquet`, streamed; returns the chunks written. It is part of the
     version's fingerprint: a new document makes a new version even with the same tasks."""
@@ -398,6 +410,8 @@ def _taskset_row(
     `tally`."""
     row["source"] = public_sources(row["source"], names)
     row["workspace"] = public_workspace(row["workspace"])
+    for column in JSON_OR_NULL:
+        row[column] = json_or_null(row[column])
     row["repo"] = public_origin(row["repo"]) if row["repo"] else row["repo"]
     verdicts = (row.pop("_task_verdicts") or []) + (row.pop("_trace_verdicts") or [])
     consensus = (row.pop("_task_consensus") or []) + (row.pop("_trace_consensus") or [])
@@ -410,65 +424,11 @@ def _taskset_row(
     return row
 
 
-class _PartWriter:
-    """Rows into `part-NNNNN.parquet` files of at most `rows_per_part` rows each; an empty
-    taskset still gets one (empty) part, so every version has the same layout."""
-
-    def __init__(self, folder: Path, rows_per_part: int) -> None:
-        self.folder = folder
-        self.rows_per_part = rows_per_part
-        self.names: list[str] = []
-        self._writer: pq.ParquetWriter | None = None
-        self._rows_in_part = 0
-
-    def __enter__(self) -> _PartWriter:
-        return self
-
-    def write(self, table: pa.Table) -> None:
-        while table.num_rows:
-            if self._writer is None:
-                self._open()
-            room = self.rows_per_part - self._rows_in_part
-            self._writer.write_table(table.slice(0, room))
-            self._rows_in_part += min(room, table.num_rows)
-            table = table.slice(room)
-            if self._rows_in_part == self.rows_per_part:
-                self._close()
-
-    def __exit__(self, *exc_info: object) -> None:
-        if not self.names and exc_info[0] is None:
-            self._open()
-        self._close()
-
-    def _open(self) -> None:
-        self.names.append(f"part-{len(self.names):05d}.parquet")
-        self._writer = pq.ParquetWriter(self.folder / self.names[-1], TASKSET_SCHEMA)
-        self._rows_in_part = 0
-
-    def _close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
-class _Fingerprint:
-    """The first 16 hex digits of the sha256 of `json.dumps([rows, band], sort_keys=True,
-    default=str)`, fed one row at a time: the same text, never held whole."""
-
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256(b"[[")
-        self._rows = 0
-
-    def add(self, row: dict[str, Any]) -> None:
-        if self._rows:
-            self._hash.update(b", ")
-        self._hash.update(json.dumps(row, sort_keys=True, default=str).encode("utf-8"))
-        self._rows += 1
-
-    def hexdigest(self, band: tuple[float, float] | None) -> str:
-        tail = "], " + json.dumps(band, sort_keys=True, default=str) + "]"
-        self._hash.update(tail.encode("utf-8"))
-        return self._hash.hexdigest()[:16]
+def json_or_null(text: str | None) -> str | None:
+    """A JSON column's text, or a real null where it holds none (the lake stores an absent
+    workspace, environment or world as the JSON text `null`; a reader's `IS NULL` must find
+    it)."""
+    return None if text is None or json.loads(text) is None else text
 
 
 def _tools(world: str | None) -> str | None:

@@ -81,3 +81,15 @@ def public_workspace(workspace: str | None) -> str | None:
     if not spec:
         return workspace
     return json.dumps(spec | {"origin": public_origin(spec["origin"])}, sort_keys=True)
+
+
+def source_root(name: str) -> str:
+    """The root of a public source name, as the card lists sources and licences are configured
+    for them: a URL without its fragment; else the name's first path component without the
+    `:line`, `#span` or `#rollout` after it (`docs` for `docs/guides/setup.md`, `traces.jsonl`
+    for `traces.jsonl:12`)."""
+    if _URL.match(name):
+        return name.partition("#")[0]
+    name = name.removeprefix(_FILE_PREFIX)
+    first = PurePosixPath(name.partition("#")[0]).parts[0] if name.partition("#")[0] else name
+    return re.sub(r":\d+$", "", first)

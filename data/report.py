@@ -21,6 +21,8 @@ from plotly.subplots import make_subplots
 
 from data.config import FoundryConfig
 from data.cost_breakdown import breakdown_html
+from data.costs import Cost
+from data.dataset_card import judge_text
 from data.diagnosis import Diagnosis, diagnose
 from data.evaluations import evaluation_rows
 from data.funnel import funnel
@@ -32,7 +34,6 @@ from data.lake import Lake
 from data.loop_rounds import loop_rows
 from data.projections import canonical_rows, last_user_message
 from data.records import utcnow
-from data.taskset_card import judge_text
 from data.version_diff import changes_html
 
 SAMPLES_PER_KIND = 3
@@ -334,7 +335,7 @@ def _cost(summary: dict[str, Any], plots: _Plots) -> str:
     if not usage:
         return empty_note("No LLM calls recorded.")
     roles = list(usage)
-    priced = any(u["cost_usd"] for u in usage.values())
+    priced = any(u["cost_usd_at_least"] for u in usage.values())
     fig = make_subplots(
         rows=1,
         cols=2 if priced else 1,
@@ -344,7 +345,7 @@ def _cost(summary: dict[str, Any], plots: _Plots) -> str:
         tokens = [usage[r][part] for r in roles]
         fig.add_trace(go.Bar(name=part.replace("_", " "), x=roles, y=tokens, marker_color=colour))
     if priced:
-        costs = [usage[r]["cost_usd"] for r in roles]
+        costs = [usage[r]["cost_usd_at_least"] for r in roles]
         fig.add_trace(
             go.Bar(name="cost", x=roles, y=costs, marker_color="#4c956c", showlegend=False),
             row=1,
@@ -361,7 +362,7 @@ def _cost(summary: dict[str, Any], plots: _Plots) -> str:
             u["errors"],
             u["prompt_tokens"],
             u["completion_tokens"],
-            f"{u['cost_usd']:.4f}",
+            Cost.from_json(u).text(),
         ]
         for r, u in usage.items()
     ]
@@ -371,14 +372,18 @@ def _cost(summary: dict[str, Any], plots: _Plots) -> str:
         ["", "num", "num", "num", "num", "num", "num"],
     )
     cost = summary["cost"]
-    line = f"All runs: ${cost['usd']:.4f}, {cost['tokens']:,} live tokens"
+    spent = Cost.from_json(cost)
+    line = f"All runs: {spent.text()}, {cost['tokens']:,} live tokens"
     if cost["accepted_tasks"]:
         line += (
             f"; per task accepted by verification ({cost['accepted_tasks']}):"
-            f" ${cost['usd_per_accepted_task']:.4f}, {cost['tokens_per_accepted_task']:,} tokens"
+            f" {spent.scaled(1 / cost['accepted_tasks']).text()},"
+            f" {cost['tokens_per_accepted_task']:,} tokens"
         )
-    if not priced:
-        line += ". No model has a price, so only tokens are plotted."
+    if not spent.known:
+        line += ". The cost plotted is the part at known prices only."
+    elif not priced:
+        line += ". Every model called is priced at 0 (local, or so configured): tokens only."
     return plots.div(fig, "cost") + f'<p class="note">{escaped(line)}</p>' + table
 
 

@@ -30,6 +30,11 @@ HELD_OUT = "eval_split"  # why a trainer's input leaves an eval task out
 Row = dict[str, Any]
 
 
+def split_file(split: str) -> str:
+    """The file of one split's rows in a projection or package: `train.parquet`, `eval.parquet`."""
+    return f"{split}.parquet"
+
+
 @dataclass(frozen=True)
 class Grouping:
     """How the tasks made from one type of source group: `label` and `text` say so in the

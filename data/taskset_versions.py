@@ -13,6 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 AWAITING_APPROVAL = "AWAITING_APPROVAL"
 
 
@@ -91,6 +95,22 @@ def read_manifest(version_dir: Path) -> dict[str, Any]:
         return json.loads((version_dir / "manifest.json").read_text())
     except (OSError, json.JSONDecodeError):
         return {}
+
+
+def read_tasks(version: Path, split: str | None = None) -> pa.Table:
+    """The tasks of taskset `version` (only those of `split`, if given) in task order, from the
+    parquet files its manifest lists: one or more per split (`data/<split>-NNNNN.parquet`), or
+    the `part-NNNNN.parquet` files of a version written before splits were files."""
+    manifest = json.loads((version / "manifest.json").read_text())
+    split_files = (manifest.get("split") or {}).get("files")
+    names = split_files.get(split, []) if split and split_files else manifest["files"]
+    tables = [pq.read_table(version / name) for name in names]
+    if not tables:  # a split without tasks has no file
+        return pq.read_schema(version / manifest["files"][0]).empty_table()
+    table = pa.concat_tables(tables)
+    if split and not split_files:
+        table = table.filter(pc.equal(table["split"], split))
+    return table.sort_by("task_id")
 
 
 def point_latest(root: Path, version: str) -> None:

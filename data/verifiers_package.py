@@ -13,7 +13,7 @@ it:
   path alone, which only ever rejects more: the gold answer still scores 1); those calibrated
   with the doc-search harness get its `search` and `read` tools over the corpus;
 - world tool-use tasks (`world_state`): the world's tools, run on a fresh DuckDB world per
-  rollout, the reward `world_runtime.grade_calls`, as in `judges.world_state`;
+  rollout, the reward `world_grading.grade_calls`, as in `judges.world_state`;
 - tool-replay tasks (`tool_calls`): the recorded tools, answered with the recorded results,
   the reward `replay_runtime.grade_calls`, as in `judges.tool_calls`;
 - code tasks (`unit_tests`) whose repository tree the version carries (`workspaces/`): each
@@ -45,6 +45,7 @@ from data.config import CalibrateConfig
 from data.environments import environment_of, lacks_nothing, setup_of
 from data.export import TASKSET_SCHEMA
 from data.runtime import workspace_bundle
+from data.splits import SPLITS, TRAIN, split_file
 from data.taskset_versions import search_turns
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -91,6 +92,7 @@ PACKAGE_SCHEMA = pa.schema(
                 "world",
                 "environment",
                 "workspace",
+                "split",
             )
         ),
         pa.field("max_turns", pa.int64()),
@@ -191,7 +193,11 @@ def write_package(
     for bundle in sorted(bundles):
         (package / workspace_bundle.FOLDER).mkdir(exist_ok=True)
         shutil.copyfile(bundle, package / workspace_bundle.FOLDER / bundle.name)
-    pq.write_table(pa.Table.from_pylist(kept, schema=PACKAGE_SCHEMA), package / "tasks.parquet")
+    for split in SPLITS:  # the train split is the taskset, the eval split its `split = "eval"`
+        rows = [row for row in kept if row["split"] == split]
+        if rows or split == TRAIN:
+            table = pa.Table.from_pylist(rows, schema=PACKAGE_SCHEMA)
+            pq.write_table(table, package / split_file(split))
     node = any(workspace_bundle.is_node_project(bundle) for bundle in bundles)
     (root / "pyproject.toml").write_text(_pyproject(name, manifest["version"], module, node))
     readme = _readme(name, manifest["version"], kept, left_out, graders)
@@ -274,6 +280,10 @@ Left out: {left}
 pip install .
 vf-validate {taskset_id(name)} --runtime.type subprocess   # gold scores 1, untouched 0
 ```
+
+The train split is the taskset's default; the held-out split (tasks related to none of the
+train split's, where it has any) is `--taskset.split eval` (`env.taskset.split` in a
+prime-rl source).
 
 Each task's `key` is taskfoundry's task id; `data` carries the gold `answer`, the `verifier`
 spec, the calibration's `pass_rate`, `band`, prime-rl `pool` and `harness`, the turn limit

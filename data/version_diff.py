@@ -9,6 +9,7 @@ task removed and another added. The versions' parquet parts are read by DuckDB, 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -174,7 +175,10 @@ def _shown(task: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _parts(version: Path) -> str:
-    return "'" + str(version / "part-*.parquet").replace("'", "''") + "'"
+    """The version's parquet files as a DuckDB list literal, as its manifest lists them."""
+    files = json.loads((version / "manifest.json").read_text())["files"]
+    quoted = ("'" + str(version / name).replace("'", "''") + "'" for name in files)
+    return "[" + ", ".join(quoted) + "]"
 
 
 def _label(version: Path) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from data.dataset_card import FamilyCard
 from data.export import ExportKinds
 from data.registry import registered_for_now
 from families import (
@@ -87,6 +88,11 @@ def export_kinds() -> ExportKinds:
         reviewed=tuple(reviewed_kinds()),
         from_traces=tuple(k for family in REGISTERED if family.from_traces for k in family.kinds),
         made_by=stage_kinds(),
+        cards={
+            kind: FamilyCard(family.card_text(), family.task_category)
+            for family in REGISTERED
+            for kind in family.kinds
+        },
     )
 
 

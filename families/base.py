@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from data.config import CalibrateConfig, FoundryConfig
@@ -30,6 +31,7 @@ from judges.score import Score
 from judges.unit_tests import UnitTests
 
 Grader = Callable[[Task, str], Awaitable[Score]]
+CARDS = Path(__file__).resolve().parent / "cards"
 
 
 class Services(Protocol):
@@ -77,6 +79,14 @@ class Family(ABC):
     # its tasks are made from a production trace (their first source): exports carry the
     # trace's id and intent, and keep a task only while its trace is in the lake
     from_traces: bool = False
+    # the dataset card's section on its tasks (`families/cards/<card>.md`) and the Hub task
+    # category they fall in: a version's card describes the families it holds
+    card: str = ""
+    task_category: str = "text-generation"
+
+    def card_text(self) -> str:
+        """Its section of the dataset card (empty: it has none)."""
+        return (CARDS / f"{self.card}.md").read_text() if self.card else ""
 
     @property
     def reviewed(self) -> bool:

@@ -35,6 +35,7 @@ MakeVariant = Callable[[Task, Level, Direction, RepoAtHead, Limits, int], Task]
 
 
 class CodeFamily(Family):
+    card = "code"
     audit = hacks.CODE
 
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:

@@ -25,7 +25,7 @@ from data.records import Chunk, Direction, Task
 from data.runtime.corpus_index import CorpusIndex
 from data.spans import generic_words
 from families.base import Checked, Family, Services
-from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
+from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, within_cap
 from generators import doc_qa
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material, answered_by_source, at_level, make_variant
@@ -44,15 +44,12 @@ KIND = "doc_qa"
 
 
 def pending_generate(ctx: StageContext) -> list[str]:
-    """Chunks not yet through `generate`, in a stable order, within `generate.max_chunks`
+    """Chunks not yet through `generate`, by chunk id, within `generate.max_chunks` in all
     (none when document tasks are out of scope)."""
     if not ctx.config.scope.makes(KIND):
         return []
-    limit = ctx.config.generate.max_chunks
-    clause = f" LIMIT {int(limit)}" if limit is not None else ""
-    return pending_items(
-        ctx, "generate", f"SELECT chunk_id AS id FROM chunks ORDER BY chunk_id{clause}"
-    )
+    chunks = [row["chunk_id"] for row in ctx.lake.rows("SELECT chunk_id FROM chunks ORDER BY 1")]
+    return within_cap(ctx, "generate", chunks, ctx.config.generate.max_chunks)
 
 
 @dataclass(frozen=True)
@@ -115,6 +112,8 @@ HARNESSES: dict[str, Callable[[Services], Harness]] = {
 
 class DocQA(Family):
     kinds = (KIND,)
+    card = "doc_qa"
+    task_category = "question-answering"
     stages = (GENERATE,)
     ladder = doc_qa.LADDER
     audit = hacks.ANSWERS

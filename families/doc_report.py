@@ -26,7 +26,7 @@ from data.endpoints import Endpoint
 from data.llm import LLMClient
 from data.records import Chunk, Direction, Task
 from families.base import Checked, Family, Services
-from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
+from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, within_cap
 from generators import doc_report
 from generators.checks import CheckFailure
 from generators.doc_qa_variants import Material
@@ -41,17 +41,16 @@ STAGE = "reports"
 
 
 def pending_reports(ctx: StageContext) -> list[str]:
-    """Documents with enough passages for a report, not yet through `reports`, within
-    `reports.max_reports` (none when reports are out of scope)."""
-    limit = ctx.config.reports.max_reports
-    if not ctx.config.scope.makes(KIND) or limit == 0:
+    """Documents with enough passages for a report, not yet through `reports`, by source id,
+    within `reports.max_reports` in all (none when reports are out of scope)."""
+    if not ctx.config.scope.makes(KIND):
         return []
     sql = (
-        "SELECT source_id AS id FROM chunks GROUP BY source_id"
-        f" HAVING count(*) >= {int(ctx.config.reports.passages)}"
-        f" ORDER BY source_id LIMIT {int(limit)}"
+        "SELECT source_id FROM chunks GROUP BY source_id"
+        f" HAVING count(*) >= {int(ctx.config.reports.passages)} ORDER BY source_id"
     )
-    return pending_items(ctx, STAGE, sql)
+    documents = [row["source_id"] for row in ctx.lake.rows(sql)]
+    return within_cap(ctx, STAGE, documents, ctx.config.reports.max_reports)
 
 
 def load_documents(ctx: Services, source_ids: list[str]) -> dict[str, doc_report.Document]:
@@ -111,6 +110,8 @@ def passages_of(task: Task, services: Services) -> Passages:
 
 class DocReport(Family):
     kinds = (KIND,)
+    card = "doc_report"
+    task_category = "summarization"
     stages = (REPORTS,)
     ladder = doc_report.LADDER
     audit = hacks.REPORTS

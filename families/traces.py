@@ -20,6 +20,7 @@ from judges.selfcheck import self_check
 
 
 class TraceFamily(Family):
+    card = "traces"
     stages = (INTENTS, TRACE_TASKS)
     from_traces = True
 

@@ -39,6 +39,7 @@ OUTCOMES = {
 
 class WorldToolUse(Family):
     kinds = (world_tasks.KIND,)
+    card = "world_tool_use"
     stages = (TRACE_WORLDS, WORLD_TASKS)
     ladder = world_tasks.LADDER
     audit = hacks.CALLS

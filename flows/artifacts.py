@@ -14,8 +14,9 @@ from typing import Any
 
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
+from data.costs import Cost
+from data.dataset_card import histogram_lines, judge_text
 from data.funnel import usage_by_role
-from data.taskset_card import histogram_lines, judge_text
 from data.taskset_versions import previous_version
 from data.version_diff import diff_versions, format_diff
 from families.stage import StageContext
@@ -77,11 +78,8 @@ def publish_run_artifacts(
         ),
     )
     create_table_artifact(
-        [
-            {**row, "cost_usd": round(row["cost_usd"], 6)}
-            for row in usage_by_role(ctx.lake, ctx.run_id)
-        ]
-        or [{"role": "-", "calls": 0, "cache_hits": 0, "cost_usd": 0.0}],
+        [_usage_cells(row) for row in usage_by_role(ctx.lake, ctx.run_id)]
+        or [{"role": "-", "calls": 0, "cache_hits": 0, "cost": "-"}],
         key="foundry-llm",
         description="This run's LLM calls, cache hits, errors, tokens and cost per role",
     )
@@ -106,3 +104,9 @@ def publish_run_artifacts(
         description="What changed since the previous version: tasks added, removed, changed",
     )
     return list(KEYS)
+
+
+def _usage_cells(row: dict[str, Any]) -> dict[str, Any]:
+    """A role's usage row for the table, its cost in words where part of it has no price."""
+    cells = {k: v for k, v in row.items() if not k.startswith(("cost_usd", "unpriced"))}
+    return {**cells, "cost": Cost.from_json(row).text(6)}

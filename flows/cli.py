@@ -1,10 +1,11 @@
 """The `foundry` command line.
 
 Exit status: 0 when what could be done was done (items rejected for their content are not
-failures); 1 on an unexpected error; 2 for a usage or configuration error; 3 when a model server
-the run needs could not be used; 4 when every LLM call of the run failed; 130 / 143 when stopped
-by SIGINT / SIGTERM (what finished is kept, and the next run resumes the rest); 141 when the
-reader of its output went away (`foundry stats | head`).
+failures); 1 on an unexpected error; 2 for a usage or configuration error (a cost limit on a
+run that calls a model with no price included); 3 when a model server the run needs could not
+be used; 4 when every LLM call of the run failed; 130 / 143 when stopped by SIGINT / SIGTERM
+(what finished is kept, and the next run resumes the rest); 141 when the reader of its output
+went away (`foundry stats | head`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import sys
 from collections.abc import Callable
 
 from data.config import ConfigError
+from data.costs import Cost
 from data.embedded import EmbeddedModelError
+from data.publish import HUB_PREFIX
 from data.records import utcnow
 from data.runtime import interrupt
 from flows import cli_tools
@@ -110,10 +113,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         return cli_tools.COMMANDS[named](args)
     if args.command == "run" and args.plan:
         return cli_tools.plan(args, _run_sources(args))
+    from data.price_check import check_config
     from flows.stages import check_kinds
 
     config = config_of(args)  # a configuration error is said before any flow starts
     check_kinds((args.kind if args.command == "run" else None) or config.scope.kinds)
+    if args.command in LLM_COMMANDS:  # a cost limit needs every configured model's price
+        given = getattr(args, "max_cost", None)
+        check_config(config, given if given is not None else config.budget.max_cost_usd)
     for key, value in QUIET_PREFECT.items():
         os.environ.setdefault(key, value)
     # Prefect is imported only for commands that run flows
@@ -134,6 +141,7 @@ def _run_sources(args: argparse.Namespace) -> dict[str, list[str]]:
 
 def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> int:
     """Run the flow command `args` names, reporting to the Prefect API; its exit status."""
+    from data.funnel import per_task_text
     from flows import pipeline
 
     common = {"home": args.home, "config": args.config}
@@ -144,36 +152,33 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
             band=band,
             max_tokens=args.max_tokens,
             max_cost_usd=args.max_cost,
-            overrides=_scope(args),
+            overrides=_overrides(args),
             publish_gate=False,  # the gate is a scheduled run's: a terminal's run publishes
             **common,
         )
         usage = summary["usage"]
         print(
             f"LLM calls this run: {usage['calls']} live, {usage['cache_hits']} from cache,"
-            f" {usage['errors']} errors, {usage['tokens']} tokens"
+            f" {usage['errors']} errors, {usage['tokens']} tokens,"
+            f" {Cost.from_json(summary['cost']).text()}"
         )
-        cost = summary["funnel"]["cost"]
-        if cost["accepted_tasks"]:
-            per_task = cost["tokens_per_accepted_task"]
-            print(
-                f"per accepted task (all runs, {cost['accepted_tasks']} tasks):"
-                f" ${cost['usd_per_accepted_task']:.4f}, {per_task:,} tokens"
-            )
+        per_task = per_task_text(summary["funnel"]["cost"])
+        if per_task:
+            print(f"{per_task} (all runs)")
         for world in summary["funnel"]["worlds"]:
             if world["fidelity"] is not None:  # built from traces, its fidelity measured
                 print(
                     f"world from traces {world['world_id']}: fidelity {world['fidelity']:.2f}"
                     f" ({world['written_by']}, {world['outcome']}), {world['tasks']} tasks"
                 )
-        _print_export(summary["export"])
+        _print_export(summary["export"] | {"published": summary["published"]})
         for line in summary["diagnosis"]:
             print(line)
         if summary["budget"]["exhausted"]:
             spent = summary["budget"]
             print(
-                f"stopped at the budget: {spent['tokens']:,} tokens, ${spent['cost_usd']:.4f};"
-                " the rest is pending for the next run"
+                f"stopped at the budget: {spent['tokens']:,} tokens,"
+                f" {Cost.from_json(spent).text()}; the rest is pending for the next run"
             )
     elif args.command == "ingest":
         source = source_named(args.kind)
@@ -194,7 +199,7 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
             band=band,
             solver=args.solver,
             formats=args.formats,
-            push_to_hub=args.push_to_hub,
+            publish_to=f"{HUB_PREFIX}{args.push_to_hub}" if args.push_to_hub else args.publish_to,
             **common,
         )
         _print_export(summary)
@@ -279,11 +284,15 @@ def _flow_output(
     return EXIT_OK
 
 
-def _scope(args: argparse.Namespace) -> dict | None:
-    """`run`'s --kind, --since and --until as settings over the configured `[scope]`."""
+def _overrides(args: argparse.Namespace) -> dict | None:
+    """`run`'s --kind, --since and --until as settings over the configured `[scope]`, and its
+    --publish-to over `[export] publish_to`."""
     given = {"kinds": args.kind, "since": args.since, "until": args.until}
     scope = {key: value for key, value in given.items() if value is not None}
-    return {"scope": scope} if scope else None
+    overrides = {"scope": scope} if scope else {}
+    if args.publish_to:
+        overrides["export"] = {"publish_to": args.publish_to}
+    return overrides or None
 
 
 def _print_export(export: dict) -> None:
@@ -293,8 +302,10 @@ def _print_export(export: dict) -> None:
         left_out = ", ".join(f"{k} {v}" for k, v in done["skipped"].items())
         note = f"; left out: {left_out}" if left_out else ""
         print(f"  {fmt}: {done['path']} ({done['rows']} rows{note})")
-    if export.get("pushed_to"):
-        print(f"pushed to the Hub: {export['pushed_to']}")
+    published = export.get("published")
+    if published:
+        state = f"{published['files']} files sent" if published["written"] else "already there"
+        print(f"published: {published['destination']} {published['version']} ({state})")
 
 
 if __name__ == "__main__":

@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--max-cost", type=float, metavar="USD", help="stop at this LLM cost")
     run.add_argument(
+        "--publish-to",
+        metavar="URL",
+        help="publish the new version whole to an fsspec URL or folder (`hf://datasets/OWNER/"
+        "NAME` for the Hub; default: [export] publish_to)",
+    )
+    run.add_argument(
         "--plan",
         action="store_true",
         help="estimate the run's calls, tokens and cost per stage with their range, and exit",
@@ -166,8 +172,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write this trainer projection (repeatable; default: [export] formats): "
         + ", ".join(f"{p.name} ({p.help})" for p in PROJECTIONS),
     )
-    export.add_argument(
-        "--push-to-hub", metavar="REPO", help="push the version to this Hugging Face dataset repo"
+    destination = export.add_mutually_exclusive_group()
+    destination.add_argument(
+        "--publish-to",
+        metavar="URL",
+        help="publish the version whole to an fsspec URL or folder (`hf://datasets/OWNER/NAME`"
+        " for the Hub; default: [export] publish_to)",
+    )
+    destination.add_argument(
+        "--push-to-hub",
+        metavar="REPO",
+        help="publish the version whole to this Hugging Face dataset repo (OWNER/NAME)",
     )
 
     train = sub.add_parser(

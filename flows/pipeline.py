@@ -9,10 +9,11 @@ deployments with a form in the UI.
 from __future__ import annotations
 
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,16 +26,19 @@ from prefect.states import State
 
 from data.budget import Budget
 from data.config import FoundryConfig, load_config, with_overrides, with_solver
+from data.costs import Cost
 from data.diagnosis import diagnose
 from data.endpoints import Endpoint, shared_among
 from data.export import ExportResult, export_taskset
 from data.funnel import funnel, run_spend, run_usage
-from data.hub import push_version
 from data.lake import Lake
 from data.ledger import carried_spend, ledger_path, open_ledger
 from data.model_servers import resolve_endpoints
+from data.price_check import check_endpoints
 from data.projections import Projection, project
+from data.publish import publish_version
 from data.runtime import interrupt
+from data.taskset_versions import awaits_approval
 from families import export_kinds, sandbox_stages
 from families.stage import LLMStage, SandboxStage, StageContext
 from flows.artifacts import publish_run_artifacts
@@ -89,11 +93,12 @@ def stage_context(
         carried_usd=carried.at_most_usd,
         carried_tokens=carried.tokens,
         carried_runs=resumed,
+        unpriced=carried.at_most.unpriced,
     )
     if resumed:
         _progress(
             f"budget: {resumed} unfinished run(s) of `{command}` before this one spent"
-            f" ${carried.at_most_usd:.4f} and {carried.tokens:,} tokens (their ledgers):"
+            f" {carried.at_most.text()} and {carried.tokens:,} tokens (their ledgers):"
             " counted against this run's limits"
         )
     ctx = StageContext(lake=lake, config=cfg, run_id=run_id, progress=_progress, budget=budget)
@@ -106,7 +111,10 @@ def stage_context(
             state = "interrupted"
         raise
     finally:
-        lake.finish_run(run_id, state, run_usage(lake, run_id))
+        summary: dict[str, Any] = run_usage(lake, run_id)
+        if ctx.sandbox_time:
+            summary["sandbox"] = ctx.sandbox_time
+        lake.finish_run(run_id, state, summary)
 
 
 # --- tasks (batches) ---------------------------------------------------------------------
@@ -122,6 +130,18 @@ def ingest_task(
 @task(name="sandbox", cache_policy=NO_CACHE, task_run_name="{stage}")
 def sandbox_task(stage: str, ctx: StageContext) -> dict[str, int]:
     return dict(sandbox_named(stage).run(ctx))
+
+
+def run_sandbox_stage(stage: SandboxStage, ctx: StageContext) -> dict[str, int]:
+    """Run sandbox stage `stage` over its pending items, keeping how many it took and how long
+    (`StageContext.sandbox_time`)."""
+    items = len(stage.pending(ctx))
+    started = time.monotonic()
+    counts = sandbox_task(stage.name, ctx)
+    timed = ctx.sandbox_time.setdefault(stage.name, {"items": 0, "seconds": 0.0})
+    timed["items"] += items
+    timed["seconds"] += time.monotonic() - started
+    return counts
 
 
 @task(name="llm-batch", cache_policy=NO_CACHE, task_run_name="{stage}-batch-{index}")
@@ -157,6 +177,7 @@ def export_task(
         loop=loop,
         review_required=ctx.config.review.required,
         publish=publish,
+        licensing=ctx.config.export.licensing(),
     )
 
 
@@ -246,9 +267,14 @@ def run_llm_stages(
     return {name: dict(counts) for name, counts in summary.items()}
 
 
-def _model_servers(ctx: StageContext):
-    """The run's model endpoints (see `resolve_endpoints`), said on the progress sink."""
-    return resolve_endpoints(ctx.config, ctx.config.home / "logs", ctx.progress)
+@contextmanager
+def _model_servers(ctx: StageContext) -> Iterator[dict[str, Endpoint]]:
+    """The run's model endpoints (see `resolve_endpoints`), said on the progress sink, with a
+    warning for each model that has no price; a cost limit with one is refused
+    (`data.price_check`)."""
+    with resolve_endpoints(ctx.config, ctx.config.home / "logs", ctx.progress) as endpoints:
+        check_endpoints(endpoints, ctx.budget.max_cost_usd, ctx.progress)
+        yield endpoints
 
 
 # --- flows -------------------------------------------------------------------------------
@@ -275,7 +301,7 @@ def _sandbox_flow(stage: SandboxStage):
     @flow(name=stage.name, description=stage.help)
     def stage_flow(home: str | None = None, config: str | None = None) -> dict:
         with stage_context(stage.name, home, config) as ctx:
-            return sandbox_task(stage.name, ctx)
+            return run_sandbox_stage(stage, ctx)
 
     return stage_flow
 
@@ -351,16 +377,25 @@ def export_flow(
     band: tuple[float, float] | None = None,
     solver: str | None = None,
     formats: list[str] | None = None,
-    push_to_hub: str | None = None,
+    publish_to: str | None = None,
 ) -> dict[str, Any]:
     """Write the next taskset version (or find it unchanged), its trainer projections
-    (`formats`, else `[export] formats`), and push it to the Hugging Face Hub if asked."""
+    (`formats`, else `[export] formats`), and publish it whole to `publish_to` (else
+    `[export] publish_to`; `data.publish`)."""
     with stage_context("export", home, config) as ctx:
         result = export_task(ctx, out, band, solver)
         summary = _export_summary(ctx, result, formats)
-        if push_to_hub:
-            summary["pushed_to"] = push_version(result.path, push_to_hub)
+        summary["published"] = publish_task(result.path, publish_to or ctx.config.export.publish_to)
         return summary
+
+
+@task(name="publish", cache_policy=NO_CACHE)
+def publish_task(version: Path, destination: str) -> dict[str, Any] | None:
+    """Publish `version` whole to `destination` (None: no destination is set, or the version
+    waits for approval, which publishes it once given)."""
+    if not destination or awaits_approval(version):
+        return None
+    return asdict(publish_version(version, destination))
 
 
 @flow(name="pipeline")
@@ -391,7 +426,9 @@ def pipeline_flow(
     decided = gate(summary["export"], serve.publish_timeout_h)
     if isinstance(decided, State):
         return decided
-    return {**summary, "publish": decided}
+    destination = run_config(home, config, overrides).export.publish_to
+    published = publish_task(Path(summary["export"]["path"]), destination)
+    return {**summary, "publish": decided, "published": published}
 
 
 def run_pipeline(
@@ -432,12 +469,15 @@ def run_pipeline(
                 summary.setdefault("ingest", {})[source.name] = ingested
         for stage in sandbox_stages():
             if stage.pending(ctx):
-                summary[stage.name] = sandbox_task(stage.name, ctx)
+                summary[stage.name] = run_sandbox_stage(stage, ctx)
         summary.update(run_llm_stages([s.name for s in llm_stages()], ctx, resolved))
         exported = export_task(ctx, out, band, publish=publish)
         summary["export"] = _export_summary(ctx, exported, None)
+        summary["published"] = publish_task(exported.path, ctx.config.export.publish_to)
         summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
+        _, priced_usd, unpriced = run_spend(ctx.lake, ctx.run_id)
+        summary["cost"] = Cost.of(priced_usd, unpriced).to_json()
         summary["funnel"] = funnel(ctx.lake)
         exported = summary["export"]["n_tasks"]
         thin = diagnose(ctx.lake, ctx.config, summary["funnel"]["stages"], exported)

@@ -23,6 +23,7 @@ from data.llm import LLMClient
 from data.model_servers import resolve_endpoints
 from data.policy import EMBEDDED, policy_path
 from data.projections import project
+from data.splits import TRAIN, split_file
 from data.taskset_versions import search_turns, taskset_version
 from families import family_of
 from families.stage import StageContext
@@ -120,7 +121,8 @@ def grpo_task(
 ) -> dict[str, Any]:
     from datasets import load_dataset
 
-    dataset = load_dataset("parquet", data_files=str(version / "trl" / "*.parquet"))["train"]
+    train_file = version / "trl" / split_file(TRAIN)  # the eval split is in another file
+    dataset = load_dataset("parquet", data_files={TRAIN: str(train_file)})[TRAIN]
     result = train_grpo(
         policy,
         dataset,

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from data.lake import Lake
 from data.records import Evaluation, content_id, utcnow
+from data.taskset_versions import read_tasks
 from judges.passrate import wilson_interval
 
 BOOTSTRAP_RESAMPLES = 10_000
@@ -32,11 +32,7 @@ def split_task_ids(version: Path, split: str) -> list[str]:
             f"{version} was exported before tasksets had splits: export it again"
             " (`foundry export`) to evaluate it on a held-out split"
         )
-    ids: list[str] = []
-    for part in manifest["files"]:
-        table = pq.read_table(version / part, columns=["task_id", "split"])
-        ids += [t for t, s in zip(*table.to_pydict().values(), strict=True) if s == split]
-    return sorted(ids)
+    return read_tasks(version, split).column("task_id").to_pylist()
 
 
 def task_results(lake: Lake, stage: str, task_ids: Sequence[str]) -> list[dict]:

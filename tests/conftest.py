@@ -8,7 +8,6 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.config import FoundryConfig
@@ -16,8 +15,9 @@ from data.export import export_taskset
 from data.lake import Lake
 from data.projections import formats, project
 from data.runtime.python_env import ENV_CACHE_VARIABLE
+from data.taskset_versions import read_tasks
 from families import export_kinds
-from families.stage import StageContext
+from families.stage import LLMStage, StageContext
 from flows.stage_runs import one_at_a_time, run_llm_batch, run_stages, solver_through_proxy
 from flows.stages import llm_stages
 from judges.verifier_types import package_graders
@@ -48,7 +48,7 @@ def run_outcome(home: Path) -> tuple[list[str], list[str]]:
     lake = Lake(home)
     tasks = [r["task_id"] for r in lake.rows("SELECT task_id FROM tasks ORDER BY task_id")]
     latest = home / "tasksets" / "docqa" / "latest"
-    exported = pq.read_table(latest / "part-00000.parquet").column("task_id").to_pylist()
+    exported = read_tasks(latest).column("task_id").to_pylist()
     return tasks, sorted(exported)
 
 
@@ -106,11 +106,12 @@ def make_context(home: Path, run_id: str = "run-1", **settings) -> StageContext:
     return StageContext(lake=Lake(home), config=config, run_id=run_id)
 
 
-def run_llm_stages(ctx: StageContext, endpoints) -> Counter:
-    """Every LLM stage over whatever is pending, batch by batch (what the flows do)."""
+def run_llm_stages(ctx: StageContext, endpoints, stages: list[LLMStage] | None = None) -> Counter:
+    """Every LLM stage (or those of `stages`) over whatever is pending, batch by batch (what
+    the flows do)."""
     with solver_through_proxy(ctx, endpoints) as proxied:
         run_batch = lambda stage, _, group: run_llm_batch(stage, group, ctx, proxied)  # noqa: E731
-        summary = run_stages(llm_stages(), ctx, one_at_a_time(ctx, run_batch))
+        summary = run_stages(stages or llm_stages(), ctx, one_at_a_time(ctx, run_batch))
     return sum(summary.values(), Counter())
 
 

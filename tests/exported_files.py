@@ -8,6 +8,7 @@ import tarfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 
@@ -55,3 +56,24 @@ def this_machines_paths(*more: Path) -> list[Path]:
         *([home] if home != Path("/") else []),
         *more,
     ]
+
+
+def rewrite_tasks(version: Path, rows: list[dict]) -> None:
+    """Put `rows` in place of a copied version's tasks: each split's rows into the first of its
+    files the manifest lists, its other files emptied (a test's hand-edited version)."""
+    from data.export import TASKSET_SCHEMA
+
+    files = json.loads((version / "manifest.json").read_text())["split"]["files"]
+    assert {row["split"] for row in rows} <= {split for split, names in files.items() if names}
+    for split, names in files.items():
+        kept = [row for row in rows if row["split"] == split]
+        for i, name in enumerate(names):
+            table = pa.Table.from_pylist(kept if i == 0 else [], schema=TASKSET_SCHEMA)
+            pq.write_table(table, version / name)
+
+
+def projected_rows(folder: Path) -> list[dict]:
+    """A projection's rows: its `train.parquet`, then its `eval.parquet` where the eval split
+    has rows."""
+    files = [folder / f"{split}.parquet" for split in ("train", "eval")]
+    return [row for path in files if path.exists() for row in pq.read_table(path).to_pylist()]

@@ -3,11 +3,10 @@ finished tasks, and the next run finishes the same taskset a run without a budge
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
-
 from data.budget import Budget
 from data.export import export_taskset
 from data.funnel import funnel
+from data.taskset_versions import read_tasks
 from families import export_kinds
 from flows.cli import main
 from sources import groupings
@@ -24,7 +23,7 @@ def task_ids(ctx):
     result = export_taskset(
         ctx.lake, "docqa", ctx.config.home / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    return sorted(pq.read_table(result.path / "part-00000.parquet")["task_id"].to_pylist())
+    return sorted(read_tasks(result.path)["task_id"].to_pylist())
 
 
 def test_a_run_stops_at_its_budget_and_the_next_run_finishes_the_job(tmp_path):

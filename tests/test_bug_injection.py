@@ -10,12 +10,12 @@ import asyncio
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
 from data.git import git
 from data.repos import ingest_repo
+from data.taskset_versions import read_tasks
 from families import export_kinds, family_of
 from families.bug_injection import inject_bugs, pending_injections
 from families.code import repo_of
@@ -149,7 +149,7 @@ def bug_run(tmp_path_factory):
     export = export_taskset(
         ctx.lake, "bugs", root / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
+    rows = read_tasks(export.path).to_pylist()
     return ctx, replayed, counts, rows
 
 

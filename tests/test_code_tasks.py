@@ -10,7 +10,6 @@ import os
 from collections import Counter
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
@@ -24,6 +23,7 @@ from data.runtime import sandbox
 from data.runtime.edits import file_diff, parse_edits
 from data.runtime.workspace_bundle import bundle_name, unpack
 from data.sample_repo import build_sample_repo
+from data.taskset_versions import read_tasks
 from data.verifiers_package import taskset_id
 from families import export_kinds, family_of
 from families.code import CodeFamily, repo_of
@@ -47,7 +47,7 @@ from judges.unit_tests import unit_test_reward
 from judges.verifier_types import package_graders
 from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
-from tests.exported_files import machine_paths_in, this_machines_paths
+from tests.exported_files import machine_paths_in, projected_rows, this_machines_paths
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.test_admission import admission_failure
@@ -81,7 +81,7 @@ def code_run(tmp_path_factory):
     export = export_taskset(
         ctx.lake, "code", root / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
+    rows = read_tasks(export.path).to_pylist()
     return ctx, repo, rows
 
 
@@ -335,11 +335,10 @@ def test_a_too_hard_function_moves_one_level_easier(tmp_path):
     verify, calibrate = statuses(ctx, "verify"), statuses(ctx, "calibrate")
     assert verify[variant.task_id]["reason"] == "gold_self_check_passed"
     assert calibrate[variant.task_id]["reason"] == "too_hard"
-    rows = pq.read_table(
+    rows = read_tasks(
         export_taskset(
             ctx.lake, "code", tmp_path / "out", kinds=export_kinds(), groupings=groupings()
         ).path
-        / "part-00000.parquet"
     ).to_pylist()
     assert [r["task_id"] for r in rows] == [variant.task_id]  # one task per family
 
@@ -398,7 +397,7 @@ def test_the_trainer_reward_runs_a_code_tasks_tests_in_the_sandbox(code_run):
 def test_code_rollouts_that_passed_become_sft_transcripts(code_run, code_version):
     ctx, _, rows = code_run
     sft = project(code_version, "sft", ctx.lake, graders=package_graders())
-    examples = pq.read_table(sft.path / "part-00000.parquet").to_pylist()
+    examples = projected_rows(sft.path)
     passed = ctx.lake.rows(
         "SELECT count(DISTINCT (task_id, response)) AS n FROM attempts WHERE reward = 1"
         " AND list_contains(?, task_id)",
@@ -510,13 +509,16 @@ def test_vf_validate_passes_every_code_task_of_the_package(code_version, code_pa
     """`vf-validate` over every task of the package: the reference patch passes and an empty
     reply fails, in the package's sandbox."""
     env = code_package
-    validate = [VERIFIERS_PYTHON.parent / "vf-validate", taskset_id("code")]
-    validate += ["--runtime.type", "subprocess", "--rich", "false", "-o", tmp_path / "validate"]
-    verifiers_run(validate, env, tmp_path)
-    (summary,) = (tmp_path / "validate").glob("*/summary.json")
-    outcomes = json.loads(summary.read_text())["outcomes"]
     tasks = canonical_rows(code_version)
-    assert outcomes["valid"] == len(tasks) == sum(outcomes.values())
+    for split in sorted({task["split"] for task in tasks}):
+        out = tmp_path / f"validate-{split}"
+        validate = [VERIFIERS_PYTHON.parent / "vf-validate", taskset_id("code")]
+        validate += ["--taskset.split", split, "--runtime.type", "subprocess"]
+        verifiers_run([*validate, "--rich", "false", "-o", out], env, tmp_path)
+        (summary,) = out.glob("*/summary.json")
+        outcomes = json.loads(summary.read_text())["outcomes"]
+        shipped = [task for task in tasks if task["split"] == split]
+        assert outcomes["valid"] == len(shipped) == sum(outcomes.values())
 
 
 def graded_both_ways(

@@ -7,13 +7,13 @@ import json
 import shutil
 import threading
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.curation import DecisionError, QueueFilter, decide, edited_task, queue, task_record
 from data.curation_server import CurationServer
 from data.export import export_taskset
 from data.records import RubricSpec
+from data.taskset_versions import read_tasks
 from data.version_diff import diff_versions
 from families import export_kinds
 from flows.cli import main
@@ -73,7 +73,7 @@ def test_a_reviewer_rejects_edits_and_accepts_in_the_browser_and_the_next_run_fo
     sample_run, served, capsys
 ):
     ctx, server, first = sample_run
-    exported = {r["task_id"]: r for r in pq.read_table(first / "part-00000.parquet").to_pylist()}
+    exported = {r["task_id"]: r for r in read_tasks(first).to_pylist()}
     rejected, edited, accepted = sorted(exported)[:3]
     instruction = "In one or two words: " + task_record(ctx.lake, edited)["instruction"]
 
@@ -148,7 +148,7 @@ def test_a_reviewer_rejects_edits_and_accepts_in_the_browser_and_the_next_run_fo
     } in rubric
 
     second = export(ctx)
-    rows = {r["task_id"]: r for r in pq.read_table(second / "part-00000.parquet").to_pylist()}
+    rows = {r["task_id"]: r for r in read_tasks(second).to_pylist()}
     assert rejected not in rows and edited not in rows
     assert rows[made]["prompt"][-1]["content"] == instruction
     manifest = json.loads((second / "manifest.json").read_text())
@@ -165,7 +165,7 @@ def test_a_reviewer_rejects_edits_and_accepts_in_the_browser_and_the_next_run_fo
     assert "[review: reject, wrong_answer]" in capsys.readouterr().out
 
     only_accepted = export(ctx, review_required=True)
-    kept = pq.read_table(only_accepted / "part-00000.parquet").column("task_id").to_pylist()
+    kept = read_tasks(only_accepted).column("task_id").to_pylist()
     assert sorted(kept) == sorted([accepted, made])
 
 

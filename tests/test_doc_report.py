@@ -25,6 +25,7 @@ from data.records import (
     Task,
     Usage,
 )
+from data.taskset_versions import read_tasks
 from families import export_kinds, family_of
 from generators import doc_report
 from generators.candidates import Candidate, Rejection
@@ -286,7 +287,7 @@ def test_documents_to_exported_report_taskset(tmp_path, oracle_server):
     result = export_taskset(
         ctx.lake, "reports", tmp_path / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
+    rows = read_tasks(result.path).to_pylist()
     variants = [t for t in tasks.values() if t.lineage.repair is not None]
     assert variants  # the oracle finds some reports too easy: one step harder, among distractors
     for made in variants:
@@ -307,7 +308,7 @@ def test_documents_to_exported_report_taskset(tmp_path, oracle_server):
 
     # a trainer's judge reward grades the TRL projection's rows as calibration did
     trl = pq.read_table(
-        project(result.path, "trl", ctx.lake, graders=package_graders()).path / "part-00000.parquet"
+        project(result.path, "trl", ctx.lake, graders=package_graders()).path / "train.parquet"
     )
     row = trl.to_pylist()[0]
     facts = json.loads(row["verifier"])["rubric"]

@@ -16,6 +16,7 @@ from data.lake import Lake
 from data.projections import last_user_message
 from data.runtime.answer_match import token_f1
 from data.served_policy import EMBEDDED, parse_policy, served_folder, weights_hash
+from data.taskset_versions import read_tasks
 from flows.cli import main
 from flows.evaluate import ARTIFACT_KEY, evaluate_flow
 from generators.doc_qa_variants import HINT_MARK
@@ -81,11 +82,7 @@ def evaluated_home(docqa_taskset, tmp_path, monkeypatch):
 def test_before_after_table_is_measured_stored_and_resumed(evaluated_home, capsys):
     home, version, split, server, responder = evaluated_home
     url = server.base_url
-    split_ids = {
-        r["task_id"]
-        for r in pq.read_table(version / "part-00000.parquet").to_pylist()
-        if r["split"] == split
-    }
+    split_ids = {r["task_id"] for r in read_tasks(version).to_pylist() if r["split"] == split}
     command = ["evaluate", str(version), "--home", str(home), "--split", split]
     command += ["--policy", f"fake-model@{url}", "--policy", f"{WEAK}@{url}", "--attempts", "2"]
 
@@ -172,7 +169,7 @@ def test_evaluate_measures_true_pass_rates_and_no_gain_that_is_not_there(known_r
     home, version, split, rates, url = known_rates_home
     questions = sorted(rates["before"])
     assert len(questions) >= len(QUARTERS)  # every rate occurs
-    golds = [r["answer"] for r in pq.read_table(version / "part-00000.parquet").to_pylist()]
+    golds = [r["answer"] for r in read_tasks(version).to_pylist()]
     assert all(token_f1(lookalike(gold), gold) >= 0.6 for gold in golds)  # F1 alone pays them
 
     result = evaluate_flow(

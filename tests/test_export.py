@@ -35,6 +35,12 @@ def test_rows_stream_into_parts_in_order_and_a_same_export_writes_nothing(tmp_pa
     )
 
     manifest = json.loads((first.path / "manifest.json").read_text())
+    stamp = manifest["fingerprint"]
+    assert manifest["split"]["files"] == {
+        "train": [f"data/train-{stamp}-0000{i}.parquet" for i in range(3)],
+        "eval": [],  # a split without tasks has no file: `datasets` refuses an empty one
+    }
+    assert manifest["files"] == manifest["split"]["files"]["train"]
     parts = [pq.read_table(first.path / name) for name in manifest["files"]]
     assert [part.num_rows for part in parts] == [1_000, 1_000, 500]
     assert [i for part in parts for i in part.column("task_id").to_pylist()] == sorted(ids)
@@ -117,5 +123,6 @@ def test_an_empty_taskset_has_one_empty_part(tmp_path):
         groupings=groupings(),
     )
     manifest = json.loads((result.path / "manifest.json").read_text())
-    assert result.n_tasks == 0 and manifest["files"] == ["part-00000.parquet"]
-    assert pq.read_table(result.path / "part-00000.parquet").num_rows == 0
+    assert result.n_tasks == 0
+    assert manifest["files"] == [f"data/train-{manifest['fingerprint']}-00000.parquet"]
+    assert pq.read_table(result.path / manifest["files"][0]).num_rows == 0

@@ -4,7 +4,6 @@ shipped family; a scope naming a kind no registered family makes is refused in o
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.config import ConfigError, FoundryConfig
@@ -12,6 +11,7 @@ from data.endpoints import Endpoint
 from data.export import export_taskset
 from data.llm import LLMClient
 from data.records import Chunk, Evidence, ExactOrF1Spec, Lineage, Message, SourceRef, Task
+from data.taskset_versions import read_tasks
 from families import export_kinds, generation_stages, registered
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
@@ -152,7 +152,7 @@ def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, or
     measured = {(d["stage"], d["solver_model"], d["harness"]) for d in difficulty}
     assert measured == {("calibrate", "fake-model", ENVIRONMENT)}
 
-    rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
+    rows = read_tasks(result.path).to_pylist()
     assert result.n_tasks == len(tasks) and sorted(r["task_id"] for r in rows) == sorted(tasks)
     assert all(r["kind"] == KIND and r["harness"] == ENVIRONMENT for r in rows)
     assert all(r["answer"] == str(len(tasks[r["task_id"]].evidence[0].quote.split())) for r in rows)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-import pyarrow.parquet as pq
-
+from data.taskset_versions import read_tasks
 from flows.artifacts import KEYS
 from flows.cli import main
 from tests.conftest import SAMPLE_DOCS, latest_artifacts
@@ -47,7 +46,7 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     banded = json.loads((out_dir / "docqa" / "latest" / "manifest.json").read_text())
     assert banded["band_filter"] == [0.2, 0.8]
     assert banded["by_band"]["too_hard"] == banded["by_band"]["too_easy"] == 0
-    rates = pq.read_table(out_dir / "docqa" / "latest" / "part-00000.parquet")["pass_rate"]
+    rates = read_tasks(out_dir / "docqa" / "latest")["pass_rate"]
     assert all(0.2 <= p <= 0.8 for p in rates.to_pylist())
     capsys.readouterr()
 
@@ -56,7 +55,7 @@ def test_pipeline_flow_and_cli(tmp_path, monkeypatch, oracle_server, capsys):
     assert main([*recalibrate, "--solver-url", oracle_server.base_url]) == 0
     assert main(["export", "--home", str(home), "--solver", "other-model"]) == 0
     other = home / "tasksets" / "docqa-other-model" / "latest"
-    solvers = pq.read_table(other / "part-00000.parquet")["solver_model"].to_pylist()
+    solvers = read_tasks(other)["solver_model"].to_pylist()
     assert set(solvers) == {"other-model"} and len(solvers) == manifest["n_tasks"]
     assert main(["export", "--home", str(home)]) == 0  # the pipeline's own taskset is unchanged
     assert "unchanged" in capsys.readouterr().out

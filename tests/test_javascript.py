@@ -5,7 +5,6 @@ team's Node attacks among them), calibration and export."""
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
@@ -14,6 +13,7 @@ from data.git import git
 from data.projections import canonical_rows, project
 from data.repos import ingest_repo
 from data.sample_repo import PARCELRATE, build_sample_repo
+from data.taskset_versions import read_tasks
 from data.verifiers_package import NODE_REQUIREMENT
 from families import export_kinds
 from families.bug_injection import inject_bugs
@@ -54,7 +54,7 @@ def js_run(tmp_path_factory):
     export = export_taskset(
         ctx.lake, "js", root / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
+    rows = read_tasks(export.path).to_pylist()
     return ctx, counts, rows, export.path
 
 

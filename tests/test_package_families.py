@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from judges import tool_calls
 from judges.rewards import trainer_task
 from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward
+from tests.exported_files import projected_rows
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.test_doc_search import CHUNKS
@@ -84,9 +86,10 @@ def row(task_id: str, kind: str, prompt: list[dict[str, Any]], answer: str, veri
         "pool": "normal",
         "hackable": False,
         "harness": rest.get("harness", "single_turn"),
-        "world": rest.get("world", "null"),  # as the export writes a task without one
-        "environment": rest.get("environment", "null"),
-        "workspace": rest.get("workspace", "null"),
+        "world": rest.get("world"),  # null, as the export writes a task without one
+        "environment": rest.get("environment"),
+        "workspace": rest.get("workspace"),
+        "split": rest.get("split", "train"),
     }
 
 
@@ -342,7 +345,7 @@ def test_the_package_ships_the_corpus_and_runtimes_and_lists_what_it_leaves_out(
     }
     assert (module / "corpus.parquet").read_bytes() == (version / "corpus.parquet").read_bytes()
     assert skipped == {"verifier_rubric": 1, "code_without_workspace": 1}
-    packaged = {r["task_id"]: r for r in pq.read_table(module / "tasks.parquet").to_pylist()}
+    packaged = {r["task_id"]: r for r in projected_rows(module)}
     assert len(packaged) == len(rows) - 2
     for task in rows:
         if task["task_id"] not in packaged:
@@ -383,11 +386,13 @@ def test_prime_rl_never_trains_on_the_eval_split(tmp_path):
     trained, left_out = write_rl_toml(tmp_path / "rl.toml", version, rows, package_graders())
 
     assert trained == len(rows) - 1 and left_out == {"eval_split": 1}
-    excluded = next(
-        line for line in (tmp_path / "rl.toml").read_text().splitlines()
-        if line.startswith("select.exclude.keys")
-    )  # fmt: skip
-    assert json.loads(excluded.split(" = ", 1)[1]) == [rows[0]["task_id"]]
+    fragment = tomllib.loads((tmp_path / "rl.toml").read_text())["orchestrator"]
+    [train], [held_out] = fragment["train"]["source"], fragment["eval"]["source"]
+    assert (train["env"]["taskset"]["split"], held_out["env"]["taskset"]["split"]) == (
+        "train",
+        "eval",
+    )
+    assert held_out["num_examples"] == 1
 
 
 @needs_verifiers

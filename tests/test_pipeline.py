@@ -6,11 +6,11 @@ import json
 import shutil
 
 import duckdb
-import pyarrow.parquet as pq
 from datasets import load_dataset
 
 from data.export import export_taskset
 from data.funnel import funnel
+from data.taskset_versions import read_tasks
 from families import export_kinds
 from sources import groupings
 from sources.documents import ingest_docs
@@ -50,10 +50,12 @@ def test_documents_to_exported_taskset(tmp_path, oracle_server):
     assert manifest["models"]["solver"] == ["fake-model"]
     assert "README.md" in {p.name for p in result.path.iterdir()}
 
-    parts = str(result.path / "part-*.parquet")
-    dataset = load_dataset("parquet", data_files=parts, split="train")
-    assert len(dataset) == result.n_tasks
-    row = dataset[0]
+    splits = load_dataset(str(result.path))  # the splits as the card's front matter names them
+    assert sorted(splits) == ["eval", "train"]
+    assert len(splits["train"]) == manifest["split"]["tasks"]["train"] > 0
+    assert len(splits["eval"]) == manifest["split"]["tasks"]["eval"]
+    assert set(splits["train"]["split"]) == {"train"} and set(splits["eval"]["split"]) <= {"eval"}
+    row = splits["train"][0]
     assert {
         "task_id",
         "kind",
@@ -78,9 +80,10 @@ def test_documents_to_exported_taskset(tmp_path, oracle_server):
     consensus = {c["check"]: c for c in json.loads(row["consensus"])}
     assert consensus["open_book"]["decision"] == "pass"
     assert consensus["closed_book"]["decision"] == "fail"  # no leak
-    ids = duckdb.sql(f"SELECT task_id FROM read_parquet('{parts}')").fetchall()
-    assert len(ids) == len(set(ids)) == result.n_tasks
-    assert set(dataset["band"]) <= {"too_easy", "in_band", "too_hard"}
+    ids = duckdb.sql(f"SELECT task_id FROM read_parquet('{result.path}/data/*.parquet')")
+    assert len(ids.fetchall()) == len(set(ids.fetchall())) == result.n_tasks
+    bands = set(splits["train"]["band"]) | set(splits["eval"]["band"])
+    assert bands <= {"too_easy", "in_band", "too_hard"}
 
 
 def test_rerun_makes_no_calls_and_duplicates_nothing(tmp_path, oracle_server):
@@ -199,7 +202,7 @@ def test_equivalence_verified_tasks_flow_through(tmp_path, oracle_server):
     result = export_taskset(
         ctx.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    table = pq.read_table(result.path / "part-00000.parquet")
+    table = read_tasks(result.path)
     specs = [json.loads(v) for v in table.column("verifier").to_pylist()]
     assert result.n_tasks > 0 and {s["type"] for s in specs} == {"llm_equivalence"}
     prompts = [json.dumps(b["messages"]) for b in oracle_server.requests]

@@ -11,11 +11,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from datasets import load_dataset
+from datasets import concatenate_datasets, load_dataset
 
-from data.hub import push_version
 from data.projections import SFT_SCHEMA, canonical_rows, episode_message, project
-from data.runtime.errors import ReasonedError
+from data.splits import SPLITS
 from data.taskset_card import Tally
 from data.verifiers_package import module_name, packaged, taskset_id
 from flows.cli import main
@@ -25,7 +24,12 @@ from tests.test_world_package import VERIFIERS_PYTHON, installed, verifiers_figu
 
 
 def rows_of(path: Path):
-    return load_dataset("parquet", data_files=str(path / "*.parquet"), split="train")
+    """A projection's rows, both splits (as `datasets` loads its split files)."""
+    files = {split: str(path / f"{split}.parquet") for split in SPLITS}
+    splits = load_dataset(
+        "parquet", data_files={s: f for s, f in files.items() if Path(f).exists()}
+    )
+    return concatenate_datasets([splits[split] for split in SPLITS if split in splits])
 
 
 def test_every_parquet_projection_loads_with_datasets(docqa_taskset):
@@ -36,7 +40,7 @@ def test_every_parquet_projection_loads_with_datasets(docqa_taskset):
     assert {"prompt", "solution", "verifier", "kind", "task_id", "pool"} <= set(trl.column_names)
     assert trl[0]["prompt"][-1]["role"] == "user"
     classic = rows_of(projections["verifiers"].path)
-    assert classic["example_id"] == list(range(n_tasks))
+    assert sorted(classic["example_id"]) == list(range(n_tasks))
     info = json.loads(classic[0]["info"])
     assert info["task_id"] == trl[0]["task_id"] and info["verifier"]["type"]
     assert classic[0]["question"] == classic[0]["prompt"][-1]["content"]
@@ -79,6 +83,10 @@ def test_the_v1_package_scores_gold_answers_1_in_the_verifiers_library(docqa_tas
     assert figures["tasks"] == projections["prime-rl"].rows > 0
     assert figures["gold"] == [1.0] * figures["tasks"] and all(figures["validated"])
     assert figures["wrong"] == figures["padded"] == [0.0] * figures["tasks"]
+    eval_rows = canonical_rows(version)
+    held_out = {t["task_id"] for t in eval_rows if t["split"] == "eval"}
+    assert figures["held_out"] and set(figures["held_out"]) <= held_out
+    assert set(figures["held_out"].values()) == {1.0}
 
 
 def test_the_package_holds_the_tasks_it_can_score_and_counts_the_rest(docqa_taskset):
@@ -107,7 +115,7 @@ def test_projecting_again_writes_nothing_and_a_torn_write_is_redone(docqa_taskse
     again = project(version, "trl", ctx.lake, graders=package_graders())
     assert not again.written and again.rows == projections["trl"].rows
     (version / ".sft.tmp").mkdir()  # a write killed before its rename
-    (version / ".sft.tmp" / "part-00000.parquet").write_text("torn")
+    (version / ".sft.tmp" / "train.parquet").write_text("torn")
     assert not project(version, "sft", ctx.lake, graders=package_graders()).written
     with pytest.raises(ValueError, match="unknown export format"):
         project(version, "csv", ctx.lake, graders=package_graders())
@@ -144,9 +152,14 @@ def test_agreement_counts_only_decisions_more_than_one_judge_voted_on():
         "pool": "normal",
         "harness": "world_tools",
         "pass_rate": 0.5,
+        "pass_n": 8,
+        "pass_ci_low": 0.2,
+        "pass_ci_high": 0.8,
         "hackable": False,
         "solver_model": "s",
         "lineage": json.dumps({"knobs": {}, "model": "g"}),
+        "source": None,
+        "repo": None,
     }
     votes = [("judge:0", "pass"), ("judge:1", "pass"), ("judge:2", "error")]
     verdicts = [
@@ -163,14 +176,6 @@ def test_agreement_counts_only_decisions_more_than_one_judge_voted_on():
         ("judge:0", 3, able),
         ("judge:1", 3, None),  # its model's controls were never measured
     ]
-
-
-def test_pushing_to_the_hub_without_a_token_says_so(docqa_taskset, monkeypatch, tmp_path):
-    _, version, _ = docqa_taskset
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path))
-    with pytest.raises(ReasonedError, match="needs a token"):
-        push_version(version, "someone/tasks")
 
 
 def test_export_with_formats_through_the_cli(docqa_taskset, capsys):
@@ -227,7 +232,7 @@ def test_an_sft_episode_keeps_its_tool_calls_and_results(tmp_path):
     }
     out = tmp_path / "sft"
     out.mkdir()
-    pq.write_table(pa.Table.from_pylist([row], schema=SFT_SCHEMA), out / "part-00000.parquet")
+    pq.write_table(pa.Table.from_pylist([row], schema=SFT_SCHEMA), out / "train.parquet")
     (loaded,) = rows_of(out)
     system, user, call, result, answer = loaded["messages"]
     assert user["content"] == "Restock the tent." and not user["tool_calls"]

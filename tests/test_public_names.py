@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from data.public_names import public_origin, public_sources, relative_name, search_root
 from data.readers import discover
+from data.taskset_versions import read_tasks
 from tests.conftest import SAMPLE_DOCS
 from tests.exported_files import machine_paths_in, this_machines_paths
 
@@ -56,9 +55,9 @@ def test_no_exported_file_holds_a_path_of_this_machine(docqa_taskset, agentic_ta
     for ctx, version in (docqa_taskset[:2], agentic_taskset):
         leaks = machine_paths_in(version, this_machines_paths(ctx.config.home))
         assert leaks == {}
-        rows = pq.read_table(version / "part-00000.parquet").to_pylist()
+        rows = read_tasks(version).to_pylist()
         paths = {ref["path"] for row in rows for ref in json.loads(row["source"])}
         assert paths and all(not p.startswith("/") for p in paths)
-    rows = pq.read_table(docqa_taskset[1] / "part-00000.parquet").to_pylist()
+    rows = read_tasks(docqa_taskset[1]).to_pylist()
     documents = {ref["path"] for row in rows for ref in json.loads(row["source"])}
     assert documents <= {d.name for d in SAMPLE_DOCS.glob("*.md")}  # ingested file by file

@@ -30,6 +30,9 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
     shutil.copy(docs[0], corpus)
     home = tmp_path / "home"
     tasksets = home / "tasksets" / "docqa"
+    published = tmp_path / "published"  # approval publishes there, nothing before it
+    home.mkdir()
+    (home / "foundry.toml").write_text(f'[export]\npublish_to = "{published}"\n')
     log = tmp_path / "serve.log"
     with running_prefect_server(tmp_path / "prefect", tmp_path / "server.log") as (api, env):
         env = {**env, "OPENAI_BASE_URL": oracle_server.base_url, "OPENAI_API_KEY": "k"}
@@ -84,6 +87,7 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
                 waiting = tasksets / "v0001"
                 assert (waiting / AWAITING_APPROVAL).is_file()
                 assert not (tasksets / "latest").exists()  # not published yet
+                assert not published.exists()
                 note = client.read_artifacts(
                     artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["foundry-publish"]))
                 )[0]
@@ -92,6 +96,7 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
                 assert done.state.is_completed(), done.state
                 assert (tasksets / "latest").resolve() == waiting.resolve()
                 assert not (waiting / AWAITING_APPROVAL).exists()
+                assert (published / "v0001" / "manifest.json").is_file()
 
                 shutil.copy(docs[1], corpus)  # new material: a new version to decide on
                 second = paused_run()
@@ -100,5 +105,6 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
                 assert done.state.is_cancelled() and "too few" in done.state.message
                 assert (tasksets / "latest").resolve() == waiting.resolve()
                 assert (tasksets / "v0002.rejected").is_dir() and not (tasksets / "v0002").exists()
+                assert not (published / "v0002").exists()
         finally:
             stop(serve)

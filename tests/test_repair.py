@@ -365,7 +365,7 @@ def test_repair_loop_moves_tasks_toward_the_band_and_resumes_without_duplicates(
 
 def exported_rows(ctx, result):
     return ctx.lake.rows(
-        f"SELECT task_id, band, lineage FROM read_parquet('{result.path}/part-*.parquet')"
+        f"SELECT task_id, band, lineage FROM read_parquet('{result.path}/data/*.parquet')"
     )
 
 
@@ -374,6 +374,12 @@ def repair_reasons(ctx):
         "SELECT reason, count(*) AS n FROM status WHERE stage = 'repair' GROUP BY 1"
     )
     return {r["reason"]: r["n"] for r in rows}
+
+
+def repair_steps(ctx) -> list[int]:
+    """The step of every repair variant in the lake."""
+    lineages = [lineage_of(r) for r in ctx.lake.rows("SELECT lineage FROM tasks")]
+    return [lineage.repair.step for lineage in lineages if lineage.repair]
 
 
 def test_max_steps_bounds_the_moves_and_raising_it_moves_tasks_on(tmp_path, oracle_server):
@@ -390,16 +396,12 @@ def test_max_steps_bounds_the_moves_and_raising_it_moves_tasks_on(tmp_path, orac
     )
     first = repair_reasons(ctx)
     assert first["repaired"] > 0 and first["step_limit"] > 0
+    assert max(repair_steps(ctx)) == 1  # no task moved past the limit
 
     run_llm_stages(
         make_context(home, run_id="run-3", repair={"max_steps": 2}), endpoints_for(oracle_server)
     )
-    steps = [
-        lineage_of(r).repair.step
-        for r in ctx.lake.rows("SELECT lineage FROM tasks")
-        if lineage_of(r).repair
-    ]
-    assert max(steps) == 2  # tasks stopped at the old limit moved on
+    assert max(repair_steps(ctx)) == 2  # tasks stopped at the old limit moved on
 
 
 def test_hackable_tasks_are_not_repaired_and_variants_keep_their_remedy(tmp_path):

@@ -9,16 +9,14 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from plotly.offline import get_plotlyjs
 
-from data.export import TASKSET_SCHEMA
 from data.lake import Lake
 from data.projections import canonical_rows
 from data.report import render_report, write_report
 from flows.cli import main
+from tests.exported_files import rewrite_tasks
 
 SECTIONS = [
     "funnel",
@@ -102,9 +100,7 @@ def test_task_text_is_escaped(docqa_taskset, tmp_path):
     for row in rows:
         row["prompt"] = [{"role": "user", "content": '<script>alert("q")</script> & more'}]
         row["answer"] = "<img src=x onerror=alert(1)>"
-    manifest = json.loads((copy / "manifest.json").read_text())
-    assert len(manifest["files"]) == 1
-    pq.write_table(pa.Table.from_pylist(rows, schema=TASKSET_SCHEMA), copy / manifest["files"][0])
+    rewrite_tasks(copy, rows)
     report = render_report(Lake(tmp_path / "home"), copy)
     assert '<script>alert("q")</script>' not in report.html
     assert "<img src=x" not in report.html

@@ -238,7 +238,7 @@ def test_pipeline_remedies_hacked_tasks_and_reverifies_them_in_the_same_run(tmp_
     result = export_taskset(
         ctx.lake, "docqa", home / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    rows = ctx.lake.rows(f"SELECT * FROM read_parquet('{result.path}/part-*.parquet')")
+    rows = ctx.lake.rows(f"SELECT * FROM read_parquet('{result.path}/data/*.parquet')")
     exported = {r["task_id"] for r in rows}
     assert not exported & {r["task_id"] for r in remedied}  # hacked originals stay behind
     assert exported & {r["remedied_task_id"] for r in remedied}

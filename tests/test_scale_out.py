@@ -8,11 +8,11 @@ import pickle
 import shutil
 from collections import Counter
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.budget import Budget
 from data.endpoints import Endpoint, shared_among
+from data.taskset_versions import read_tasks
 from flows.cli import main
 from tests.conftest import SAMPLE_DOCS, make_context
 
@@ -42,7 +42,7 @@ def pipeline_run(tmp_path, name, runner, oracle_server, monkeypatch, capsys):
     assert main(["stats", "--home", str(home), "--json"]) == 0
     stages = json.loads(capsys.readouterr().out)["stages"]
     latest = home / "tasksets" / "docqa" / "latest"
-    rows = pq.read_table(latest / "part-00000.parquet").to_pylist()
+    rows = read_tasks(latest).to_pylist()
     tasks = sorted(
         ({k: v for k, v in row.items() if k not in RUN_COLUMNS} for row in rows),
         key=lambda row: row["task_id"],

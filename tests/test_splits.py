@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset
 
 from data.export import export_taskset
 from data.lake import Lake
 from data.splits import EVAL, HELD_OUT, TRAIN, drawn_split, group_keys, plan_splits
+from data.taskset_versions import read_tasks
 from families import export_kinds
 from harnesses.trainer import trainable
 from sources import groupings
@@ -29,7 +29,7 @@ def _export(lake: Lake, out, eval_share: float):
     result = export_taskset(
         lake, "split", out, kinds=export_kinds(), groupings=groupings(), eval_share=eval_share
     )
-    rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
+    rows = read_tasks(result.path).to_pylist()
     return json.loads((result.path / "manifest.json").read_text()), rows
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
 from data.records import RecordedCall, ToolCall, ToolEnvironment, ToolSpec, Trace, TraceMessage
+from data.taskset_versions import read_tasks
 from data.trace_ingest import ingest_traces
 from families import export_kinds
 from families.trace_stages import TRACE_KINDS
@@ -240,7 +240,7 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
         ctx.lake, "traces", home / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
 
-    rows = pq.read_table(result.path / "part-00000.parquet").to_pylist()
+    rows = read_tasks(result.path).to_pylist()
     kinds = {r["kind"] for r in rows}
     assert kinds == {"trace_answer", "near_miss", "tool_replay", "world_tool_use"}
     traced = [r for r in rows if r["kind"] != "world_tool_use"]  # worlds: planted from traces
@@ -265,7 +265,7 @@ def test_sample_traces_to_an_exported_taskset_without_a_planted_secret(tmp_path,
 
 
 def test_verifier_reward_reads_the_exported_taskset_as_trl_would(tmp_path, oracle_server):
-    from datasets import load_dataset
+    from datasets import concatenate_datasets, load_dataset
 
     from judges.verifier_types.trainer_rewards import verifier_reward
 
@@ -276,7 +276,8 @@ def test_verifier_reward_reads_the_exported_taskset_as_trl_would(tmp_path, oracl
     result = export_taskset(
         ctx.lake, "traces", home / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    rows = load_dataset("parquet", data_files=str(result.path / "part-*.parquet"), split="train")
+    splits = load_dataset(str(result.path))
+    rows = concatenate_datasets([splits["train"], splits["eval"]])
     columns = {name: rows[name] for name in rows.column_names if name != "prompt"}
     # the gold answers as conversational completions score 1 where no model is needed
     golds = [[{"role": "assistant", "content": a}] for a in rows["answer"]]

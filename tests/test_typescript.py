@@ -5,7 +5,6 @@ with the TypeScript grammar, and, in `make test-full`, its tasks through every a
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.export import export_taskset
@@ -13,6 +12,7 @@ from data.git import git
 from data.repos import ingest_repo
 from data.runtime.languages import TypeScript, project_files, tree_language
 from data.sample_repo import TABSHARE, build_sample_repo
+from data.taskset_versions import read_tasks
 from families import export_kinds
 from families.bug_injection import inject_bugs
 from families.code_stages import replay_commits
@@ -59,7 +59,7 @@ def test_typescript_tasks_pass_every_admission_gate_and_are_exported(tmp_path):
     export = export_taskset(
         ctx.lake, "ts", tmp_path / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    rows = pq.read_table(export.path / "part-00000.parquet").to_pylist()
+    rows = read_tasks(export.path).to_pylist()
     code = [r for r in rows if r["kind"] in ("commit_replay", "function_rebuild", "bug_fix")]
     assert code, [r["kind"] for r in rows]
     assert any(".ts" in str(r["prompt"]) for r in code)  # its files are TypeScript

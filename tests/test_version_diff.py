@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from data.export import TASKSET_SCHEMA
 from data.report import render_report
-from data.taskset_versions import previous_version
+from data.taskset_versions import previous_version, read_tasks
 from data.version_diff import diff_versions, format_diff
 from flows.cli import main
+from tests.exported_files import rewrite_tasks
 
 
 @pytest.fixture
@@ -25,7 +23,7 @@ def two_versions(docqa_taskset, tmp_path):
     root = tmp_path / "home" / "tasksets" / "docqa"
     first = root / "v0001"
     shutil.copytree(version, first, symlinks=True)
-    rows = pq.read_table(first / "part-00000.parquet").to_pylist()
+    rows = read_tasks(first).to_pylist()
     assert len(rows) >= 4
     moved, edited, removed, template = rows[0], rows[1], rows[2], rows[3]
     moved = moved | {
@@ -51,7 +49,7 @@ def two_versions(docqa_taskset, tmp_path):
     second = root / "v0002"
     shutil.copytree(first, second, symlinks=True)
     kept = [moved, edited, *rows[3:], added]
-    pq.write_table(pa.Table.from_pylist(kept, schema=TASKSET_SCHEMA), second / "part-00000.parquet")
+    rewrite_tasks(second, kept)
     (root / "latest").symlink_to("v0002")
     return ctx, first, second, {"moved": rows[0], "edited": rows[1], "removed": removed}
 

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.records import content_id
@@ -21,6 +20,7 @@ from generators.world_tasks import Candidate
 from harnesses.world_check import wrong_variants
 from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward
+from tests.exported_files import projected_rows
 from tests.test_world_tasks import SHOP, TRAVEL, generated
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +81,7 @@ def world_rows() -> list[dict[str, Any]]:
                         "world": task.world.model_dump_json(),
                         "environment": None,
                         "workspace": None,
+                        "split": "train",
                     }
                 )
     return rows
@@ -184,7 +185,7 @@ def test_the_package_holds_the_world_tasks_and_ships_the_runtime_as_it_is(world_
     assert shipped_as_it_is(module / "runtime")
     readme = (package / "README.md").read_text()
     assert f"| world_tool_use | world | {len(rows)} |" in readme and "Left out: none." in readme
-    packaged_rows = pq.read_table(module / "tasks.parquet").to_pylist()
+    packaged_rows = projected_rows(module)
     limits = [json.loads(row["world"])["max_turns"] for row in rows]
     assert [row["max_turns"] for row in packaged_rows] == limits  # the world's turn limit
     spec = world_runtime.WorldSpec.model_validate_json(json.loads(rows[0]["world"])["spec"])

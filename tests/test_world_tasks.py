@@ -9,12 +9,12 @@ import json
 import random
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from data.config import WorldsConfig
 from data.export import export_taskset
 from data.projections import project
+from data.taskset_versions import read_tasks
 from data.trace_ingest import ingest_traces
 from families import export_kinds
 from generators import world_tasks
@@ -251,7 +251,7 @@ def test_worlds_and_traces_to_an_exported_taskset_a_trainer_scores(tmp_path, ora
     result = export_taskset(
         ctx.lake, "worlds", home / "tasksets", kinds=export_kinds(), groupings=groupings()
     )
-    rows = [r for r in pq.read_table(result.path / "part-00000.parquet").to_pylist()]
+    rows = [r for r in read_tasks(result.path).to_pylist()]
     worlds = [r for r in rows if r["kind"] == "world_tool_use"]
     assert worlds and all(r["world"] and json.loads(r["tools"]) for r in worlds)
     ids = {json.loads(r["world"])["world_id"].split("@")[0] for r in worlds}

@@ -34,6 +34,14 @@ async def check(taskset_id: str, rl_toml: str) -> dict:
             await task.score(trace)
             figures[name].append(trace.reward)
     figures["id"] = taskset_id == source["env"]["taskset"]["id"]
+    # the fragment's eval source: the package's held-out split, its gold scoring 1 too
+    held_out = tomllib.loads(Path(rl_toml).read_text())["orchestrator"]["eval"]["source"][0]
+    eval_env = vf.load_environment(vf.resolve_env_config(held_out["env"]))
+    figures["held_out"] = {t.key: None for t in eval_env.taskset}
+    for task in eval_env.taskset:
+        trace = trace_of(task, [{"reply": task.data.answer}])
+        await task.score(trace)
+        figures["held_out"][task.key] = trace.reward
     return figures
 
 

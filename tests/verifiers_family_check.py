@@ -1,5 +1,6 @@
 """Run by tests/test_package_families.py with the verifiers virtualenv's Python: loads an exported
-v1 taskset package through the verifiers library and, for each task in the cases, grades the
+v1 taskset package through the verifiers library and, for each task in the cases (of either
+split), grades the
 given completions (turns of tool calls and replies) with the package's reward, runs the given
 tool calls through the package's tool server, and asks its turn limit whether a trace one turn
 short of the limit, and one at it, may go on. Also counts the tasks the prime-rl fragment's
@@ -23,10 +24,9 @@ from verifiers_world_check import tool_results, trace_of  # beside this script
 
 async def check(taskset_id: str, cases_json: str, rl_toml: str) -> dict[str, Any]:
     cases = json.loads(Path(cases_json).read_text())
-    env = vf.load_environment(vf.resolve_env_config({"taskset": {"id": taskset_id}}))
     figures: dict[str, Any] = {"rewards": {}, "tools": {}, "validated": {}, "stops": {}}
     figures["tasks"] = {}
-    for task in env.taskset:
+    for task in packaged_tasks(taskset_id):
         figures["tasks"][task.key] = [task.data.kind, task.data.harness, task.data.max_turns]
         if task.key not in cases:
             continue
@@ -48,6 +48,18 @@ async def check(taskset_id: str, cases_json: str, rl_toml: str) -> dict[str, Any
     selected = trained.taskset.select(vf.SelectConfig.model_validate(source.get("select", {})))
     figures["trained"] = sorted(task.key for task in selected)
     return figures
+
+
+def packaged_tasks(taskset_id: str) -> list[Any]:
+    """Every task the package ships: its train split, then its eval split where it has one."""
+    tasks = []
+    for split in ("train", "eval"):
+        config = vf.resolve_env_config({"taskset": {"id": taskset_id, "split": split}})
+        try:
+            tasks += list(vf.load_environment(config).taskset)
+        except FileNotFoundError:  # a split without tasks has no file
+            assert split == "eval"
+    return tasks
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ its manifest lists them."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,11 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data.lake import Lake
+from data.splits import SPLITS, TRAIN, split_file
+from data.taskset_versions import read_tasks
 
 if TYPE_CHECKING:
     from data.verifiers_package import Graders
 
-PART = "part-00000.parquet"
 Row = dict[str, Any]
 
 
@@ -46,16 +46,20 @@ class Projector:
 
 
 def canonical_rows(version: Path) -> list[dict[str, Any]]:
-    """The tasks of a taskset version, as its manifest lists its parquet parts."""
-    manifest = json.loads((version / "manifest.json").read_text())
-    tables = [pq.read_table(version / part) for part in manifest["files"]]
-    return pa.concat_tables(tables).to_pylist() if tables else []
+    """The tasks of a taskset version, both splits, in task order."""
+    return read_tasks(version).to_pylist()
 
 
 def last_user_message(messages: list[dict[str, str]]) -> str:
     return next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
 
 
-def write_rows(out: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> tuple[int, dict]:
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), out / PART)
-    return len(rows), {}
+def write_rows(out: Path, rows: list[Row], schema: pa.Schema, splits: list[str]) -> int:
+    """`rows` (each of the split at the same place in `splits`) into one parquet file per
+    split, `<split>.parquet` in `out`: no training file holds an eval task. The train file is
+    always written; a split without rows has no file (`datasets` refuses an empty one)."""
+    for split in SPLITS:
+        kept = [row for row, side in zip(rows, splits, strict=True) if side == split]
+        if kept or split == TRAIN:
+            pq.write_table(pa.Table.from_pylist(kept, schema=schema), out / split_file(split))
+    return len(rows)

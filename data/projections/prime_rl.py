@@ -4,23 +4,22 @@ It adds one `[[orchestrator.train.source]]` for the package (`data/verifiers_pac
 the difficulty-pool sampler: pools at the ceilings calibration labels tasks with (`pool`
 column), prime-rl's default weights, and the calibrated share of tasks in each pool as comments.
 prime-rl re-scores pools from its own rollouts as training goes; tasks flagged hackable are
-excluded by key, and so are the tasks of the eval split. It trains on every other task the
-package holds, whatever its family (answer, document search, world tool use, tool replay,
-code): the `null` harness serves the package's tool server to the model, and each task's turn
-limit is the package's own `@vf.stop`.
+excluded by key. The eval split is the package's `split = "eval"`, declared as the run's eval
+source. It trains on every other task the package holds, whatever its family (answer,
+document search, world tool use, tool replay, code): the `null` harness serves the package's
+tool server to the model, and each task's turn limit is the package's own `@vf.stop`.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from data.projections.base import Inputs, Projector, Row
 from data.records import POOL_CEILINGS
-from data.splits import EVAL, HELD_OUT
+from data.splits import EVAL, HELD_OUT, TRAIN
 from data.verifiers_package import Graders, packaged, taskset_id, tools_of
 
 POOL_WEIGHTS = {"hard": 0.2, "normal": 1.0, "easy": 0.2}  # prime-rl's defaults
@@ -31,27 +30,26 @@ def write_rl_toml(
     path: Path, version: Path, tasks: list[dict[str, Any]], graders: Graders
 ) -> tuple[int, dict]:
     """Write the fragment for the tasks of `version` the package grades (`graders`); returns
-    (tasks it trains on, tasks left out per reason)."""
+    (tasks it trains on, tasks left out of training per reason)."""
     manifest = json.loads((version / "manifest.json").read_text())
     skipped: dict[str, int] = {}
-    trained, hackable, held_out = [], [], []
+    chosen: dict[str, list[dict[str, Any]]] = {TRAIN: [], EVAL: []}
+    hackable: dict[str, list[str]] = {TRAIN: [], EVAL: []}
     for task in tasks:
         reason = packaged(task, version, graders)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
-        elif task.get("split") == EVAL:
-            held_out.append(task["task_id"])
         elif task["hackable"]:
-            hackable.append(task["task_id"])
+            hackable[task["split"]].append(task["task_id"])
         else:
-            trained.append(task)
-    if hackable:
-        skipped["hackable"] = len(hackable)
-    if held_out:
-        skipped[HELD_OUT] = len(held_out)
-    text = rl_toml(manifest["name"], manifest["version"], trained, hackable, held_out)
+            chosen[task["split"]].append(task)
+    if hackable[TRAIN] or hackable[EVAL]:
+        skipped["hackable"] = len(hackable[TRAIN]) + len(hackable[EVAL])
+    if chosen[EVAL]:
+        skipped[HELD_OUT] = len(chosen[EVAL])
+    text = rl_toml(manifest["name"], manifest["version"], chosen, hackable)
     path.write_text(text)
-    return len(trained), dict(sorted(skipped.items()))
+    return len(chosen[TRAIN]), dict(sorted(skipped.items()))
 
 
 PACKAGE_FOLDER = "./verifiers/taskset"  # the verifiers projection's package, in the version
@@ -60,27 +58,25 @@ PACKAGE_FOLDER = "./verifiers/taskset"  # the verifiers projection's package, in
 def rl_toml(
     name: str,
     version: str,
-    tasks: list[dict[str, Any]],
-    hackable: list[str],
-    held_out: Sequence[str] = (),
+    chosen: dict[str, list[dict[str, Any]]],
+    hackable: dict[str, list[str]],
 ) -> str:
-    """The fragment's text: one training source for the verifiers projection's v1 taskset
-    package (`PACKAGE_FOLDER` in the version's folder) over `tasks`, without the keys of the
-    `hackable` tasks and of those `held_out` (the eval split)."""
+    """The fragment's text: a training source on the train split of the verifiers projection's
+    v1 taskset package (`PACKAGE_FOLDER` in the version's folder) and, where the eval split
+    has tasks, an eval source on it, each over its `chosen` tasks: without the keys of its
+    `hackable` ones."""
     ident = taskset_id(name)
-    pools = Counter(t["pool"] for t in tasks)
-    families = Counter(f"{t['kind']} ({tools_of(t)} tools)" for t in tasks)
+    trained = chosen[TRAIN]
+    pools = Counter(t["pool"] for t in trained)
+    families = Counter(f"{t['kind']} ({tools_of(t)} tools)" for t in trained)
     lines = [
-        f"# prime-rl training source: taskfoundry taskset {name} {version}, {len(tasks)} tasks.",
+        f"# prime-rl training source: taskfoundry taskset {name} {version}, {len(trained)} tasks.",
         "# Families: " + (", ".join(f"{f}: {n}" for f, n in sorted(families.items())) or "none"),
         f"# Install the package first, from the version's folder: pip install {PACKAGE_FOLDER}",
         "# Then merge this fragment into a run: uv run rl @ rl.toml @ this-file.toml",
         "",
         "[[orchestrator.train.source]]",
-        f'name = "{ident}"',
-        f'env.taskset.id = "{ident}"',
-        'env.agent.harness.id = "null"',
-        'env.agent.runtime.type = "subprocess"',
+        *_source_lines(ident, TRAIN),
         f"group_size = {GROUP_SIZE}",
         'sampler.type = "difficulty_pool"',
     ]
@@ -89,13 +85,39 @@ def rl_toml(
         lines.append(
             f"sampler.pools.{pool} = {{ threshold = {ceiling}, weight = {POOL_WEIGHTS[pool]} }}"
         )
-    if hackable or held_out:
-        lines.append(
-            f"# not trained on: {len(hackable)} tasks flagged hackable by review,"
-            f" {len(held_out)} of the eval split (held out to measure the policy)"
-        )
-        lines.append(f"select.exclude.keys = {json.dumps(sorted([*hackable, *held_out]))}")
+    lines += _excluded(hackable[TRAIN])
+    if chosen[EVAL]:
+        lines += [
+            "",
+            f"# held out: the eval split, {len(chosen[EVAL])} tasks related to no training task",
+            "[orchestrator.eval]",
+            "[[orchestrator.eval.source]]",
+            *_source_lines(ident, EVAL),
+            f"num_examples = {len(chosen[EVAL])}",
+            *_excluded(hackable[EVAL]),
+        ]
     return "\n".join(lines) + "\n"
+
+
+def _source_lines(ident: str, split: str) -> list[str]:
+    """A source's keys: the package's taskset on `split`, served to the model as it is."""
+    return [
+        f'name = "{ident}-{split}"',
+        f'env.taskset.id = "{ident}"',
+        f'env.taskset.split = "{split}"',
+        'env.agent.harness.id = "null"',
+        'env.agent.runtime.type = "subprocess"',
+    ]
+
+
+def _excluded(hackable: list[str]) -> list[str]:
+    """The lines leaving a split's tasks flagged hackable out of its source."""
+    if not hackable:
+        return []
+    return [
+        f"# not used: {len(hackable)} tasks flagged hackable by review",
+        f"select.exclude.keys = {json.dumps(sorted(hackable))}",
+    ]
 
 
 def _write(out: Path, version: Path, tasks: list[Row], inputs: Inputs) -> tuple[int, dict]:

@@ -87,7 +87,7 @@ def sft_rows(tasks: list[dict[str, Any]], lake: Lake) -> tuple[list[dict[str, An
                 "harness": attempt["harness"],
                 "solver_model": attempt["solver_model"],
                 "reward": attempt["reward"],
-                "split": task.get("split"),  # an eval task's rollouts are for evaluation only
+                "split": task["split"],  # an eval task's rollouts go to `eval.parquet` only
             }
         )
     return rows, dict(sorted(skipped.items()))
@@ -155,8 +155,7 @@ def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def _write(out: Path, version: Path, tasks: list[Row], inputs: Inputs) -> tuple[int, dict]:
     rows, skipped = sft_rows(tasks, inputs.lake)
-    write_rows(out, rows, SFT_SCHEMA)
-    return len(rows), skipped
+    return write_rows(out, rows, SFT_SCHEMA, [row["split"] for row in rows]), skipped
 
 
 PROJECTION = Projector("sft", "accepted rollouts as messages", _write)

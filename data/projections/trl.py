@@ -49,12 +49,13 @@ def trl_row(task: dict[str, Any]) -> dict[str, Any]:
         "pool": task["pool"],
         "harness": task["harness"],  # the environment its pass rate was measured in
         "evidence": task["evidence"],  # grader-side, like `solution`: what a gold episode reads
-        "split": task.get("split"),  # train on `train` only
+        "split": task.get("split"),  # `train.parquet` holds the train split only
     }
 
 
 def _write(out: Path, version: Path, tasks: list[Row], inputs: Inputs) -> tuple[int, dict]:
-    return write_rows(out, [trl_row(t) for t in tasks], TRL_SCHEMA)
+    rows = [trl_row(t) for t in tasks]
+    return write_rows(out, rows, TRL_SCHEMA, [t["split"] for t in tasks]), {}
 
 
 PROJECTION = Projector("trl", "GRPOTrainer's rows and reward columns", _write)

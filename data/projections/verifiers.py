@@ -52,7 +52,7 @@ def verifiers_row(index: int, task: dict[str, Any]) -> dict[str, Any]:
 
 def _write(out: Path, version: Path, tasks: list[Row], inputs: Inputs) -> tuple[int, dict]:
     rows = [verifiers_row(i, t) for i, t in enumerate(tasks)]
-    write_rows(out, rows, VERIFIERS_SCHEMA)
+    write_rows(out, rows, VERIFIERS_SCHEMA, [t["split"] for t in tasks])
     left_out = write_package(out / "taskset", version, tasks, inputs.graders)
     return len(rows), {f"from_v1_package:{reason}": n for reason, n in left_out.items()}
 

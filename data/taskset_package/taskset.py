@@ -1,5 +1,6 @@
-"""A taskfoundry taskset as a verifiers v1 taskset: the tasks of the parquet file beside this
-module, scored without a model or network, each by the grader its verifier type has in
+"""A taskfoundry taskset as a verifiers v1 taskset: the tasks of one split (`train.parquet`
+beside this module, or `eval.parquet` with `split = "eval"`: tasks related to none of the
+train split's), scored without a model or network, each by the grader its verifier type has in
 `graders.json` (written from taskfoundry's verifier registry at export):
 
 - `answer`: the exact/F1 matcher (`runtime/answer_match.py`); document-search tasks get the
@@ -23,7 +24,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow.parquet as pq
 import verifiers.v1 as vf
@@ -32,11 +33,11 @@ from verifiers.v1.types import content_text
 from .code_runtime import grade_code
 from .runtime import replay_runtime
 from .runtime.answer_match import match
-from .runtime.world_runtime import WorldSpec, conversation_attempt, grade_calls
+from .runtime.world_grading import grade_calls
+from .runtime.world_runtime import WorldSpec, conversation_attempt
 from .tools import TaskToolset
 
 HERE = Path(__file__).resolve().parent
-TASKS = HERE / "tasks.parquet"
 # verifier type -> its grader here (a key of `TaskfoundryTask.GRADERS`), from taskfoundry's registry
 GRADER_OF: dict[str, str] = json.loads((HERE / "graders.json").read_text())
 
@@ -199,13 +200,17 @@ class TaskfoundryTask(vf.Task[TaskfoundryData, vf.State, TaskfoundryTaskConfig])
 
 class TaskfoundryConfig(vf.TasksetConfig):
     task: TaskfoundryTaskConfig = TaskfoundryTaskConfig()
+    split: Literal["train", "eval"] = "train"
+    """Which of the shipped splits to load: `train` to train on, `eval` (held out: tasks related
+    to none of the train split's) to measure on."""
     data_path: str | None = None
-    """A tasks parquet file to read instead of the one shipped in the package."""
+    """A tasks parquet file to read instead of the shipped split."""
 
 
 class TaskfoundryTaskset(vf.Taskset[TaskfoundryTask, TaskfoundryConfig]):
     def load(self) -> Iterator[TaskfoundryTask]:
-        path = Path(self.config.data_path) if self.config.data_path else TASKS
+        shipped = HERE / f"{self.config.split}.parquet"
+        path = Path(self.config.data_path) if self.config.data_path else shipped
         for row in pq.read_table(path).to_pylist():
             data = TaskfoundryData(
                 id=row["task_id"],
