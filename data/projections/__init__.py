@@ -7,7 +7,11 @@ and renamed into place, so a reader never sees half of one and a re-run writes n
 - `trl`: TRL's prompt-only conversational rows plus the reward functions' columns;
 - `verifiers`: the verifiers library's classic rows and a verifiers v1 taskset package;
 - `prime-rl`: an `rl.toml` fragment training on that package with calibrated difficulty pools;
-- `sft`: the solver's accepted rollouts as `messages` (+ `tools`) rows.
+- `sft`: the solver's accepted rollouts as `messages` (+ `tools`) rows;
+- `harbor`: a Harbor task directory per task a verifier container can grade without a model,
+  the eval split's apart.
+
+The parquet ones write one file per split (`train.parquet`, `eval.parquet`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from data.lake import Lake
-from data.projections import prime_rl, sft, trl, verifiers
+from data.projections import harbor, prime_rl, sft, trl, verifiers
 from data.projections.base import Inputs, Projector, canonical_rows, last_user_message
 from data.projections.sft import SFT_SCHEMA, episode_message
 from data.projections.trl import trl_row
@@ -49,6 +53,7 @@ REGISTERED: list[Projector] = [
     verifiers.PROJECTION,
     prime_rl.PROJECTION,
     sft.PROJECTION,
+    harbor.PROJECTION,
 ]
 
 
