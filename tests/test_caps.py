@@ -42,6 +42,7 @@ from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_sta
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.fakes.scripted_llm import ScriptedLLM
+from tests.test_adversity import git_repo
 from tests.test_repos import IDENTITY
 from tests.test_traces import SAMPLE_TRACES
 from tests.test_world_tasks import SHOP, loaded
@@ -379,9 +380,32 @@ def test_max_functions_and_max_bugs_cap_the_functions_tried(at_head, stage):
     assert len(statuses(at_head, stage)) == 1
 
 
+# one function whose signature alone (about 1,600 characters), which a rebuild shows with its
+# stub, is longer than the smallest cap
+PARAMETERS = [f"weight_of_the_component_number_{i}: int = {i}" for i in range(30)]
+LONG_FUNCTION = (
+    "def score(\n"
+    + "".join(f"    {parameter},\n" for parameter in PARAMETERS)
+    + ") -> int:\n"
+    + "    return "
+    + " + ".join(f"weight_of_the_component_number_{i}" for i in range(30))
+    + "\n"
+)
+LONG_REPO = {
+    "pyproject.toml": '[project]\nname = "scoring"\nversion = "0.1.0"\n',
+    "scoring/__init__.py": "",
+    "scoring/score.py": LONG_FUNCTION,
+    "tests/test_score.py": "from scoring.score import score\n\n\ndef test_score():\n"
+    "    assert score() == 435\n",
+}
+
+
 def test_max_prompt_chars_refuses_a_code_task_whose_files_do_not_fit(tmp_path):
+    """The smallest cap (1,000) under the one function's signature, which a rebuild must show
+    whole: its task is refused."""
+    assert len(LONG_FUNCTION) > 1_000
     ctx = make_context(tmp_path / "home", code={"max_functions": 1, "max_prompt_chars": 1000})
-    ingest_repository(str(build_sample_repo(tmp_path / "ledgerline")), None, ctx)
+    ingest_repository(str(git_repo(tmp_path / "scoring", LONG_REPO)), None, ctx)
     rebuild_functions(ctx)
     assert [row["reason"] for row in statuses(ctx, "rebuild")] == ["files_too_long"]
     assert not ctx.lake.records("tasks")
