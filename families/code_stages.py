@@ -64,12 +64,19 @@ def _commits_within_cap(ctx: StageContext, stage: str, sql: str) -> list[str]:
 
 def replay_commits(ctx: StageContext) -> Counter:
     """Replay every pending commit in the sandbox (`generators.commit_replay`) and record the
-    F2P / P2P tests of those that hold up, and why the others do not. A repository's suite is
-    first run once at its HEAD: if nothing passes there, its commits are not replayed."""
+    F2P / P2P tests of those that hold up, and why the others do not. Each repository with
+    commits in the scope's window has its suite run once at its HEAD first, whether or not
+    `code.max_replays` leaves it a commit to replay (that check says why a repository is
+    unusable, and is no replay): if nothing passes there, its commits are not replayed."""
     pending = pending_replays(ctx)
     mirrors = {r["repo_id"]: Path(r["mirror"]) for r in ctx.lake.rows("SELECT * FROM repos")}
     limits = ctx.limits
-    counts = check_repo_tests(ctx, sorted({item.split(":")[0] for item in pending}), limits)
+    windowed = {
+        row["repo_id"]
+        for row in ctx.lake.rows("SELECT repo_id, authored_at FROM commits")
+        if ctx.config.scope.covers(row["authored_at"])
+    }
+    counts = check_repo_tests(ctx, sorted(windowed), limits)
     broken = {
         row["item_id"]
         for row in ctx.lake.rows(

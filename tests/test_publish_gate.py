@@ -39,12 +39,13 @@ def test_a_version_waits_for_approval_then_is_published_or_set_aside(tmp_path, o
         serve = started([str(BIN / "foundry"), "serve", "--home", str(home)], env, log)
         try:
             with temporary_settings({PREFECT_API_URL: api}), get_client(sync_client=True) as client:
-                wait_for(
-                    lambda: client.read_deployment_by_name("pipeline/nightly"),
-                    120,
-                    "deployment",
-                    [log],
-                )
+                for deployment in ("pipeline/nightly", "adhoc/adhoc"):  # both served
+                    wait_for(
+                        lambda name=deployment: client.read_deployment_by_name(name),
+                        120,
+                        deployment,
+                        [log],
+                    )
 
                 def paused_run():
                     run = run_deployment(
