@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from families import export_kinds, family_of
 from families.code import CodeFamily, repo_of
 from families.code_stages import replay_commits
 from families.function_rebuild import pending_rebuilds, rebuild_functions
+from families.stage import StageContext
 from flows.cli import main
 from generators.checks import CheckFailure, added_lines, check_no_leak
 from generators.code_tasks import show_files
@@ -67,17 +69,26 @@ SETTINGS = {
 }
 
 
+def sample_code_run(root: Path, settings: dict, *sandbox_stages: Callable[[StageContext], Counter]):
+    """A fake run over the sample repository under `settings`, the oracle as every model: its
+    commits replayed, then `sandbox_stages` (rebuild, inject, ...), then every LLM stage;
+    (context, repository)."""
+    repo = build_sample_repo(root / "ledgerline")
+    head = {p: (repo / p).read_text() for p in git(repo, "ls-files", "src").splitlines()}
+    ctx = make_context(root / "home", **settings)
+    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
+    replay_commits(ctx)
+    for stage in sandbox_stages:
+        stage(ctx)
+    with FakeOpenAIServer(Oracle(code=head)) as server:
+        run_llm_stages(ctx, endpoints_for(server))
+    return ctx, repo
+
+
 @pytest.fixture(scope="module")
 def code_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("code")
-    repo = build_sample_repo(root / "ledgerline")
-    head = {p: (repo / p).read_text() for p in git(repo, "ls-files", "src").splitlines()}
-    ctx = make_context(root / "home", **SETTINGS)
-    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
-    replay_commits(ctx)
-    rebuild_functions(ctx)
-    with FakeOpenAIServer(Oracle(code=head)) as server:
-        run_llm_stages(ctx, endpoints_for(server))
+    ctx, repo = sample_code_run(root, SETTINGS, rebuild_functions)
     export = export_taskset(
         ctx.lake, "code", root / "tasksets", kinds=export_kinds(), groupings=groupings()
     )

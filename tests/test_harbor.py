@@ -23,30 +23,24 @@ from typing import Any
 import pytest
 
 from data.export import export_taskset
-from data.git import checkout, git
+from data.git import checkout
 from data.harbor_tasks.layout import short_name
 from data.harbor_tasks.trees import TreeError, reference_trees
 from data.projections import canonical_rows, project
 from data.projections.harbor import why_left_out, write_harbor
 from data.records import ExactOrF1Spec, LLMEquivalenceSpec
-from data.repos import ingest_repo
 from data.runtime.code_grading import edits_of
 from data.runtime.edits import apply_patch
 from data.runtime.sandbox import Limits, Sandbox
 from data.runtime.tree_diff import text_files
 from data.runtime.workspace_bundle import unpack
-from data.sample_repo import build_sample_repo
 from families import export_kinds
 from families.bug_injection import inject_bugs
-from families.code_stages import replay_commits
 from families.function_rebuild import rebuild_functions
 from judges.verifier_types import package_graders
 from sources import groupings
-from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.exported_files import file_text
-from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.oracle import Oracle
-from tests.test_code_tasks import red_team_replies
+from tests.test_code_tasks import red_team_replies, sample_code_run
 
 ROOT = Path(__file__).resolve().parent.parent
 HARBOR_VENV = Path(os.environ.get("FOUNDRY_HARBOR_VENV", ROOT / ".venv-harbor"))
@@ -68,15 +62,7 @@ def code_export(tmp_path_factory):
     """A fake run over the sample repository, the oracle as every model, exported and projected
     to Harbor: (context, version folder, projection)."""
     root = tmp_path_factory.mktemp("harbor-code")
-    repo = build_sample_repo(root / "ledgerline")
-    head = {p: (repo / p).read_text() for p in git(repo, "ls-files", "src").splitlines()}
-    ctx = make_context(root / "home", **SETTINGS)
-    ingest_repo(str(repo), ctx.lake, ctx.config.home, ctx.run_id)
-    replay_commits(ctx)
-    rebuild_functions(ctx)
-    inject_bugs(ctx)
-    with FakeOpenAIServer(Oracle(code=head)) as server:
-        run_llm_stages(ctx, endpoints_for(server))
+    ctx, _ = sample_code_run(root, SETTINGS, rebuild_functions, inject_bugs)
     kinds, found = export_kinds(), groupings()
     version = export_taskset(ctx.lake, "code", root / "tasksets", kinds=kinds, groupings=found).path
     return ctx, version, project(version, "harbor", ctx.lake, graders=package_graders())
