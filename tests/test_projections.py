@@ -56,10 +56,14 @@ def test_the_trl_reward_gives_every_gold_answer_full_marks(docqa_taskset):
     gold = [[{"role": "assistant", "content": s}] for s in trl["solution"]]
     rewards = verifier_reward(trl["prompt"], gold, **{c: trl[c] for c in ("verifier", "solution")})
     types = [json.loads(v)["type"] for v in trl["verifier"]]
-    assert all(r == 1.0 for r, t in zip(rewards, types, strict=True) if t == "exact_or_f1")
+    scored = [r for r, t in zip(rewards, types, strict=True) if t == "exact_or_f1"]
+    assert scored and set(scored) == {1.0}  # an empty list would pass `all` unseen
     assert all(r is None for r, t in zip(rewards, types, strict=True) if t != "exact_or_f1")
     wrong = verifier_reward(trl["prompt"], ["zzz"] * len(trl), trl["verifier"], trl["solution"])
-    assert all(r in (0.0, None) for r in wrong)
+    assert [r for r, t in zip(wrong, types, strict=True) if t == "exact_or_f1"] == [0.0] * len(
+        scored
+    )
+    assert all(r is None for r, t in zip(wrong, types, strict=True) if t != "exact_or_f1")
 
 
 def test_prime_rl_fragment_trains_on_the_package_with_calibrated_pools(docqa_taskset):
