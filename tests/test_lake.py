@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
+from data import lake as lake_module
 from data.funnel import funnel
 from data.lake import TABLES, Lake
 from data.records import (
@@ -277,6 +278,31 @@ def test_empty_table_reads_zero_rows_with_columns(lake: Lake, table: str) -> Non
         assert result.fetchall() == []
     assert columns == list(TABLES[table].record.model_fields)
     assert lake.records(table) == []
+
+
+def test_a_write_killed_midway_leaves_no_shard_and_the_rows_before_it_readable(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard is written whole or not at all: a write that dies with half its bytes on disk
+    leaves no shard a reader sees (it went to a temporary name, renamed only once whole)."""
+    first = make_task()
+    shard = lake.write("tasks", [first])
+    written = pq.write_table
+
+    def torn(table: pa.Table, where, **options) -> None:
+        whole = pa.BufferOutputStream()
+        written(table, whole, **options)
+        data = whole.getvalue().to_pybytes()
+        where.write(data[: len(data) // 2])
+        raise KeyboardInterrupt  # the process killed mid-write
+
+    monkeypatch.setattr(lake_module.pq, "write_table", torn)
+    with pytest.raises(KeyboardInterrupt):
+        lake.write("tasks", [make_task("What is the capital of Peru?", "Lima")])
+    monkeypatch.undo()
+
+    assert lake.shards("tasks") == [shard]
+    assert lake.records("tasks") == [first]
 
 
 def test_leftover_tmp_shard_is_ignored(lake: Lake) -> None:
