@@ -70,7 +70,8 @@ def _to_filesystem(version: Path, destination: str) -> Published:
     fs, root = fsspec.core.url_to_fs(destination)
     target = f"{root.rstrip('/')}/{version.name}"
     there = f"{target}/{MANIFEST}"
-    if fs.exists(there) and json.loads(fs.cat_file(there))["fingerprint"] == _fingerprint(version):
+    fingerprint = _fingerprint(version)
+    if fs.exists(there) and json.loads(fs.cat_file(there))["fingerprint"] == fingerprint:
         return Published(destination, version.name, 0, written=False)
     files = [f for f in version_files(version) if f.as_posix() != MANIFEST]
     for relative in files:
@@ -81,7 +82,7 @@ def _to_filesystem(version: Path, destination: str) -> Published:
     latest = f"{root.rstrip('/')}/{LATEST}"
     newest = json.loads(fs.cat_file(latest))["version"] if fs.exists(latest) else None
     if newest is None or version_number(Path(newest)) <= version_number(version):
-        pointer = {"version": version.name, "fingerprint": _fingerprint(version)}
+        pointer = {"version": version.name, "fingerprint": fingerprint}
         fs.pipe_file(latest, (json.dumps(pointer) + "\n").encode())
     return Published(destination, version.name, len(files) + 1, written=True)
 

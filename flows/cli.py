@@ -171,7 +171,7 @@ def _run_flows(args: argparse.Namespace, band: tuple[float, float] | None) -> in
                     f"world from traces {world['world_id']}: fidelity {world['fidelity']:.2f}"
                     f" ({world['written_by']}, {world['outcome']}), {world['tasks']} tasks"
                 )
-        _print_export(summary["export"] | {"published": summary["published"]})
+        _print_export(summary["export"])
         for line in summary["diagnosis"]:
             print(line)
         if summary["budget"]["exhausted"]:

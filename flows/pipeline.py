@@ -416,7 +416,8 @@ def pipeline_flow(
     configured budget, `overrides` any setting (nested as in the file). With `publish_gate`
     (None: `[serve] publish_gate`), a new version waits for approval in the Prefect UI before
     it becomes `latest` (`flows.publish_gate`)."""
-    serve = run_config(home, config, overrides).serve
+    settings = run_config(home, config, overrides)
+    serve = settings.serve
     gated = serve.publish_gate if publish_gate is None else publish_gate
     summary = run_pipeline(
         sources, home, config, out, band, max_tokens, max_cost_usd, overrides, publish=not gated
@@ -426,9 +427,9 @@ def pipeline_flow(
     decided = gate(summary["export"], serve.publish_timeout_h)
     if isinstance(decided, State):
         return decided
-    destination = run_config(home, config, overrides).export.publish_to
-    published = publish_task(Path(summary["export"]["path"]), destination)
-    return {**summary, "publish": decided, "published": published}
+    export = summary["export"]
+    export["published"] = publish_task(Path(export["path"]), settings.export.publish_to)
+    return {**summary, "publish": decided}
 
 
 def run_pipeline(
@@ -473,7 +474,7 @@ def run_pipeline(
         summary.update(run_llm_stages([s.name for s in llm_stages()], ctx, resolved))
         exported = export_task(ctx, out, band, publish=publish)
         summary["export"] = _export_summary(ctx, exported, None)
-        summary["published"] = publish_task(exported.path, ctx.config.export.publish_to)
+        summary["export"]["published"] = publish_task(exported.path, ctx.config.export.publish_to)
         summary["budget"] = ctx.budget.report()
         summary["usage"] = run_usage(ctx.lake, ctx.run_id)
         _, priced_usd, unpriced = run_spend(ctx.lake, ctx.run_id)
