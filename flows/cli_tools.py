@@ -1,5 +1,6 @@
 """The `foundry` commands that start no flow: the funnel (`stats`), the report page, the
-judges' report, the trace proxy, the Prefect deployments (`serve`) and the red team."""
+judges' report, the trace proxy, the Prefect deployments (`serve`), the red team, the taskset
+diff, the curation page and `run --plan`. The command table (`flows/commands.py`) names them."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from data.runtime import interrupt
-from flows.cli_args import EXIT_OK, EXIT_USAGE, QUIET_PREFECT, config_of, lake_of
+from flows.cli_args import EXIT_OK, EXIT_USAGE, QUIET_PREFECT, config_of, lake_of, run_sources
 
 
 def proxy(args: argparse.Namespace) -> int:
     from data.lake import Lake
-    from data.trace_ingest import scrubber_for
+    from data.traces import scrubber_for
     from harnesses.proxy import require_key_off_loopback, serve
 
     try:
@@ -134,14 +134,21 @@ def redteam(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
-    from data.cost_breakdown import cost_breakdown, format_breakdown
-    from data.diagnosis import diagnose_latest
-    from data.evaluations import evaluation_rows, format_evaluations
-    from data.funnel import format_funnel, funnel
-    from data.gates import format_gates, gate_rows
-    from data.ledger import format_ledger, ledger_summary
-    from data.loop_rounds import format_rounds, loop_rows
-    from data.trace_report import format_trace_report, trace_report
+    from data.costs import format_ledger, ledger_summary
+    from data.lake import (
+        cost_breakdown,
+        evaluation_rows,
+        format_breakdown,
+        format_evaluations,
+        format_funnel,
+        format_gates,
+        format_rounds,
+        funnel,
+        gate_rows,
+        loop_rows,
+    )
+    from data.review import diagnose_latest
+    from data.traces import format_trace_report, trace_report
     from families import stage_kinds
     from judges.agreement import format_judge_report, judge_report
     from judges.review_report import format_review_report, review_report
@@ -155,7 +162,7 @@ def stats(args: argparse.Namespace) -> int:
     summary["review"] = review_report(lake)
     summary["evaluations"] = evaluation_rows(lake)
     summary["loop_rounds"] = loop_rows(lake)
-    thin = diagnose_latest(lake, config_of(args), summary["stages"])
+    thin = diagnose_latest(lake, config_of(args), summary["stages"], stage_kinds())
     summary["diagnosis"] = thin.lines() if thin else []
     summary["cost_breakdown"] = cost_breakdown(lake, stage_kinds())
     recorded = {
@@ -191,9 +198,10 @@ def stats(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    from data.export import taskset_version
     from data.lake import Lake
-    from data.report import render_report, write_report
-    from data.taskset_versions import taskset_version
+    from data.review import render_report, write_report
+    from families import stage_kinds
 
     cfg = config_of(args)
     try:
@@ -203,7 +211,7 @@ def report(args: argparse.Namespace) -> int:
             print(f"foundry report: {exc}", file=sys.stderr)
             return EXIT_USAGE
         version = None  # nothing exported yet: the page says so
-    report = render_report(Lake(cfg.home), version, cfg)
+    report = render_report(Lake(cfg.home), version, cfg, made_by=stage_kinds())
     path = write_report(report, Path(args.out))
     shown = f"taskset {version} ({report.n_tasks} tasks)" if version else "no exported taskset"
     plots = ", ".join(p.removeprefix("plot-") for p in report.plots) or "none"
@@ -215,8 +223,8 @@ def report(args: argparse.Namespace) -> int:
 def diff(args: argparse.Namespace) -> int:
     """Compare two versions of a taskset: by default the latest with the one before, with one
     version named that one with the latest."""
-    from data.taskset_versions import named_version, taskset_versions
-    from data.version_diff import diff_versions, format_diff
+    from data.export import named_version, taskset_versions
+    from data.review import diff_versions, format_diff
 
     cfg = config_of(args)
     tasksets = cfg.home / "tasksets"
@@ -248,7 +256,7 @@ def curate(args: argparse.Namespace) -> int:
     """Serve the curation page until interrupted."""
     import getpass
 
-    from data.curation_server import CurationServer
+    from data.review import CurationServer
 
     reviewer = args.reviewer or os.environ.get("FOUNDRY_REVIEWER") or getpass.getuser()
     server = CurationServer(lake_of(args), reviewer, args.host, args.port)
@@ -263,7 +271,7 @@ def curate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def plan(args: argparse.Namespace, sources: dict[str, list[str]]) -> int:
+def plan(args: argparse.Namespace) -> int:
     """`foundry run --plan`: the run's estimate, then exit (no model is called)."""
     from data.config import with_overrides
     from data.plan import format_plan
@@ -271,19 +279,6 @@ def plan(args: argparse.Namespace, sources: dict[str, list[str]]) -> int:
 
     config = config_of(args)
     scope = {"scope": {"kinds": args.kind}} if args.kind else None
-    estimate = estimate_run(sources, with_overrides(config, scope) if scope else config)
+    estimate = estimate_run(run_sources(args), with_overrides(config, scope) if scope else config)
     print(json.dumps(estimate.to_json(), indent=2) if args.json else format_plan(estimate))
     return EXIT_OK
-
-
-# command (with its subcommand, for `judges`) -> what runs it
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "stats": stats,
-    "report": report,
-    "diff": diff,
-    "curate": curate,
-    "judges report": judges_report,
-    "proxy": proxy,
-    "serve": serve,
-    "redteam": redteam,
-}

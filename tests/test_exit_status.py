@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from data.embedded import free_port
 from data.lake import Lake
-from data.model_servers import PROBE_TOOL_NAME
+from data.llm import PROBE_TOOL_NAME, free_port
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, make_context
 from tests.fakes.openai_server import FakeOpenAIServer
