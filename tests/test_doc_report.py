@@ -12,10 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from data.config import ReportsConfig
-from data.export import export_taskset
-from data.llm import LLMError
-from data.projections import project
-from data.records import (
+from data.export import export_taskset, project, read_tasks
+from data.lake import (
     Attempt,
     Chunk,
     Evidence,
@@ -25,7 +23,7 @@ from data.records import (
     Task,
     Usage,
 )
-from data.taskset_versions import read_tasks
+from data.llm import LLMError
 from families import export_kinds, family_of
 from generators import doc_report
 from generators.candidates import Candidate, Rejection
@@ -138,7 +136,14 @@ def test_a_judge_voting_on_too_few_items_casts_an_error_vote():
 
 def test_a_report_rubric_holds_up_with_verbatim_quotes_from_two_passages():
     task = report_task()
-    doc_report.check_report(task.verifier.rubric, task.evidence, PASSAGES)
+    quotes = task.evidence
+    assert len(quotes) == len(task.verifier.rubric) == 3  # a quote for every fact
+    assert all(q.quote in PASSAGES[q.chunk_id] for q in quotes)  # each verbatim in its passage
+    assert {q.chunk_id for q in quotes} == set(PASSAGES)  # from two passages
+    try:
+        doc_report.check_report(task.verifier.rubric, quotes, PASSAGES)
+    except CheckFailure as refused:
+        pytest.fail(f"a rubric that holds up was refused: {refused.reason}")
 
 
 @pytest.mark.parametrize(
@@ -306,21 +311,22 @@ def test_documents_to_exported_report_taskset(tmp_path, oracle_server):
     rubric_rows = [json.loads(r["rubric"]) for r in rows]
     assert any(rubric_rows) and all(i["item"] for items in rubric_rows for i in items)
 
-    # a trainer's judge reward grades the TRL projection's rows as calibration did
+    # a trainer's judge reward grades every row of the TRL projection as calibration did
     trl = pq.read_table(
         project(result.path, "trl", ctx.lake, graders=package_graders()).path / "train.parquet"
-    )
-    row = trl.to_pylist()[0]
-    facts = json.loads(row["verifier"])["rubric"]
-    half = doc_report.reference_report(facts[: len(facts) // 2])
+    ).to_pylist()
+    assert trl
     reward = judge_reward(endpoints_for(oracle_server))
-    rewards = reward(
-        [row["prompt"]] * 2,
-        [row["solution"], half],
-        verifier=[row["verifier"]] * 2,
-        solution=[row["solution"]] * 2,
-    )
-    assert rewards == [1.0, pytest.approx((len(facts) // 2) / len(facts))]
+    for row in trl:
+        facts = json.loads(row["verifier"])["rubric"]
+        half = doc_report.reference_report(facts[: len(facts) // 2])
+        rewards = reward(
+            [row["prompt"]] * 2,
+            [row["solution"], half],
+            verifier=[row["verifier"]] * 2,
+            solution=[row["solution"]] * 2,
+        )
+        assert rewards == [1.0, pytest.approx((len(facts) // 2) / len(facts))], row["task_id"]
 
 
 # --- review: the facts failed reports left out, reward hacks and their remedy ------------------

@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from data.lake import Lake
-from data.llm_cache import request_key
-from data.model_servers import PROBE_MESSAGES
-from data.sample_repo import build_sample_repo
+from data.llm import PROBE_MESSAGES, request_key
+from data.repos import build_sample_repo
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -86,6 +85,7 @@ def test_a_signal_mid_stage_stops_the_run_and_the_next_run_finishes_it(tmp_path,
     terminal = Lake(home).rows(
         "SELECT stage, item_id FROM status WHERE status IN ('done', 'rejected')"
     )
+    assert terminal  # (none at all would pass the next line)
     twice = [k for k, n in Counter((r["stage"], r["item_id"]) for r in terminal).items() if n > 1]
     assert twice == []  # no item was finished twice
     assert [r["state"] for r in Lake(home).runs()] == ["interrupted", "completed"]
@@ -124,7 +124,9 @@ print(ended[0], flush=True)
 
 def test_a_signal_stops_a_command_in_the_sandbox_and_leaves_nothing_running(tmp_path):
     """The sandbox's command is in a session of its own, out of the signal's reach: the stage
-    waiting on it sees the stop request, kills the command and says it was interrupted."""
+    waiting on it sees the stop request, kills the command and says it was interrupted. What
+    is checked is the stage's own process tree (the command and the sandbox around it, seen
+    under the stage before the signal), never the machine's other processes."""
     (tmp_path / "tree").mkdir()
     stage = subprocess.Popen(
         [sys.executable, "-c", SANDBOXED_STAGE, str(tmp_path / "tree")],
@@ -134,7 +136,12 @@ def test_a_signal_stops_a_command_in_the_sandbox_and_leaves_nothing_running(tmp_
         start_new_session=True,
     )
     assert stage.stdout.readline().strip() == "started"
-    time.sleep(0.5)  # the command is running
+    deadline = time.monotonic() + 10
+    tree = descendants(stage.pid)  # the command running, and the sandbox around it
+    while SLEEP not in [command for *_, command in tree.values()]:
+        assert time.monotonic() < deadline, f"no {SLEEP!r} under the stage: {tree}"
+        time.sleep(0.05)
+        tree = descendants(stage.pid)
     os.killpg(stage.pid, signal.SIGINT)
     try:
         out, _ = stage.communicate(timeout=30)
@@ -142,8 +149,58 @@ def test_a_signal_stops_a_command_in_the_sandbox_and_leaves_nothing_running(tmp_
         os.killpg(stage.pid, signal.SIGKILL)
         pytest.fail("the sandboxed command ran on after the signal")
     assert out.strip() == "interrupted: stopped while running sleep in the sandbox"
-    sleeping = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True)
-    assert sleeping.stdout == ""
+    # the stage's own processes, each known by its start time as well as its pid (the pid of
+    # one that ended may be another's now); another program's `sleep 300` is none of them
+    now = processes()
+    running = {
+        pid: command
+        for pid, (started, state, command) in tree.items()
+        if pid in now and now[pid][0] == started and now[pid][1] != "Z"  # (Z: ended, unreaped)
+    }
+    assert running == {}
+
+
+SLEEP = "sleep 300"
+
+
+def processes() -> dict[int, tuple[str, str, str]]:
+    """Every process now, from /proc: pid -> (start time, state, command line)."""
+    return {pid: seen[:3] for pid, seen in _proc().items()}
+
+
+def descendants(root: int) -> dict[int, tuple[str, str, str]]:
+    """The processes under `root` now (its children, theirs, and so on): pid -> (start time,
+    state, command line)."""
+    seen = _proc()
+    children: dict[int, list[int]] = {}
+    for pid, (*_, parent) in seen.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = {}, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found[pid] = seen[pid][:3]
+        todo += children.get(pid, [])
+    return found
+
+
+def _proc() -> dict[int, tuple[str, str, str, int]]:
+    """pid -> (start time, state, command line, parent's pid) of every process /proc shows."""
+    seen = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:  # it ended meanwhile
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # fields 3 on, after the command's name
+        state, parent, started = fields[0], int(fields[1]), fields[19]  # fields 3, 4 and 22
+        seen[int(stat.parent.name)] = (
+            started,
+            state,
+            command.replace(b"\0", b" ").decode().strip(),
+            parent,
+        )
+    return seen
 
 
 CODE_RUN_CONFIG = """

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from data import llama_build
-from data.embedded import EmbeddedModelError, check_build, describe_exit
-from data.llama_build import (
+from data.llm import (
     ALWAYS_OFF,
     X86_OPTIONS,
+    EmbeddedModelError,
     build_wheel,
+    check_build,
+    describe_exit,
+    llama_build,
     missing_instructions,
     plan_build,
 )
@@ -123,9 +125,20 @@ def test_a_build_this_cpu_cannot_run_is_refused_before_it_starts(tmp_path):
 
 
 def test_a_build_without_a_record_is_left_to_the_probe(tmp_path):
+    """No record of what the build needs: the check refuses nothing, on a CPU that a record
+    asking for more would be refused on, and the server's probe decides."""
     info = tmp_path / "cpuinfo"
     info.write_text(cpuinfo(X86_BASE))
-    check_build(tmp_path / "missing.json", info)
+    record = write_record(tmp_path / "llama-build.json", ["avx2", "avx512_vnni"])
+    with pytest.raises(EmbeddedModelError):
+        check_build(record, info)  # with its record, this build is refused here
+    record.unlink()
+    try:
+        assert check_build(record, info) is None
+    except EmbeddedModelError as refused:
+        pytest.fail(
+            f"a build without a record was refused rather than left to the probe: {refused}"
+        )
 
 
 @pytest.mark.parametrize(

@@ -9,18 +9,25 @@ import math
 import os
 import resource
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import phonenumbers
+import pyarrow.parquet as pq
 
 from bench.scrub_lines import PROSE, WORDS, line, word_line
 from bench.scrub_lines import seconds as timed
-from data.lake import TABLES, Lake
-from data.records import ProxyCall, utcnow
+from data.export import export_taskset, formats, project
+from data.lake import TABLES, Lake, ProxyCall, utcnow
 from data.scrub import PHONE_WINDOW, Scrubber, phone_spans
-from data.trace_ingest import ingest_traces
+from data.traces import ingest_traces
+from families import export_kinds
 from harnesses.proxy_records import CallRecorder
+from judges.verifier_types import package_graders
+from sources import groupings
 from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.exported_files import file_text
 
 SAMPLE_DOCS = Path(__file__).resolve().parent.parent / "data" / "samples" / "docs"
 
@@ -85,10 +92,13 @@ def test_the_sample_documents_lose_no_line():
 
 
 def test_planted_values_reach_no_table_nor_the_llm_cache(tmp_path, oracle_server):
-    """Secrets planted in a trace file (messages, tool arguments and results, the model name,
-    a malformed line's detail) and in a proxied call: after ingestion, every
-    LLM stage and the recorder's flush, no text column of any lake table and no cached LLM
-    request or response holds one."""
+    """Secrets planted in a trace file (messages, tool arguments and results, the tools'
+    descriptions and parameter schemas, the model name, a malformed line's detail) and in a
+    proxied call: after ingestion, every LLM stage and the recorder's flush, no text column of
+    any lake table and no cached LLM request or response holds one; nor does any file of the
+    taskset version exported with every projection (each projection's folder, the verifiers
+    package and Harbor's tasks included, read recursively: parquet cells down to their nested
+    values and the JSON held in their strings)."""
     planted = [secret for _, secret in HELD_OUT]
     traces = tmp_path / "traces"
     traces.mkdir()
@@ -108,14 +118,97 @@ def test_planted_values_reach_no_table_nor_the_llm_cache(tmp_path, oracle_server
     cached = [p.read_text() for p in (ctx.config.home / "cache").rglob("*.json")]
     assert cached  # the stages asked the model about the traces
     stored["llm cache"] = "".join(cached)
+    exported, described = exported_everywhere(ctx, tmp_path / "tasksets")
+    stored |= {f"export {name}": text for name, text in exported.items()}
     found = {where: [p for p in planted if p in text] for where, text in stored.items()}
     assert {where: values for where, values in found.items() if values} == {}
+    # the exported tool definition is the scrubbed one, not one dropped along the way
+    assert all("[SECRET]" in d and "[API_KEY]" in d for d in described), described
+
+
+def exported_everywhere(ctx, base: Path) -> tuple[dict[str, str], list[str]]:
+    """The lake's tasks exported with every registered projection: each file of the version
+    (every folder down) as text, and the tool descriptions its tool-replay tasks carry.
+    Checks that the scan has something to read: files in every projection's folder, and a
+    tool-replay task exported with its tool definitions."""
+    version = export_taskset(
+        ctx.lake, "traces", base, kinds=export_kinds(), groupings=groupings()
+    ).path
+    folders = {
+        fmt: project(version, fmt, ctx.lake, graders=package_graders()).path for fmt in formats()
+    }
+    files = sorted(p for p in version.rglob("*") if p.is_file())
+    texts = {str(p.relative_to(version)): "\n".join(texts_of(p)) for p in files}
+    assert all(any(folder in p.parents for p in files) for folder in folders.values()), folders
+    replays = [t for t in ctx.lake.records("tasks") if t.kind == "tool_replay"]
+    assert replays, "no tool-replay task: the tool definitions never reach the export"
+    tables = [p for p in files if p.suffix == ".parquet" and version / "data" in p.parents]
+    rows = [row for p in tables for row in pq.read_table(p).to_pylist()]
+    described = [
+        tool["description"]
+        for row in rows
+        if row["kind"] == "tool_replay"
+        for tool in json.loads(row["environment"])["tools"]
+    ]
+    assert described, "no tool definition was exported"
+    return texts, described
+
+
+def texts_of(path: Path) -> Iterator[str]:
+    """A file as text (`tests.exported_files.file_text`), and for a parquet or JSON file every
+    string it holds, nested values and JSON written inside strings decoded: an escape in
+    the file's text cannot hide a value."""
+    yield file_text(path)
+    if path.suffix == ".parquet":
+        yield from strings_in(pq.read_table(path).to_pylist())
+    elif path.suffix == ".json":
+        yield from strings_in(json.loads(path.read_text()))
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in `value` (dictionary keys too), down through lists and dictionaries and
+    into JSON held in a string."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield str(key)
+            yield from strings_in(inner)
+    elif isinstance(value, list | tuple):
+        for inner in value:
+            yield from strings_in(inner)
+    elif isinstance(value, bytes):
+        yield value.decode("utf-8", errors="replace")
+    elif isinstance(value, str):
+        yield value
+        try:
+            inner = json.loads(value) if value[:1] in ("{", "[", '"') else None
+        except ValueError:
+            inner = None  # not JSON
+        yield from strings_in(inner)
+    elif value is not None:
+        yield str(value)
 
 
 def chat_lines() -> list[dict]:
-    """Two exchanges holding every held-out value, and a line whose role quotes a password."""
+    """Two exchanges holding every held-out value (the first one's tool definition, its
+    description and parameter schema, holds some too; its final reply is long enough for the
+    oracle to rate it good, so it becomes a tool-replay task carrying that definition), and a
+    line whose role quotes a password."""
     texts = [text for text, _ in HELD_OUT]
-    lookup = {"type": "function", "function": {"name": "lookup_order", "parameters": {}}}
+    parameters = {
+        "type": "object",
+        "properties": {
+            "order_id": {"type": "string", "description": f"the order's id; {texts[5]}"},
+            "contact": {"type": "string", "default": texts[12]},
+        },
+    }
+    lookup = {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "description": f"Find an order by its id. {texts[3]} {texts[4]}",
+            "parameters": parameters,
+        },
+    }
     call = {
         "id": "c1",
         "type": "function",
@@ -125,7 +218,11 @@ def chat_lines() -> list[dict]:
         {"role": "user", "content": f"Where is order ORD-1? {' '.join(texts[:9])}"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"ok": texts[0]})},
-        {"role": "assistant", "content": f"It ships Friday. {texts[6]}"},
+        {
+            "role": "assistant",
+            "content": f"It ships Friday from the Leeds warehouse; a tracking email follows. "
+            f"{texts[6]}",
+        },
     ]
     second = [
         {"role": "user", "content": f"Can I change my delivery address? {' '.join(texts[9:])}"},
