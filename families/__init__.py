@@ -8,11 +8,10 @@ sandbox stages (`sandbox_stages()`) that make the items some of them start from.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from data.dataset_card import FamilyCard
-from data.export import ExportKinds
+from data.export import ExportKinds, FamilyCard
 from data.registry import registered_for_now
 from families import (
     bug_injection,
@@ -52,6 +51,18 @@ def family_of(kind: str) -> Family:
 def kinds() -> list[str]:
     """Every registered family's task kinds."""
     return [kind for family in REGISTERED for kind in family.kinds]
+
+
+def kinds_where(holds: Callable[[Family], bool]) -> tuple[str, ...]:
+    """The kinds of the registered families `holds` is true of, in registry order: what code
+    outside a family asks instead of keeping a list of kinds."""
+    return tuple(kind for family in REGISTERED if holds(family) for kind in family.kinds)
+
+
+def kinds_running(stage: LLMStage | SandboxStage) -> tuple[str, ...]:
+    """The kinds of the registered families that run `stage` (an LLM or a sandbox stage): it
+    has work while one of them is in scope."""
+    return kinds_where(lambda family: stage in (*family.stages, *family.sandbox_stages))
 
 
 def generation_stages() -> list[LLMStage]:

@@ -5,25 +5,28 @@ attempts are audited for reward hacks (`audit`, which makes it reviewed).
 The pipeline runs the registered families' stages (`families.generation_stages`), and the
 stages after them ask a task's family (`families.family_of`) instead of branching on its kind,
 so a family is one module plus its registration line.
+
+A family loads what its hooks read, as an LLM stage loads its items' inputs: the verify stage
+hands `verify` what the family's `load_for_verify` returned for the task, and the repair,
+steering and revise stages hand `variant` and `sibling` what its `load_for_variants` returned
+(a document family its passages, a code family its repository); the stages load nothing a
+family did not ask for.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar, cast
 
-from data.config import CalibrateConfig, FoundryConfig
-from data.endpoints import Endpoint
-from data.lake import Lake
-from data.llm import LLMClient
-from data.records import Consensus, Direction, Gate, ItemStatus, Task, Verdict
+from data.config import CalibrateConfig, FoundryConfig, Settings, extension_settings
+from data.lake import Consensus, Direction, Gate, ItemStatus, Lake, Task, Verdict
+from data.llm import Endpoint, LLMClient
 from data.runtime.sandbox import Limits
 from families.stage import LLMStage, SandboxStage
 from generators.checks import CheckFailure
-from generators.doc_qa_variants import Material
 from generators.knobs import Ladder, Level
 from harnesses.base import Harness
 from judges.hacks import Audit
@@ -32,6 +35,10 @@ from judges.unit_tests import UnitTests
 
 Grader = Callable[[Task, str], Awaitable[Score]]
 CARDS = Path(__file__).resolve().parent / "cards"
+# what a family's `verify` checks a task against (its `load_for_verify`), and what its
+# `variant` and `sibling` draw on (its `load_for_variants`): each family's own type
+Checks = TypeVar("Checks")
+Draws = TypeVar("Draws")
 
 
 class Services(Protocol):
@@ -61,9 +68,11 @@ class Checked:
     gates: list[Gate] = field(default_factory=list)  # a code task's admission gates
 
 
-class Family(ABC):
+class Family(ABC, Generic[Checks, Draws]):
     """A task family. Subclasses set `kinds` and `stages` (and `ladder`, `audit` where they
-    apply), implement the abstract hooks and override the defaults that differ."""
+    apply), implement the abstract hooks and override the defaults that differ. It is generic
+    in what its hooks read: `Checks` for `verify`, `Draws` for `variant` and `sibling`, each
+    loaded by the family itself (by default nothing: `None`)."""
 
     kinds: tuple[str, ...] = ()
     # the LLM stages that make its candidates, in the order they run (a stage shared with
@@ -83,6 +92,16 @@ class Family(ABC):
     # category they fall in: a version's card describes the families it holds
     card: str = ""
     task_category: str = "text-generation"
+    # its own settings, if it has any: `[extensions.<its first kind>]` in foundry.toml, read
+    # with `settings_in` (the shipped families' are the sections they predate this with:
+    # [code], [traces], [worlds], [reports])
+    settings: type[Settings] | None = None
+
+    def settings_in(self, config: FoundryConfig) -> Settings:
+        """Its `settings`, as `[extensions.<its first kind>]` of `config` gives them."""
+        if self.settings is None:
+            raise LookupError(f"the {self.kinds[0]} family declares no settings")
+        return extension_settings(config, self.kinds[0], self.settings)
 
     def card_text(self) -> str:
         """Its section of the dataset card (empty: it has none)."""
@@ -110,24 +129,40 @@ class Family(ABC):
         """How an attempt is scored; None: by its answer verifier (`judges.equivalence`)."""
         return None
 
+    def load_for_verify(self, services: Services, tasks: Sequence[Task]) -> Mapping[str, Checks]:
+        """What `verify` checks each of `tasks` (a batch of this family's tasks) against, by
+        task id, read in one go; a task left out is not verified (`input_missing`). By default
+        nothing: `None` for each."""
+        return cast("Mapping[str, Checks]", dict.fromkeys(t.task_id for t in tasks))
+
     @abstractmethod
-    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
-        """Check a candidate: its verifier holds up and it asks what it should."""
+    async def verify(
+        self, task: Task, loaded: Checks, llm: LLMClient, services: Services
+    ) -> Checked:
+        """Check a candidate against what `load_for_verify` loaded for it: its verifier holds
+        up and it asks what it should."""
+
+    def load_for_variants(self, services: Services, tasks: Sequence[Task]) -> Mapping[str, Draws]:
+        """What `variant` and `sibling` draw on for each of `tasks` (a batch of this family's
+        tasks), by task id, read in one go; a task left out is not repaired (`input_missing`).
+        By default nothing: `None` for each."""
+        return cast("Mapping[str, Draws]", dict.fromkeys(t.task_id for t in tasks))
 
     async def variant(
         self,
         task: Task,
         level: Level,
         direction: Direction,
-        material: Material,
+        material: Draws,
         llm: LLMClient,
         services: Services,
     ) -> Task:
-        """`task` made at `level` of the ladder (raises `CheckFailure` where it cannot be)."""
+        """`task` made at `level` of the ladder from `material` (what `load_for_variants`
+        loaded for it); raises `CheckFailure` where it cannot be."""
         raise NotImplementedError(f"{type(self).__name__} has no difficulty ladder")
 
     async def sibling(
-        self, task: Task, material: Material, llm: LLMClient, services: Services
+        self, task: Task, material: Draws, llm: LLMClient, services: Services
     ) -> Task:
         """A new task like `task`: from the same source, at the same level, asking something
         else (`foundry loop` makes more of what a policy failed). Raises `CheckFailure` where

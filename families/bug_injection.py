@@ -10,14 +10,13 @@ import asyncio
 from collections import Counter
 from collections.abc import Iterable
 
+from data.lake import Direction, Task
 from data.llm import LLMClient
-from data.records import Direction, Task
 from families.base import Services
-from families.code import CodeFamily, repo_of, variant_in_sandbox
+from families.code import Checkout, CodeFamily, variant_in_sandbox
 from families.code_stages import Made, RepositoryStage
 from families.stage import SandboxStage, StageContext, pending_items
 from generators import bug_injection
-from generators.doc_qa_variants import Material
 from generators.function_rebuild import RepoAtHead
 from generators.knobs import Level
 
@@ -61,16 +60,16 @@ class BugInjection(CodeFamily):
         task: Task,
         level: Level,
         direction: Direction,
-        material: Material,
+        material: Checkout,
         llm: LLMClient,
         services: Services,
     ) -> Task:
         return await variant_in_sandbox(
-            bug_injection.make_variant, task, level, direction, services
+            bug_injection.make_variant, task, level, direction, material, services
         )
 
     async def sibling(
-        self, task: Task, material: Material, llm: LLMClient, services: Services
+        self, task: Task, material: Checkout, llm: LLMClient, services: Services
     ) -> Task:
         """Another bug in the same function, at `task`'s level: one no task has yet."""
         function = task.lineage.knobs["function"]
@@ -85,7 +84,7 @@ class BugInjection(CodeFamily):
             bug_injection.remake,
             task,
             level,
-            repo_of(services.lake, task),
+            material.repo(),
             services.limits,
             services.config.code.max_prompt_chars,
             taken,

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import families
+from data.lake import Commit, CommitReplay, Record, Status, Task
 from data.llm import LLMClient
-from data.records import Commit, CommitReplay, Record, Status, Task
 from data.runtime.errors import ReasonedError
 from data.runtime.python_env import EnvError
 from data.runtime.sandbox import Limits
@@ -34,15 +35,13 @@ from generators.checks import CheckFailure
 from generators.commit_replay import Unusable, analyse, tests_at
 from generators.commit_sequence import Link, chains, sequence_task
 from generators.function_rebuild import Rejected, RepoAtHead
+from generators.replay_tasks import KIND as REPLAY_TASK
 from generators.replay_tasks import RepoOrigin, replay_task
 
 # --- replay: ingested commit -> F2P / P2P tests and a checked reference patch ------------
 
 REPLAY_BATCH = 8  # commits per shard of results
 RETRY_REPLAY = {"dependencies_unavailable"}  # the package index may be back next run
-
-
-REPLAY_KINDS = ("commit_replay", "commit_sequence")  # the kinds built on replayed commits
 
 
 def pending_replays(ctx: StageContext) -> list[str]:
@@ -56,7 +55,7 @@ def pending_replays(ctx: StageContext) -> list[str]:
 def _commits_within_cap(ctx: StageContext, stage: str, sql: str) -> list[str]:
     """The commits `sql` selects (its rows as `replay_order` takes them) that are in the scope's
     window and that `stage` has not finished, within `code.max_replays` (`within_cap`)."""
-    if not ctx.config.scope.makes(*REPLAY_KINDS):
+    if not ctx.config.scope.makes(*families.kinds_running(REPLAY)):  # built on replayed commits
         return []
     rows = [row for row in ctx.lake.rows(sql) if ctx.config.scope.covers(row["authored_at"])]
     return within_cap(ctx, stage, replay_order(rows), ctx.config.code.max_replays)
@@ -286,8 +285,9 @@ DESCRIBE = LLMStage(
 
 # --- sequence: consecutive described commits -> commit-sequence task -------------------------
 
+# the commit-replay tasks `describe` wrote (their kind is `replay_task`'s)
 _REPLAY_TASKS_SQL = """
-SELECT * FROM tasks WHERE kind = 'commit_replay'
+SELECT * FROM tasks WHERE kind = ?
   AND json_extract_string(lineage, '$.repair.root') IS NULL
 """
 
@@ -296,10 +296,10 @@ def _links(ctx: StageContext) -> dict[str, list[Link]]:
     """Every chain of `code.sequence_steps` consecutive commits whose commit-replay tasks
     exist, by item id (`repo_id:sha+sha…`)."""
     steps = ctx.config.code.sequence_steps
-    if steps < 2 or not ctx.config.scope.makes("commit_sequence"):
+    if steps < 2 or not ctx.config.scope.makes(*families.kinds_running(SEQUENCE)):
         return {}
     tasks = {}
-    for row in ctx.lake.rows(_REPLAY_TASKS_SQL):
+    for row in ctx.lake.rows(_REPLAY_TASKS_SQL, [REPLAY_TASK]):
         task = Task.from_row(row)
         tasks[(task.workspace.repo_id, str(task.lineage.knobs["commit"]))] = task
     replays = {(r.repo_id, r.sha): r for r in ctx.lake.records("replays")}

@@ -15,20 +15,20 @@ Generation: the `generate` stage, chunk -> candidate tasks (`generators.doc_qa`)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from data.config import FoundryConfig
-from data.endpoints import Endpoint
-from data.llm import LLMClient
-from data.records import Chunk, Direction, Task
+from data.documents import generic_words
+from data.lake import Chunk, Direction, Task
+from data.llm import Endpoint, LLMClient
 from data.runtime.corpus_index import CorpusIndex
-from data.spans import generic_words
 from families.base import Checked, Family, Services
+from families.documents import Material, evidence_passages, materials
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, within_cap
 from generators import doc_qa
 from generators.checks import CheckFailure
-from generators.doc_qa_variants import Material, answered_by_source, at_level, make_variant
+from generators.doc_qa_variants import answered_by_source, at_level, make_variant
 from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.doc_search import NAME as DOC_SEARCH
@@ -58,7 +58,7 @@ class ChunkInput:
 
     chunk: Chunk
     source_path: str
-    generic: frozenset[str]  # the corpus's generic words: no answer (`data.spans`)
+    generic: frozenset[str]  # the corpus's generic words: no answer (`data.documents.spans`)
 
 
 def load_chunks(ctx: Services, chunk_ids: list[str]) -> dict[str, ChunkInput]:
@@ -110,7 +110,10 @@ HARNESSES: dict[str, Callable[[Services], Harness]] = {
 }
 
 
-class DocQA(Family):
+class DocQA(Family[str, Material]):
+    """Verify reads the task's passage (its evidence chunks' text); variants and siblings draw
+    on its `Material`."""
+
     kinds = (KIND,)
     card = "doc_qa"
     task_category = "question-answering"
@@ -125,6 +128,9 @@ class DocQA(Family):
 
     def harness(self, name: str, services: Services) -> Harness:
         return HARNESSES[name](services)
+
+    def load_for_verify(self, services: Services, tasks: Sequence[Task]) -> Mapping[str, str]:
+        return evidence_passages(services, tasks)
 
     async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
         if not passage:
@@ -142,6 +148,11 @@ class DocQA(Family):
         return Checked(
             decision.status, decision.reason, decision.detail, decision.verdicts, decision.consensus
         )
+
+    def load_for_variants(
+        self, services: Services, tasks: Sequence[Task]
+    ) -> Mapping[str, Material]:
+        return materials(services, tasks)
 
     async def variant(
         self,

@@ -19,17 +19,17 @@ the passages among distractors.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from data.config import CalibrateConfig, FoundryConfig
-from data.endpoints import Endpoint
-from data.llm import LLMClient
-from data.records import Chunk, Direction, Task
+from data.lake import Chunk, Direction, Task
+from data.llm import Endpoint, LLMClient
 from families.base import Checked, Family, Services
+from families.documents import Neighbour, chunk_texts, neighbours
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, within_cap
 from generators import doc_report
 from generators.checks import CheckFailure
-from generators.doc_qa_variants import Material
 from generators.knobs import Level
 from harnesses.base import Harness
 from harnesses.single_turn import OPEN_BOOK, SingleTurn
@@ -98,17 +98,29 @@ class Passages:
     joined: str
 
 
-def passages_of(task: Task, services: Services) -> Passages:
-    """The lake's text of the passages `task` draws on (those it still holds)."""
-    ids = [ref.chunk_id for ref in task.source]
-    rows = services.lake.rows(
-        "SELECT chunk_id, text FROM chunks WHERE list_contains(?, chunk_id)", [ids]
-    )
-    texts = {row["chunk_id"]: row["text"] for row in rows}
-    return Passages(texts, "\n\n".join(texts[i] for i in ids if i in texts))
+@dataclass(frozen=True)
+class ReportMaterial:
+    """What a report task's variants draw on: its passages, and the chunks nearest its first
+    evidence chunk by embedding (its distractors, those not among its passages)."""
+
+    passages: Passages
+    neighbours: list[Neighbour]
 
 
-class DocReport(Family):
+def passages_of(services: Services, tasks: Sequence[Task]) -> dict[str, Passages]:
+    """The lake's text of the passages each of `tasks` draws on (those it still holds)."""
+    held = chunk_texts(services, (ref.chunk_id for task in tasks for ref in task.source))
+    found: dict[str, Passages] = {}
+    for task in tasks:
+        ids = [ref.chunk_id for ref in task.source]
+        texts = {i: held[i] for i in ids if i in held}
+        found[task.task_id] = Passages(texts, "\n\n".join(texts[i] for i in ids if i in texts))
+    return found
+
+
+class DocReport(Family[Passages, ReportMaterial]):
+    """Verify reads the task's passages; variants draw on them and their neighbours."""
+
     kinds = (KIND,)
     card = "doc_report"
     task_category = "summarization"
@@ -126,10 +138,14 @@ class DocReport(Family):
         update = {"max_tokens": config.reports.attempt_max_tokens}
         return config.calibrate.model_copy(update=update)
 
-    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
+    def load_for_verify(self, services: Services, tasks: Sequence[Task]) -> Mapping[str, Passages]:
+        return passages_of(services, tasks)
+
+    async def verify(
+        self, task: Task, passages: Passages, llm: LLMClient, services: Services
+    ) -> Checked:
         """The rubric's facts hold up against the passages, the verifier behaves, and the panel
         can write the report with the passages and not without them."""
-        passages = passages_of(task, services)
         try:
             doc_report.check_report(task.verifier.rubric, task.evidence, passages.texts)
         except CheckFailure as failure:
@@ -148,18 +164,31 @@ class DocReport(Family):
             decision.status, decision.reason, decision.detail, decision.verdicts, decision.consensus
         )
 
+    def load_for_variants(
+        self, services: Services, tasks: Sequence[Task]
+    ) -> Mapping[str, ReportMaterial]:
+        passages = passages_of(services, tasks)
+        near = neighbours(services, {e.chunk_id for t in tasks for e in t.evidence[:1]})
+        return {
+            task.task_id: ReportMaterial(
+                passages[task.task_id],
+                [n for e in task.evidence[:1] for n in near.get(e.chunk_id, [])],
+            )
+            for task in tasks
+        }
+
     async def variant(
         self,
         task: Task,
         level: Level,
         direction: Direction,
-        material: Material,
+        material: ReportMaterial,
         llm: LLMClient,
         services: Services,
     ) -> Task:
         """`task` at `level`, its passages from the lake and its distractors the chunks nearest
-        its first passage that are not among its own."""
-        texts = passages_of(task, services).texts
+        its first evidence chunk that are not among its own passages."""
+        texts = material.passages.texts
         own = [ref.chunk_id for ref in task.source]
         passages = [texts[chunk_id] for chunk_id in own if chunk_id in texts]
         others = [n.chunk.text for n in material.neighbours if n.chunk.chunk_id not in own]

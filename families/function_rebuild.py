@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from data.lake import Direction, Task
 from data.llm import LLMClient
-from data.records import Direction, Task
 from families.base import Services
-from families.code import CodeFamily, variant_in_sandbox
+from families.code import Checkout, CodeFamily, variant_in_sandbox
 from families.code_stages import Made, RepositoryStage
 from families.stage import SandboxStage, StageContext, pending_items
 from generators import function_rebuild
-from generators.doc_qa_variants import Material
 from generators.function_rebuild import RepoAtHead, rebuild_tasks
 from generators.knobs import Level
 
@@ -60,12 +59,12 @@ class FunctionRebuild(CodeFamily):
         task: Task,
         level: Level,
         direction: Direction,
-        material: Material,
+        material: Checkout,
         llm: LLMClient,
         services: Services,
     ) -> Task:
         return await variant_in_sandbox(
-            function_rebuild.make_variant, task, level, direction, services
+            function_rebuild.make_variant, task, level, direction, material, services
         )
 
 

@@ -15,13 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from data.budget import Budget
 from data.config import FoundryConfig
-from data.ingest import Progress
-from data.lake import Lake
-from data.llm import LLMClient
-from data.llm_cache import ResponseCache
-from data.records import ItemStatus, Record, Status, Task
+from data.costs import Budget
+from data.documents import Progress
+from data.lake import ItemStatus, Lake, Record, Status, Task
+from data.llm import LLMClient, ResponseCache
 from data.runtime.sandbox import Limits
 from generators.candidates import Candidate, Rejection
 from harnesses.base import Harness

@@ -5,8 +5,8 @@ whose recorded results come back (`tool_replay`), and must make the calls that m
 from __future__ import annotations
 
 from data.config import FoundryConfig
-from data.endpoints import Endpoint
-from data.records import Task
+from data.lake import Task
+from data.llm import Endpoint
 from families.base import Services
 from families.traces import TraceFamily
 from harnesses.base import Harness

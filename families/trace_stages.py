@@ -10,19 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from data.embeddings import as_matrix, embed, near_duplicates
-from data.llm import LLMClient, LLMError
-from data.records import Intent, Record, Task, Trace, content_id
+import families
+from data.lake import Intent, Record, Task, Trace, content_id
+from data.llm import LLMClient, LLMError, as_matrix, embed, near_duplicates
 from families.stage import LLMStage, Outcome, StageContext, pending_in_window
 from generators.checks import CheckFailure
 from generators.intents import EXAMPLE_CHARS, EXAMPLES, cluster_requests, label_cluster
 from generators.trace_tasks import answer_task, near_miss_task, replay_task
 from judges.trace_outcome import rate
-
-# the kinds `trace_tasks` makes (the trace families', `families.trace_answer` and
-# `families.tool_replay`): these stages run while one of them is in scope
-TRACE_KINDS: tuple[str, ...] = ("trace_answer", "near_miss", "tool_replay")
-
 
 # intents: every ingested trace's request -> clusters named by the generator model
 
@@ -34,7 +29,7 @@ def current_clustering(ctx: StageContext) -> str:
 
 
 def pending_intents(ctx: StageContext) -> list[str]:
-    if not ctx.config.scope.makes(*TRACE_KINDS):
+    if not ctx.config.scope.makes(*families.kinds_running(INTENTS)):
         return []
     clustering = current_clustering(ctx)
     if not clustering or clustering in ctx.lake.finished_items("intents"):
@@ -95,7 +90,7 @@ INTENTS = LLMStage(
 def pending_trace_tasks(ctx: StageContext) -> list[str]:
     """Traces in the scope's window not yet through `trace_tasks`, in id order, within
     `traces.max_traces` (none when no trace kind is in scope)."""
-    if not ctx.config.scope.makes(*TRACE_KINDS):
+    if not ctx.config.scope.makes(*families.kinds_running(TRACE_TASKS)):
         return []
     sql = "SELECT trace_id AS id, occurred_at AS at FROM traces ORDER BY trace_id"
     return pending_in_window(ctx, "trace_tasks", sql, ctx.config.traces.max_traces)

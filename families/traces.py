@@ -12,14 +12,16 @@ replay by its calls (no remedy).
 from __future__ import annotations
 
 from data.config import CalibrateConfig, FoundryConfig
+from data.lake import Task
 from data.llm import LLMClient
-from data.records import Task
 from families.base import Checked, Family, Services
 from families.trace_stages import INTENTS, TRACE_TASKS
 from judges.selfcheck import self_check
 
 
-class TraceFamily(Family):
+class TraceFamily(Family[None, None]):
+    """Its hooks read nothing but the task (it carries the conversation)."""
+
     card = "traces"
     stages = (INTENTS, TRACE_TASKS)
     from_traces = True
@@ -28,7 +30,7 @@ class TraceFamily(Family):
         update = {"max_tokens": config.traces.attempt_max_tokens}
         return config.calibrate.model_copy(update=update)
 
-    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
+    async def verify(self, task: Task, loaded: None, llm: LLMClient, services: Services) -> Checked:
         failure = await self_check(task, llm)
         if failure is not None:
             return Checked("rejected", "verifier_self_check", failure)

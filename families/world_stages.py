@@ -9,8 +9,9 @@ import asyncio
 import duckdb
 from pydantic import ValidationError
 
+import families
+from data.lake import WorldSource, content_id, utcnow
 from data.llm import LLMClient, LLMError
-from data.records import WorldSource, content_id, utcnow
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from generators import world_tasks
 from generators.checks import CheckFailure
@@ -19,8 +20,6 @@ from generators.trace_worlds import observe, write_spec
 from harnesses.observed_calls import Observation
 from harnesses.world import WorldSpec
 from judges.world_fidelity import FidelityReport, fidelity
-
-KIND = world_tasks.KIND
 
 
 def world_record(
@@ -58,7 +57,8 @@ def _observations(ctx: StageContext) -> dict[str, Observation]:
 
 
 def pending_trace_worlds(ctx: StageContext) -> list[str]:
-    if not ctx.config.scope.makes(KIND) or not ctx.lake.shards("traces"):
+    kinds = families.kinds_running(TRACE_WORLDS)
+    if not ctx.config.scope.makes(*kinds) or not ctx.lake.shards("traces"):
         return []
     finished = ctx.lake.finished_items("trace_worlds")
     return [item for item in _observations(ctx) if item not in finished]
@@ -128,7 +128,7 @@ TRACE_WORLDS = LLMStage(
 
 def pending_world_tasks(ctx: StageContext) -> list[str]:
     """Worlds written by hand, or built from traces with enough fidelity."""
-    if not ctx.config.scope.makes(KIND):
+    if not ctx.config.scope.makes(*families.kinds_running(WORLD_TASKS)):
         return []
     sql = (
         "SELECT world_id AS id FROM worlds"

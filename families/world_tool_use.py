@@ -17,13 +17,11 @@ from __future__ import annotations
 import asyncio
 
 from data.config import CalibrateConfig, FoundryConfig
-from data.endpoints import Endpoint
-from data.llm import LLMClient
-from data.records import Direction, Task
+from data.lake import Direction, Task
+from data.llm import Endpoint, LLMClient
 from families.base import Checked, Family, Grader, Services
 from families.world_stages import TRACE_WORLDS, WORLD_TASKS
 from generators import world_tasks
-from generators.doc_qa_variants import Material
 from generators.knobs import Level
 from harnesses import world_agent
 from harnesses.base import Harness
@@ -37,7 +35,9 @@ OUTCOMES = {
 }
 
 
-class WorldToolUse(Family):
+class WorldToolUse(Family[None, None]):
+    """Its hooks read nothing but the task (it carries its world)."""
+
     kinds = (world_tasks.KIND,)
     card = "world_tool_use"
     stages = (TRACE_WORLDS, WORLD_TASKS)
@@ -57,7 +57,7 @@ class WorldToolUse(Family):
     def grader(self, services: Services) -> Grader | None:
         return _replayed
 
-    async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
+    async def verify(self, task: Task, loaded: None, llm: LLMClient, services: Services) -> Checked:
         failure = await asyncio.to_thread(world_state.task_self_check, task)
         if failure is not None:
             return Checked("rejected", "world_self_check", failure)
@@ -71,7 +71,7 @@ class WorldToolUse(Family):
         task: Task,
         level: Level,
         direction: Direction,
-        material: Material,
+        material: None,
         llm: LLMClient,
         services: Services,
     ) -> Task:

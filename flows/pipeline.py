@@ -24,29 +24,36 @@ from prefect.exceptions import TerminationSignal
 from prefect.futures import PrefectFuture, as_completed, wait
 from prefect.states import State
 
-from data.budget import Budget
 from data.config import FoundryConfig, load_config, with_overrides, with_solver
-from data.costs import Cost
-from data.diagnosis import diagnose
-from data.endpoints import Endpoint, shared_among
-from data.export import ExportResult, export_taskset
-from data.funnel import funnel, run_spend, run_usage
-from data.lake import Lake
-from data.ledger import carried_spend, ledger_path, open_ledger
-from data.model_servers import resolve_endpoints
-from data.price_check import check_endpoints
-from data.projections import Projection, project
-from data.publish import publish_version
+from data.costs import Budget, Cost, carried_spend, ledger_path, open_ledger
+from data.export import (
+    ExportResult,
+    Projection,
+    awaits_approval,
+    export_taskset,
+    project,
+    publish_version,
+)
+from data.lake import Lake, funnel, run_spend, run_usage
+from data.llm import Endpoint, resolve_endpoints, shared_among
+from data.plan import check_endpoints
+from data.review import diagnose
 from data.runtime import interrupt
-from data.taskset_versions import awaits_approval
-from families import export_kinds, sandbox_stages
+from families import export_kinds, sandbox_stages, stage_kinds
 from families.stage import LLMStage, SandboxStage, StageContext
 from flows.artifacts import publish_run_artifacts
 from flows.judge_variance import measure_variance, variance_sample
 from flows.publish_gate import gate
 from flows.runners import task_runner
 from flows.stage_runs import run_llm_batch, run_stages, solver_through_proxy
-from flows.stages import check_kinds, command_stages, llm_stages, sandbox_named, stage_named
+from flows.stages import (
+    check_extensions,
+    check_kinds,
+    command_stages,
+    llm_stages,
+    sandbox_named,
+    stage_named,
+)
 from flows.stops import ended_by_stop
 from judges.agreement import seed_variance
 from judges.verifier_types import package_graders
@@ -69,6 +76,7 @@ def run_config(
     if overrides:
         cfg = with_overrides(cfg, overrides)
     check_kinds(cfg.scope.kinds)
+    check_extensions(cfg)
     return cfg
 
 
@@ -271,7 +279,7 @@ def run_llm_stages(
 def _model_servers(ctx: StageContext) -> Iterator[dict[str, Endpoint]]:
     """The run's model endpoints (see `resolve_endpoints`), said on the progress sink, with a
     warning for each model that has no price; a cost limit with one is refused
-    (`data.price_check`)."""
+    (`data.plan.price_check`)."""
     with resolve_endpoints(ctx.config, ctx.config.home / "logs", ctx.progress) as endpoints:
         check_endpoints(endpoints, ctx.budget.max_cost_usd, ctx.progress)
         yield endpoints
@@ -381,7 +389,7 @@ def export_flow(
 ) -> dict[str, Any]:
     """Write the next taskset version (or find it unchanged), its trainer projections
     (`formats`, else `[export] formats`), and publish it whole to `publish_to` (else
-    `[export] publish_to`; `data.publish`)."""
+    `[export] publish_to`; `data.export.publish`)."""
     with stage_context("export", home, config) as ctx:
         result = export_task(ctx, out, band, solver)
         summary = _export_summary(ctx, result, formats)
@@ -481,7 +489,8 @@ def run_pipeline(
         summary["cost"] = Cost.of(priced_usd, unpriced).to_json()
         summary["funnel"] = funnel(ctx.lake)
         exported = summary["export"]["n_tasks"]
-        thin = diagnose(ctx.lake, ctx.config, summary["funnel"]["stages"], exported)
+        stages = summary["funnel"]["stages"]
+        thin = diagnose(ctx.lake, ctx.config, stages, exported, stage_kinds())
         summary["diagnosis"] = thin.lines() if thin else []
         summary["artifacts"] = publish_run_artifacts(
             ctx, summary["export"], summary["funnel"]["stages"]

@@ -5,18 +5,17 @@ verifies and calibrates again (`DERIVED`, `flows.stage_runs.run_stages`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-from data.llm import LLMClient
-from data.records import (
+from data.lake import (
     Attempt,
-    Chunk,
     Direction,
     Record,
     Task,
 )
+from data.llm import LLMClient
 from families import family_of, reviewed_kinds
 from families.base import Family
 from families.stage import (
@@ -30,7 +29,6 @@ from families.stage import (
 )
 from flows.repair import Stop, next_move
 from generators.checks import CheckFailure
-from generators.doc_qa_variants import Material, Neighbour
 from generators.knobs import Level
 from judges.review import review
 
@@ -41,22 +39,6 @@ EDITED = "edited"
 REPLACED = "replaced"
 DERIVED = (f"rejected:{REMEDIED}", f"done:{REPAIRED}", f"done:{EDITED}", f"done:{REPLACED}")
 REMEDY_ROUNDS = 2  # a remedied task can be remedied once more: the remedy ladder has two steps
-
-_NEIGHBOURS_SQL = """
-WITH cosines AS (
-    SELECT e.chunk_id AS of, n.chunk_id,
-           list_cosine_similarity(e.embedding, n.embedding) AS similarity
-    FROM chunks e JOIN chunks n
-      ON n.chunk_id <> e.chunk_id AND len(n.embedding) = len(e.embedding)
-    WHERE list_contains(?, e.chunk_id)
-), ranked AS (
-    SELECT * FROM cosines WHERE NOT isnan(similarity)
-    QUALIFY row_number() OVER (PARTITION BY of ORDER BY similarity DESC, chunk_id) <= ?
-)
-SELECT r.of, n.*, s.path AS source_path
-FROM ranked r JOIN chunks n USING (chunk_id) LEFT JOIN sources s ON s.source_id = n.source_id
-ORDER BY r.of, r.similarity DESC, r.chunk_id
-"""
 
 
 def pending_review(ctx: StageContext) -> list[str]:
@@ -141,21 +123,43 @@ def pending_repair(ctx: StageContext) -> list[str]:
     return [row["id"] for row in rows]
 
 
+def family_inputs(
+    tasks: Mapping[str, Task],
+    load: Callable[[Family[Any, Any], list[Task]], Mapping[str, object]],
+) -> dict[str, object]:
+    """What each task's family loads for it (`load`: one of the family's loaders), by task id:
+    each family is asked once, for its own tasks of the batch, in the order they come. A task
+    of a kind no family makes gets None (its hook's `family_of` fails for that item alone)."""
+    theirs: dict[int, tuple[Family[Any, Any], list[Task]]] = {}
+    loaded: dict[str, object] = {}
+    for task_id, task in tasks.items():
+        try:
+            family = family_of(task.kind)
+        except LookupError:
+            loaded[task_id] = None
+            continue
+        theirs.setdefault(id(family), (family, []))[1].append(task)
+    for family, own in theirs.values():
+        loaded.update(load(family, own))
+    return loaded
+
+
 @dataclass(frozen=True)
 class ToRepair:
-    """An out-of-band task, the band it was measured in, and what its variants draw on."""
+    """An out-of-band task, the band it was measured in, and what its family's variants and
+    siblings draw on (what its `load_for_variants` loaded)."""
 
     task: Task
     band: str
-    material: Material
+    material: object
 
 
 def load_repair_material(
     ctx: StageContext, task_ids: list[str], measured_by: str = "calibrate"
 ) -> dict[str, ToRepair]:
     """Each task with its band (as the stage `measured_by` measured it) and what its variants
-    draw on: its source's title, its evidence chunk's text and the chunks nearest that chunk by
-    embedding."""
+    draw on, as its family loads it (`Family.load_for_variants`); the stage reads nothing else
+    (a task its family loaded nothing for is left out: `input_missing`)."""
     tasks = load_tasks(ctx, task_ids)
     bands = {
         r["item_id"]: r["reason"]
@@ -164,36 +168,11 @@ def load_repair_material(
             [measured_by, task_ids],
         )
     }
-    source_ids = sorted({s.source_id for t in tasks.values() for s in t.source[:1]})
-    titles = {
-        r["source_id"]: r["title"] or Path(r["path"]).stem
-        for r in ctx.lake.rows(
-            "SELECT source_id, title, path FROM sources WHERE list_contains(?, source_id)",
-            [source_ids],
-        )
-    }
-    chunk_ids = sorted({e.chunk_id for t in tasks.values() for e in t.evidence[:1]})
-    passages = {
-        r["chunk_id"]: r["text"]
-        for r in ctx.lake.rows(
-            "SELECT chunk_id, text FROM chunks WHERE list_contains(?, chunk_id)", [chunk_ids]
-        )
-    }
-    neighbours: dict[str, list[Neighbour]] = {}
-    for row in ctx.lake.rows(_NEIGHBOURS_SQL, [chunk_ids, ctx.config.repair.neighbours]):
-        near = Neighbour(Chunk.from_row(row), row["source_path"] or "")
-        neighbours.setdefault(row["of"], []).append(near)
+    material = family_inputs(tasks, lambda family, own: family.load_for_variants(ctx, own))
     return {
-        task_id: ToRepair(
-            task,
-            bands.get(task_id, ""),
-            Material(
-                title=next((titles.get(s.source_id, "") for s in task.source[:1]), ""),
-                passage=next((passages.get(e.chunk_id, "") for e in task.evidence[:1]), ""),
-                neighbours=[n for e in task.evidence[:1] for n in neighbours.get(e.chunk_id, [])],
-            ),
-        )
+        task_id: ToRepair(task, bands.get(task_id, ""), material[task_id])
         for task_id, task in tasks.items()
+        if task_id in material
     }
 
 
@@ -225,7 +204,7 @@ async def first_variant(
     task: Task,
     levels: Sequence[Level],
     direction: Direction,
-    material: Material,
+    material: object,
     client: LLMClient,
     ctx: StageContext,
     failures: list[str],

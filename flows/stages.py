@@ -16,16 +16,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from data.config import ConfigError
-from data.endpoints import Endpoint
-from data.funnel import MEASURED_BY
-from data.llm import LLMClient
-from data.records import (
+import families
+import sources
+from data.config import ConfigError, FoundryConfig, extension_settings
+from data.lake import (
+    MEASURED_BY,
     Attempt,
     Record,
     Task,
     content_id,
 )
+from data.llm import Endpoint, LLMClient
 from families import family_of, generation_stages, sandbox_stages
 from families import kinds as registered_kinds
 from families.base import Checked
@@ -44,6 +45,7 @@ from flows.repair import Stop
 from flows.review_stages import (
     REPAIRED,
     ToRepair,
+    family_inputs,
     first_variant,
     load_repair_material,
     load_tasks_with_attempts,
@@ -68,6 +70,20 @@ def check_kinds(kinds: Sequence[str] | None) -> None:
         raise ConfigError(
             f"scope.kinds: no task family makes {unknown[0]!r} (known kinds: {', '.join(known)})"
         )
+
+
+def check_extensions(config: FoundryConfig) -> None:
+    """Refuse (`ConfigError`, one line) an `[extensions.<name>]` table that no registered family
+    (by its first kind) or source declares settings for, or whose settings it refuses."""
+    declared = {f.kinds[0]: f.settings for f in families.REGISTERED if f.settings is not None}
+    declared |= {s.name: s.settings for s in sources.REGISTERED if s.settings is not None}
+    for name in config.extensions:
+        if name not in declared:
+            raise ConfigError(
+                f"extensions.{name}: no registered family or source has settings by that name"
+                f" (those that do: {', '.join(sorted(declared)) or 'none'})"
+            )
+        extension_settings(config, name, declared[name])
 
 
 # controls: before verify, each judge on control items made from the run's chunks
@@ -126,25 +142,19 @@ def pending_verify(ctx: StageContext) -> list[str]:
 
 @dataclass(frozen=True)
 class ToVerify:
-    """A task and the text of its evidence chunks (what the open-book judges read)."""
+    """A task and what its family's `verify` checks it against (what the family's
+    `load_for_verify` loaded: a document task's passage, nothing for a code task)."""
 
     task: Task
-    passage: str
+    loaded: object
 
 
-def load_tasks_with_passages(ctx: StageContext, task_ids: list[str]) -> dict[str, ToVerify]:
+def load_tasks_to_verify(ctx: StageContext, task_ids: list[str]) -> dict[str, ToVerify]:
+    """The tasks, each with what its family loaded for its `verify`; the stage reads nothing
+    else (a task its family loaded nothing for is left out: `input_missing`)."""
     tasks = load_tasks(ctx, task_ids)
-    chunk_ids = sorted({e.chunk_id for t in tasks.values() for e in t.evidence})
-    rows = ctx.lake.rows(
-        "SELECT chunk_id, text FROM chunks WHERE list_contains(?, chunk_id)", [chunk_ids]
-    )
-    texts = {r["chunk_id"]: r["text"] for r in rows}
-    return {
-        task_id: ToVerify(
-            task, "\n\n".join(texts[e.chunk_id] for e in task.evidence if e.chunk_id in texts)
-        )
-        for task_id, task in tasks.items()
-    }
+    loaded = family_inputs(tasks, lambda family, own: family.load_for_verify(ctx, own))
+    return {i: ToVerify(task, loaded[i]) for i, task in tasks.items() if i in loaded}
 
 
 async def verify_one(
@@ -152,7 +162,7 @@ async def verify_one(
 ) -> Outcome:
     """The task's family checks it (its verifier's self-check, the judges it needs)."""
     task = loaded.task
-    checked: Checked = await family_of(task.kind).verify(task, loaded.passage, client, ctx)
+    checked: Checked = await family_of(task.kind).verify(task, loaded.loaded, client, ctx)
     records: dict[str, list[Record]] = {}
     if checked.verdicts or checked.consensus or checked.gates:
         records = {
@@ -385,7 +395,7 @@ CHECK_STAGES = (
     LLMStage(
         "verify",
         pending_verify,
-        load_tasks_with_passages,
+        load_tasks_to_verify,
         verify_one,
         help="judge candidates (after the judges' control items): answerable with source, not"
         " without",

@@ -13,12 +13,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from data.config import ConfigError
+from data.export import Grouping
 from data.registry import registered_for_now
-from data.splits import Grouping
 from sources import documents, repositories, traces, worlds
 from sources.base import Source
 
-# in the order a taskset row is offered to them for its split keys (`data.splits.group_keys`:
+# in the order a taskset row is offered to them for its split keys (`data.export.splits.group_keys`:
 # the first type with keys for the row groups it), which is also the order of ingestion
 REGISTERED: list[Source] = [repositories.SOURCE, worlds.SOURCE, traces.SOURCE, documents.SOURCE]
 

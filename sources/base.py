@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.config import FoundryConfig
+from data.config import FoundryConfig, Settings
+from data.export import Grouping
 from data.lake import Lake
-from data.splits import Grouping
 from families.stage import StageContext
 
 # a source's reader: its items (paths, URLs), the run, the options its CLI offers -> outcomes
@@ -30,8 +30,8 @@ class Source:
     the counts by outcome; `tables` are the lake tables it fills (a lake with none of any
     source's rows gets the bundled samples); `sample` gives the bundled sample's items, made
     under the run's home where they need building. `grouping` is how the tasks made from it
-    group for the train/eval split (`data.splits`). `bare`: its items are also `foundry run`'s
-    positional arguments. `options` are the extra flags of its ingest command (name -> help),
+    group for the train/eval split (`data.export.splits`). `bare`: its items are also `foundry
+    run`'s positional arguments. `options` are the extra flags of its ingest command (name -> help),
     passed to `read`; `aliases` other names its ingest command answers.
 
     For `foundry run --plan`: a unit of work is an item of its `unit_stage` (the first stage
@@ -50,6 +50,9 @@ class Source:
     unit_stage: str
     estimate: Estimator
     unit_cap: Callable[[FoundryConfig], int | None] = lambda config: None
+    # its own settings, if it has any: `[extensions.<name>]`, read with
+    # `data.config.extension_settings` (by its reader, `unit_cap`, its estimate)
+    settings: type[Settings] | None = None
     bare: bool = False
     options: Mapping[str, str] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()

@@ -1,5 +1,5 @@
 """Documents: files (or folders of them) read, normalised, chunked and deduplicated into the
-lake's `sources` and `chunks` tables (`data.ingest`); the task families that start from a
+lake's `sources` and `chunks` tables (`data.documents.ingest`); the task families that start from a
 passage (document questions, reports) generate from the chunks."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from data.config import FoundryConfig
-from data.ingest import ingest_documents
+from data.documents import discover, ingest_documents
+from data.export import Grouping, Row
 from data.lake import Lake
-from data.readers import discover
-from data.splits import Grouping, Row
 from families.stage import StageContext
 from sources.base import Source
 

@@ -1,5 +1,5 @@
 """Git repositories: each mirrored under the home and its commits recorded in the lake's
-`repos` and `commits` tables (`data.repos`); the code families replay, rebuild and break them
+`repos` and `commits` tables (`data.repos.ingest`); the code families replay, rebuild and break them
 in the sandbox. The bundled samples are two small repositories (Python and JavaScript),
 rebuilt from their patch series the first time."""
 
@@ -12,17 +12,23 @@ from pathlib import Path
 from typing import Any
 
 from data.config import FoundryConfig
-from data.git import GitError, git
+from data.export import Grouping, Row, knobs_of
 from data.lake import Lake
-from data.repos import ingest_repo
-from data.sample_repo import LEDGERLINE, PARCELRATE, SampleRepo, build_sample_repo
-from data.splits import Grouping, Row, knobs_of
+from data.repos import (
+    LEDGERLINE,
+    PARCELRATE,
+    GitError,
+    SampleRepo,
+    build_sample_repo,
+    git,
+    ingest_repo,
+)
 from families.stage import StageContext
 from sources.base import Source
 
 
 def ingest_repository(origin: str, rev: str | None, ctx: StageContext) -> Counter:
-    """Mirror a git repository and record its commits (`data.repos`)."""
+    """Mirror a git repository and record its commits (`data.repos.ingest`)."""
     return ingest_repo(origin, ctx.lake, ctx.config.home, ctx.run_id, rev, ctx.progress)
 
 

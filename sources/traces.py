@@ -1,6 +1,6 @@
 """Production traces: OpenAI-style JSONL, OpenTelemetry GenAI spans and the proxy's records,
 read, scrubbed of secrets and personal data, embedded and stored in the lake's `traces` table
-(`data.trace_ingest`); the trace families cluster their requests and make tasks of them."""
+(`data.traces.ingest`); the trace families cluster their requests and make tasks of them."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from data.config import FoundryConfig
+from data.export import Grouping, Row
 from data.lake import Lake
-from data.splits import Grouping, Row
-from data.trace_formats import discover
-from data.trace_ingest import ingest_traces
+from data.traces import discover, ingest_traces
 from families.stage import StageContext
 from sources.base import Source
 

@@ -14,10 +14,9 @@ from typing import Any
 import duckdb
 
 from data.config import FoundryConfig
-from data.lake import Lake
-from data.readers import Rejected, regular_file
-from data.records import Status, WorldSource
-from data.splits import Grouping, Row, knobs_of
+from data.documents import Rejected, regular_file
+from data.export import Grouping, Row, knobs_of
+from data.lake import Lake, Status, WorldSource
 from families.stage import StageContext
 from families.world_stages import first_line, world_record
 from harnesses.world import World, WorldSpec, load_world_spec

@@ -4,26 +4,28 @@ shipped family; a scope naming a kind no registered family makes is refused in o
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Sequence
 
-from data.config import ConfigError, FoundryConfig
-from data.endpoints import Endpoint
-from data.export import export_taskset
-from data.llm import LLMClient
-from data.records import Chunk, Evidence, ExactOrF1Spec, Lineage, Message, SourceRef, Task
-from data.taskset_versions import read_tasks
-from families import export_kinds, generation_stages, registered
+import pytest
+from pydantic import Field
+
+from data.config import ConfigError, FoundryConfig, Settings
+from data.export import export_taskset, read_tasks
+from data.lake import Chunk, Evidence, ExactOrF1Spec, Lineage, Message, SourceRef, Task
+from data.llm import Endpoint, LLMClient
+from families import export_kinds, family_of, generation_stages, registered
 from families.base import Checked, Family, Services
 from families.stage import LLMStage, Outcome, StageContext, candidates_outcome, pending_items
 from flows.cli import main
 from flows.pipeline import stage_context
-from flows.stages import check_kinds, llm_stages, stage_named
+from flows.stages import check_extensions, check_kinds, llm_stages, stage_named
 from generators.candidates import Candidate, Rejection
 from harnesses.base import Harness
 from harnesses.single_turn import SingleTurn
 from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
+from tests.test_import_direction import LAYERS, ROOT
 
 KIND = "word_count"
 STAGE = "word_count_tasks"
@@ -53,15 +55,22 @@ def pending_chunks(ctx: StageContext) -> list[str]:
     return pending_items(ctx, STAGE, "SELECT chunk_id AS id FROM chunks ORDER BY chunk_id")
 
 
-def load_chunks(ctx: StageContext, chunk_ids: list[str]) -> dict[str, Chunk]:
+def load_chunks(ctx: Services, chunk_ids: list[str]) -> dict[str, Chunk]:
     chunks = ctx.lake.records("chunks", "list_contains(?, chunk_id)", [chunk_ids])
     return {chunk.chunk_id: chunk for chunk in chunks}
+
+
+class WordCountSettings(Settings):
+    """The family's own settings: `[extensions.word_count]`."""
+
+    min_words: int = Field(default=MIN_WORDS, ge=1)  # a shorter passage makes no task
 
 
 async def count_words(ctx: StageContext, chunk_id: str, chunk: Chunk, client: LLMClient) -> Outcome:
     """One task per chunk: how many words its first words are."""
     words = chunk.text.split()[:MAX_WORDS]
-    if len(words) < MIN_WORDS:
+    settings = family_of(KIND).settings_in(ctx.config)
+    if len(words) < settings.min_words:
         results: list[Candidate | Rejection] = [
             Rejection("0", "passage_too_short", f"{len(words)} words")
         ]
@@ -91,12 +100,19 @@ def word_count_task(chunk: Chunk, passage: str) -> Task:
 class WordCount(Family):
     kinds = (KIND,)
     stages = (LLMStage(STAGE, pending_chunks, load_chunks, count_words),)
+    settings = WordCountSettings
 
     def environment(self, task: Task, config: FoundryConfig, solver: Endpoint) -> str:
         return ENVIRONMENT
 
     def harness(self, name: str, services: Services) -> Harness:
         return SingleTurn(name)
+
+    def load_for_verify(self, services: Services, tasks: Sequence[Task]) -> dict[str, str]:
+        """Each task's chunk: the text its quote must open."""
+        chunk_ids = [task.evidence[0].chunk_id for task in tasks]
+        texts = {chunk.chunk_id: chunk.text for chunk in load_chunks(services, chunk_ids).values()}
+        return {task.task_id: texts.get(task.evidence[0].chunk_id, "") for task in tasks}
 
     async def verify(self, task: Task, passage: str, llm: LLMClient, services: Services) -> Checked:
         """The quote opens the chunk and the gold is its number of words."""
@@ -188,3 +204,28 @@ def test_a_scope_naming_an_unknown_kind_is_refused_in_one_line(tmp_path, capsys)
     overrides = {"scope": {"kinds": ["essay"]}}  # a deployment's form, say
     with pytest.raises(ConfigError, match="'essay'"), stage_context("run", home, None, overrides):
         pass
+
+
+def test_the_family_s_own_settings_come_from_its_extensions_table(tmp_path, oracle_server):
+    ctx = make_context(
+        tmp_path / "home", scope={"kinds": [KIND]}, extensions={KIND: {"min_words": MAX_WORDS + 1}}
+    )
+    ingest_docs([str(sorted(SAMPLE_DOCS.glob("*.md"))[0])], ctx)
+    with registered(WordCount()):
+        check_extensions(ctx.config)
+        run_llm_stages(ctx, endpoints_for(oracle_server), [stage_named(STAGE)])
+    assert not ctx.lake.rows("SELECT 1 FROM tasks")  # every passage is under the setting
+    rows = ctx.lake.rows("SELECT DISTINCT reason FROM status WHERE stage = 'word_count_candidate'")
+    assert [r["reason"] for r in rows] == ["passage_too_short"]
+    bad = make_context(tmp_path / "bad", extensions={KIND: {"min_words": 0}})
+    with registered(WordCount()), pytest.raises(ConfigError, match=r"extensions\.word_count"):
+        check_extensions(bad.config)
+
+
+def test_nothing_outside_the_tests_names_the_family_or_its_setting():
+    """The recipe's claim, counted: the family, its stage, its environment and its setting are
+    named in this module (and the registry test that reuses it), in no product file."""
+    names = (KIND, STAGE, ENVIRONMENT, "min_words")
+    product = [p for layer in LAYERS for p in sorted((ROOT / layer).rglob("*.py"))]
+    naming = [str(p.relative_to(ROOT)) for p in product if any(n in p.read_text() for n in names)]
+    assert naming == []

@@ -6,23 +6,35 @@ before a judge is asked. The whole suite runs in `make bench` and on the lake's 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, ToolCall, ToolCallsSpec
+from data.lake import (
+    ExactOrF1Spec,
+    Lake,
+    LLMEquivalenceSpec,
+    RubricSpec,
+    Status,
+    ToolCall,
+    ToolCallsSpec,
+    UnitTestsSpec,
+    utcnow,
+)
 from data.repos import ingest_repo
 from data.runtime.code_grading import Point, outside_checks
 from data.runtime.sandbox import Limits
 from data.runtime.trial import steps_in_tree
 from families.bug_injection import inject_bugs
 from flows.cli import main
-from judges.redteam import answer_attacks
+from judges.redteam import answer_attacks, targets
 from judges.redteam.answer_attacks import AnswerAttack
 from judges.redteam.code_attacks import ATTACKS, CodeAttack, hard_coded, whole_files
 from judges.redteam.run import CodeTarget, Row, attack_answers, attack_code, one_per_class, table
 from judges.redteam.targets import verified_code_tasks
 from judges.rewards import trainer_task
+from judges.rubric_grade import rubric_grade
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
@@ -145,3 +157,37 @@ def test_an_attempt_that_reaches_a_judge_counts_as_paid():
     paraphrase = AnswerAttack("a paraphrase", "control", lambda t: "A harbour town on the coast.")
     [row] = attack_answers(answer_tasks()[1:2], [paraphrase])
     assert row.reward == 1.0 and row.why.startswith("reached a judge")
+
+
+def test_the_tasks_attacked_are_those_whose_verifier_type_grades_a_reply(tmp_path, monkeypatch):
+    # picked by the type's registry record (its `grade`), not a list of spec classes: a type
+    # that grades a reply itself, as a new judge-graded one does, is attacked with no edit here
+    lake = Lake(tmp_path / "home")
+    answer = trainer_task("Where was Mira Olsen born?", "Tessaly Port", RubricSpec(rubric=["x"]))
+    code = trainer_task("Fix it.", "", UnitTestsSpec(fail_to_pass=["t.py::a"]), "bug_fix")
+    tasks = [t.model_copy(update={"task_id": f"t{i}"}) for i, t in enumerate((answer, code))]
+    lake.write("tasks", tasks)
+    verified = [
+        Status(
+            stage="verify",
+            item_id=t.task_id,
+            status="done",
+            reason="accepted",
+            detail="",
+            run_id="r",
+            recorded_at=utcnow(),
+        )
+        for t in tasks
+    ]
+    lake.write("status", verified)
+    assert [t.task_id for t in targets.verified_tasks(lake, every_task=True)] == ["t0"]
+
+    registered = targets.verifier_type
+
+    def unit_tests_graded_by_the_panel(spec):
+        found = registered(spec)
+        judged = replace(found, grade=rubric_grade, judged=True)
+        return judged if found.name == code.verifier.type else found
+
+    monkeypatch.setattr(targets, "verifier_type", unit_tests_graded_by_the_panel)
+    assert [t.task_id for t in targets.verified_tasks(lake, every_task=True)] == ["t0", "t1"]

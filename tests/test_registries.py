@@ -12,18 +12,22 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from pydantic import Field
 
-from data.ingest import ingest_documents
+from data.config import ConfigError, FoundryConfig, Settings, extension_settings, load_config
+from data.documents import ingest_documents
+from data.export import Grouping, canonical_rows, formats, project
+from data.export import registered as registered_projection
+from data.export.projections.base import Inputs, Projector, Row
 from data.lake import Lake
-from data.projections import canonical_rows, formats, project
-from data.projections import registered as registered_projection
-from data.projections.base import Inputs, Projector, Row
-from data.splits import Grouping
 from families import registered as registered_family
 from families import sandbox_stages
 from families.stage import SandboxStage, StageContext, pending_items
 from flows.cli import main
 from flows.cli_args import build_parser
+from flows.pipeline import run_config
+from flows.run_plan import estimate_run
+from flows.stages import check_extensions
 from judges.verifier_types import package_graders
 from sources import groupings
 from sources import registered as registered_source
@@ -32,12 +36,29 @@ from sources.documents import estimate_chunks
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG
 from tests.test_family_registry import KIND, WordCount
 
-# --- a source type: plain-text notes, read as documents, each note its own split group ------
+# --- a source type: plain-text notes, read as documents, each note its own split group, with
+# a setting of its own that caps the notes a run reads --------------------------------------
+
+
+class NotesSettings(Settings):
+    max_notes: int | None = Field(default=None, ge=1)  # notes read per call, first ones first
+
+
+def capped(items: list[str], config: FoundryConfig) -> list[str]:
+    return items[: extension_settings(config, "notes", NotesSettings).max_notes]
 
 
 def read_notes(items: list[str], ctx: StageContext, options: Mapping[str, Any]) -> dict[str, Any]:
-    counts = ingest_documents(items, ctx.lake, ctx.config.ingest, ctx.run_id, ctx.progress)
-    return {f"{options.get('label', 'notes')}:{outcome}": n for outcome, n in counts.items()}
+    kept = capped(items, ctx.config)
+    counts = ingest_documents(kept, ctx.lake, ctx.config.ingest, ctx.run_id, ctx.progress)
+    label = options.get("label", "notes")
+    return {f"{label}:{outcome}": n for outcome, n in counts.items()} | (
+        {f"{label}:capped": len(items) - len(kept)} if len(kept) < len(items) else {}
+    )
+
+
+def estimate_notes(items: list[str], config: FoundryConfig, lake: Lake) -> int:
+    return estimate_chunks(capped(items, config), config, lake)
 
 
 NOTES = Source(
@@ -49,8 +70,9 @@ NOTES = Source(
     sample=lambda ctx: [],
     grouping=Grouping("notes", "note: the note a task counts the words of", lambda row: []),
     unit_stage="generate",  # its notes are chunked as documents are
-    estimate=estimate_chunks,
+    estimate=estimate_notes,
     options={"label": "what to call the notes in the counts"},
+    settings=NotesSettings,
 )
 
 # --- a sandbox stage: each ingested document checked once, before the LLM stages -------------
@@ -100,6 +122,26 @@ def test_a_source_type_and_a_sandbox_stage_run_through_the_cli(
     assert CHECK not in [stage.name for stage in sandbox_stages()]  # for the test only
     with pytest.raises(SystemExit):
         build_parser().parse_args(["ingest", "notes", *notes])
+
+
+def test_a_source_s_own_setting_caps_what_it_reads_and_what_the_plan_counts(tmp_path, capsys):
+    notes = [str(p) for p in sorted(SAMPLE_DOCS.glob("*.md"))[:3]]
+    config = tmp_path / "foundry.toml"
+    config.write_text("[extensions.notes]\nmax_notes = 1\n")
+    home = ["--home", str(tmp_path / "home"), "--config", str(config)]
+    fresh = load_config(config, tmp_path / "home")
+    with registered_source(NOTES):
+        plan = estimate_run({"notes": notes}, fresh)
+        assert plan.units["notes"] == estimate_chunks(notes[:1], fresh, Lake(fresh.home)) > 0
+        assert main(["ingest", "notes", *notes, *home]) == 0
+        counts = json.loads(capsys.readouterr().out)
+        assert (counts["notes:ingested"], counts["notes:capped"]) == (1, 2)
+        config.write_text("[extensions.notes]\nmax_notes = 0\n")
+        with pytest.raises(ConfigError, match=r"extensions\.notes\.max_notes"):
+            check_extensions(load_config(config))
+    config.write_text("[extensions.notes]\nmax_notes = 1\n")  # no source declares it now
+    with pytest.raises(ConfigError, match=r"extensions\.notes: no registered family or source"):
+        run_config(None, str(config))  # where every run starts
 
 
 # --- a trainer projection: the tasks as JSON lines ---------------------------------------------

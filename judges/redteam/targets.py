@@ -1,30 +1,33 @@
-"""The tasks of a lake the red team attacks: every code task (Python, JavaScript or TypeScript)
-that passed its gold self-check, or one per family and language."""
+"""The tasks of a lake the red team attacks: every task whose verifier type grades a reply
+itself (the registry's, `judges.verifier_types`) that passed verification, or one per family;
+every code task (Python, JavaScript or TypeScript) that passed its gold self-check, or one per
+family and language."""
 
 from __future__ import annotations
 
-from data.lake import Lake
-from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, Task, ToolCallsSpec
+from data.lake import Lake, Task
 from data.runtime.edits import parse_edits
 from harnesses.workspace import files_at_start
 from judges.redteam.code_attacks import CodeAttack
 from judges.redteam.run import CodeTarget
 from judges.redteam.suites import code_attacks, runs_on_node
 from judges.unit_tests import UnitTests, checkpoints_of
+from judges.verifier_types import verifier_type
 
 PASSED = "gold_self_check_passed"
-GRADED = (ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec, ToolCallsSpec)  # by `judges.equivalence`
 
 
 def verified_tasks(lake: Lake, every_task: bool = False) -> list[Task]:
-    """The tasks with a grader of answers, reports or tool calls that passed verification, in
-    task id order: every one, or the first of each family."""
+    """The tasks that passed verification whose verifier type grades a reply itself (its
+    `grade`: answers, reports, tool calls, a judged type; not those its family grades, unit
+    tests and a world's final state), in task id order: every one, or the first of each
+    family."""
     done = {
         r["item_id"]
         for r in lake.rows("SELECT item_id FROM status WHERE stage = 'verify' AND status = 'done'")
     }
     tasks = sorted((t for t in lake.records("tasks") if t.task_id in done), key=lambda t: t.task_id)
-    graded = [t for t in tasks if isinstance(t.verifier, GRADED)]
+    graded = [t for t in tasks if verifier_type(t.verifier).grade is not None]
     if every_task:
         return graded
     firsts: dict[str, Task] = {}
