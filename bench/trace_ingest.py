@@ -4,8 +4,8 @@ The sample traces (`data/samples/traces`) are repeated `--copies` times into one
 JSONL file, each copy made distinct, and each phase runs over the whole file:
 
 - **parse**: `json.loads` of every line (the baseline: nothing cheaper reads a trace);
-- **read**: the format readers into conversations (`data.trace_formats`);
-- **scrub**: reading plus scrubbing into trace records (`data.trace_ingest.scrubbed_trace`);
+- **read**: the format readers into conversations (`data.traces.formats`);
+- **scrub**: reading plus scrubbing into trace records (`data.traces.ingest.scrubbed_trace`);
 - **ingest**: the whole `foundry ingest traces` step (read, scrub, embed the request, write the
   lake shard and statuses), in a fresh temporary lake.
 
@@ -27,12 +27,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from data.config import TracesConfig  # noqa: E402
-from data.embeddings import embed  # noqa: E402
 from data.lake import Lake  # noqa: E402
+from data.llm import embed  # noqa: E402
 from data.scrub import Scrubber  # noqa: E402
-from data.trace_conversation import Conversation  # noqa: E402
-from data.trace_formats import read_file  # noqa: E402
-from data.trace_ingest import ingest_traces, scrubbed_trace  # noqa: E402
+from data.traces import (  # noqa: E402
+    Conversation,  # noqa: E402
+    ingest_traces,
+    read_file,  # noqa: E402
+    scrubbed_trace,
+)
 
 SAMPLE = ROOT / "data" / "samples" / "traces" / "support-chat.jsonl"
 

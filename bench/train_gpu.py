@@ -1,7 +1,7 @@
 """GPU trainer stage: GRPO steps per second of `harnesses.trainer.train_grpo` on one GPU.
 
 It trains the policy (default: the embedded SmolLM2-135M-Instruct, dequantised from its GGUF by
-`data.policy.policy_path`; or any model folder with `--policy`) on a taskset's `trl` projection
+`data.llm.policy.policy_path`; or any model folder with `--policy`) on a taskset's `trl` projection
 with `judges.verifier_types.trainer_rewards.verifier_reward` as the reward (verifier types
 `exact_or_f1` and `tool_calls`), as `flows/train.py` wires it but without Prefect, under
 `harnesses.trainer.gpu_settings(steps)`: bf16, 8 completions per step in groups of 8, up to 256
@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from data.policy import EMBEDDED, policy_path  # noqa: E402
-from data.splits import TRAIN, split_file  # noqa: E402
+from data.export import TRAIN, split_file  # noqa: E402
+from data.llm import EMBEDDED, policy_path  # noqa: E402
 from harnesses.trainer import (  # noqa: E402
     RewardFunction,
     TrainSettings,

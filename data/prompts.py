@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from data.records import TraceMessage
+from data.lake import TraceMessage
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Keyed, so the UI keeps each key's history across runs: the funnel (per stage: items in, done,
 rejected and failed, with reasons), the exported taskset's difficulty histogram and judge
 agreement, LLM calls, tokens and cost per role for this run, the export itself, and what
-changed since the version before it (`data.version_diff`).
+changed since the version before it (`data.review.version_diff`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from typing import Any
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from data.costs import Cost
-from data.dataset_card import histogram_lines, judge_text
-from data.funnel import usage_by_role
-from data.taskset_versions import previous_version
-from data.version_diff import diff_versions, format_diff
+from data.export import histogram_lines, judge_text, previous_version
+from data.lake import usage_by_role
+from data.review import diff_versions, format_diff
 from families.stage import StageContext
 
 KEYS = (

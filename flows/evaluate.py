@@ -18,8 +18,8 @@ from typing import Any
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from data.served_policy import Policy, parse_policy, serving, with_policy
-from data.taskset_versions import taskset_version
+from data.export import taskset_version
+from data.llm import Policy, parse_policy, serving, with_policy
 from families.stage import StageContext
 from flows.pipeline import run_llm_stages, stage_context
 from flows.stages import evaluation, evaluation_stage_name
@@ -95,7 +95,7 @@ def as_solver(ctx: StageContext, policy: Policy) -> Iterator[Policy]:
     this lasts."""
     configured = ctx.config
     with serving(policy, configured.home / "cache", configured.home / "logs") as ready:
-        ctx.config = with_policy(configured, ready)
+        ctx.config = configured.model_copy(update={"roles": with_policy(configured.roles, ready)})
         try:
             yield ready
         finally:

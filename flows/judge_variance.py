@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from data.endpoints import Endpoint
-from data.records import (
+from data.lake import (
     Task,
     VerdictRerun,
 )
+from data.llm import Endpoint
+from families.documents import evidence_passages
 from families.stage import (
     StageContext,
+    load_tasks,
 )
-from flows.stages import load_tasks_with_passages
 from judges import answerability
 from judges.variance import reask
 
@@ -34,8 +35,9 @@ def variance_sample(ctx: StageContext, tasks: int) -> VarianceSample:
     )
     original = {(r["task_id"], r["judge"]): r["decision"] for r in rows}
     sample = sorted({task_id for task_id, _ in original})[:tasks]  # ids are hashes: unbiased
-    loaded = load_tasks_with_passages(ctx, sample)
-    return VarianceSample([(v.task, v.passage) for v in loaded.values() if v.passage], original)
+    loaded = load_tasks(ctx, sample)
+    passages = evidence_passages(ctx, loaded.values())
+    return VarianceSample([(t, passages[i]) for i, t in loaded.items() if passages[i]], original)
 
 
 def measure_variance(

@@ -34,10 +34,8 @@ from prefect import flow
 from prefect.deployments import run_deployment
 
 from data.config import load_config
-from data.lake import Lake
-from data.loop_rounds import loop_rows
-from data.records import LoopRound, ProxyCall, content_id, utcnow
-from data.served_policy import EMBEDDED, Policy, parse_policy
+from data.lake import Lake, LoopRound, ProxyCall, content_id, loop_rows, utcnow
+from data.llm import EMBEDDED, Policy, parse_policy
 from families.stage import StageContext
 from flows.evaluate import as_solver, evaluate_flow
 from flows.pipeline import export_task, run_llm_stages, stage_context

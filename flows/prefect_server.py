@@ -24,7 +24,7 @@ from contextlib import contextmanager
 import prefect
 from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-from data.embedded import die_with_parent, free_port, stop_process
+from data.llm import die_with_parent, free_port, stop_process
 
 STARTUP_TIMEOUT_S = 60.0
 PORT_ATTEMPTS = 3

@@ -21,8 +21,8 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from prefect.states import Cancelled, State
 
-from data.taskset_versions import approve_version, previous_version, reject_version
-from data.version_diff import diff_versions, format_diff
+from data.export import approve_version, previous_version, reject_version
+from data.review import diff_versions, format_diff
 
 POLL_S = 5  # how often the paused flow asks whether it was resumed
 

@@ -12,8 +12,7 @@ import logging
 from prefect.exceptions import TerminationSignal
 
 from data.config import ConfigError
-from data.embedded import EmbeddedModelError
-from data.model_servers import EndpointError
+from data.llm import EmbeddedModelError, EndpointError
 from data.runtime import interrupt
 from data.runtime.interrupt import Interrupted
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.records import Direction, Lineage
+from data.lake import Direction, Lineage
 from generators.knobs import Ladder, Level
 
 

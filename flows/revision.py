@@ -4,7 +4,7 @@ into tasks.
 - An edit: the edited task is written (its id is the one the decision recorded), to be
   verified, calibrated and reviewed like any other before an export can carry it.
 - A rejection: the task gets a rubric item saying what was wrong
-  (`data.curation.rejection_rubric`), and a new task from the same source at the same level
+  (`data.lake.curation.rejection_rubric`), and a new task from the same source at the same level
   replaces it, as `foundry loop` replaces what a policy failed: its lineage names the
   rejection (`review`: the task, the reason, the reviewer's note) the way a steered task names
   the failure it targets.
@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.curation import LATEST_SQL, edited_task, rejection_rubric
+from data.lake import LATEST_SQL, Decision, ReviewRef, edited_task, rejection_rubric
 from data.llm import LLMClient
-from data.records import Decision, ReviewRef
 from families import family_of
 from families.stage import LLMStage, Outcome, StageContext, pending_items
 from flows.review_stages import EDITED, REPLACED, ToRepair, load_repair_material

@@ -1,13 +1,12 @@
 """`foundry run --plan`: a run's units of work, counted from its sources and the lake, and the
-estimate `data.plan` makes of them for every stage of the pipeline's registry (no model is
+estimate `data.plan.estimate` makes of them for every stage of the pipeline's registry (no model is
 called, nothing is written to the lake)."""
 
 from __future__ import annotations
 
 from data.config import FoundryConfig
 from data.lake import Lake
-from data.plan import RunPlan, plan_run
-from data.plan_defaults import Work
+from data.plan import RunPlan, Work, plan_run
 from families.stage import StageContext
 from flows.stages import llm_stages, sandbox_stages
 from sources import REGISTERED as SOURCES

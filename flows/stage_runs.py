@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from data.endpoints import Endpoint
-from data.judge_controls import latest_controls
-from data.llm import CURRENT_ITEM, LLMClient
-from data.records import (
+from data.lake import (
     LLMCall,
     Record,
+    latest_controls,
 )
+from data.llm import CURRENT_ITEM, Endpoint, LLMClient
 from data.runtime import interrupt
 from data.runtime.errors import ReasonedError
 from data.runtime.interrupt import Interrupted

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from data.records import Attempt, Direction, Lineage, TargetRef
+from data.lake import Attempt, Direction, Lineage, TargetRef
 from flows.repair import Move, Stop, next_move
 from generators.knobs import Ladder, Level
 

@@ -17,14 +17,9 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from data.config import FoundryConfig, load_config
-from data.endpoints import Endpoint
+from data.export import TRAIN, project, search_turns, split_file, taskset_version
 from data.lake import Lake
-from data.llm import LLMClient
-from data.model_servers import resolve_endpoints
-from data.policy import EMBEDDED, policy_path
-from data.projections import project
-from data.splits import TRAIN, split_file
-from data.taskset_versions import search_turns, taskset_version
+from data.llm import EMBEDDED, Endpoint, LLMClient, policy_path, resolve_endpoints
 from families import family_of
 from families.stage import StageContext
 from harnesses.train_episodes import EpisodeRecorder

@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from data.lake import Direction, Lineage, Task, Workspace, content_id
 from data.prompts import load_prompt
-from data.records import Direction, Lineage, Task, Workspace, content_id
 from data.runtime.edits import file_diff
 from data.runtime.sandbox import Limits
 from data.runtime.test_run import TestRun

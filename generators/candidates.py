@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.records import Task
+from data.lake import Task
 
 
 @dataclass(frozen=True)

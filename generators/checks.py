@@ -6,7 +6,7 @@ import re
 import unicodedata
 from difflib import SequenceMatcher
 
-from data.spans import BOOLEANS, is_common
+from data.documents import BOOLEANS, is_common
 
 BLANK = "___"
 NEAR_MISS_RATIO = 0.85

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data.git import GitError, git
+from data.lake import Checkpoint, Lineage, Message, Task, UnitTestsSpec, Workspace
 from data.prompts import load_prompt
-from data.records import Checkpoint, Lineage, Message, Task, UnitTestsSpec, Workspace
+from data.repos import GitError, git
 from data.runtime.languages import of_path
 from generators.checks import CheckFailure
 

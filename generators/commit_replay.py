@@ -15,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.git import checkout, git
-from data.records import Commit, CommitReplay
+from data.lake import Commit, CommitReplay
+from data.repos import checkout, git
 from data.runtime.edits import apply_patch
 from data.runtime.python_env import EnvError
 from data.runtime.sandbox import Limits, Sandbox

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from data.config import CodeConfig
+from data.lake import Checkpoint, Commit, CommitReplay, Lineage, Task, Workspace
 from data.prompts import load_prompt
-from data.records import Checkpoint, Commit, CommitReplay, Lineage, Task, Workspace
 from data.runtime.edits import split_diff
 from generators.code_tasks import code_task, files_at, paths_at, statement_of
 from generators.replay_tasks import RepoOrigin, hunk_regions

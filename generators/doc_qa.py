@@ -3,8 +3,8 @@
 For each of a few focus sentences drawn by a seeded RNG from the chunk (the evidence, quoted
 from the chunk by construction):
 1. the generator model picks the answer among the sentence's most specific candidate spans
-   (dates, numbers, then names: `data.spans.ranked_candidates`, best first; the schema's `enum`
-   makes any other reply invalid);
+   (dates, numbers, then names: `data.documents.spans.ranked_candidates`, best first; the schema's
+   `enum` makes any other reply invalid);
 2. the question is written: by the model (`question`), as a fill-in-the-blank of the evidence
    (`cloze`), or by the model with the cloze as fallback when its question fails the checks
    (`auto`); the style used is a recorded difficulty knob (a cloze overlaps the source more);
@@ -26,11 +26,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from data.chunking import split_sentences
 from data.config import GenerateConfig
-from data.llm import LLMClient, LLMError
-from data.prompts import load_prompt
-from data.records import (
+from data.documents import answer_candidates, ranked_candidates, split_sentences
+from data.lake import (
     VERIFIER_SPEC,
     Chunk,
     Evidence,
@@ -40,7 +38,8 @@ from data.records import (
     Task,
     seed_for,
 )
-from data.spans import answer_candidates, ranked_candidates
+from data.llm import LLMClient, LLMError
+from data.prompts import load_prompt
 from generators.candidates import Candidate, Rejection
 from generators.checks import BLANK, CheckFailure, check_answer, check_question, contains
 from generators.knobs import Ladder, Level
@@ -139,7 +138,7 @@ async def generate(
     generic: frozenset[str] = frozenset(),
 ) -> list[Candidate | Rejection]:
     """Up to `candidates_per_chunk` candidate tasks from `chunk`, each a task or a rejection;
-    no answer is one of the corpus's `generic` words (`data.spans.generic_words`)."""
+    no answer is one of the corpus's `generic` words (`data.documents.spans.generic_words`)."""
     seed_text, _ = seed_for(GENERATOR, VERSION, chunk.chunk_id)
     sentences = focus_sentences(chunk.text, generic)
     if not sentences:

@@ -29,10 +29,10 @@ import re
 from dataclasses import dataclass
 
 from data.config import GenerateConfig
+from data.documents import MONTHS, answer_candidates
+from data.lake import Chunk, Direction, Evidence, SourceRef, Task, seed_for
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
-from data.records import Chunk, Direction, Evidence, SourceRef, Task, seed_for
-from data.spans import MONTHS, answer_candidates
 from generators.checks import (
     CheckFailure,
     check_hint,
@@ -72,7 +72,8 @@ class Neighbour:
 @dataclass(frozen=True)
 class Material:
     """What variants draw on besides the task: its source document's title, the text of its
-    evidence chunk, and the chunks nearest that chunk by embedding, nearest first."""
+    evidence chunk, and the chunks nearest that chunk by embedding, nearest first (the document
+    family loads it: `families.documents.materials`)."""
 
     title: str
     passage: str

@@ -34,9 +34,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from data.config import ReportsConfig
-from data.llm import LLMClient
-from data.prompts import load_prompt
-from data.records import (
+from data.documents import MONTHS, answer_candidates
+from data.lake import (
     Chunk,
     Direction,
     Evidence,
@@ -47,7 +46,8 @@ from data.records import (
     Task,
     seed_for,
 )
-from data.spans import MONTHS, answer_candidates
+from data.llm import LLMClient
+from data.prompts import load_prompt
 from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure, contains
 from generators.doc_qa import PASSAGE_PROMPT, focus_sentences

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from data.git import git
+from data.lake import Direction, Lineage, Task, Workspace, content_id
 from data.prompts import load_prompt
-from data.records import Direction, Lineage, Task, Workspace, content_id
+from data.repos import git
 from data.runtime.edits import file_diff
 from data.runtime.languages import Language, of_path
 from data.runtime.sandbox import Limits

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from data.javascript_syntax import FUNCTION_VALUES, javascript_tree
+from data.repos import FUNCTION_VALUES, javascript_tree
 from data.runtime.languages import JavaScript, TypeScript
 
 JAVASCRIPT_SUFFIXES = (*JavaScript.own_suffixes, *TypeScript.own_suffixes)  # tree-sitter's

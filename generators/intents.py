@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from data.lake import seed_for
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
-from data.records import seed_for
 
 LABEL_PROMPT = load_prompt(__file__, "intent_label")
 EXAMPLES = 5  # central requests shown to the labeller and kept with the cluster

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.records import Direction, Lineage, RepairStep, Task
+from data.lake import Direction, Lineage, RepairStep, Task
 
 KnobValue = int | str
 

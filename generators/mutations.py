@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from data.javascript_syntax import javascript_tree
-from data.records import content_id
+from data.lake import content_id
+from data.repos import javascript_tree
 from data.runtime.languages import JavaScript, of_path
 from generators.function_targets import JAVASCRIPT_SUFFIXES, Target, targets
 

@@ -16,13 +16,14 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from data.config import CodeConfig
+from data.lake import Commit, CommitReplay, Lineage, Task, Workspace, seed_for
 from data.llm import LLMClient, LLMError
 from data.prompts import load_prompt
-from data.records import Commit, CommitReplay, Lineage, Task, Workspace, seed_for
 from data.runtime.edits import split_diff
 from generators.checks import CheckFailure, check_no_leak
 from generators.code_tasks import code_task, files_at, show_files
 
+KIND = "commit_replay"  # the kind of the tasks it writes
 GENERATOR = "commit_replay"
 VERSION = "1"
 STATEMENT_PROMPT = load_prompt(__file__, "replay_statement")
@@ -82,7 +83,7 @@ async def replay_task(
     )
     tests = (replay.fail_to_pass, replay.pass_to_pass)
     return code_task(
-        "commit_replay",
+        KIND,
         statement,
         shown,
         replay.reference_patch,

@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from data.git import GitError, git
+from data.repos import GitError, git
 
 MAX_TESTS = 4
 

@@ -10,7 +10,7 @@
   results recorded in production form the task's environment, replayed to the solver; the
   verifier checks the solver's calls (names and key arguments) against the observed ones.
 
-The conversation is scrubbed already (`data.trace_ingest`); nothing here sees the original.
+The conversation is scrubbed already (`data.traces.ingest`); nothing here sees the original.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.llm import LLMClient
-from data.prompts import load_prompt, render_conversation
-from data.records import (
+from data.lake import (
     Lineage,
     Message,
     RecordedCall,
@@ -38,6 +36,8 @@ from data.records import (
     VerifierSpec,
     seed_for,
 )
+from data.llm import LLMClient
+from data.prompts import load_prompt, render_conversation
 from generators.checks import CheckFailure, loose
 from harnesses.tool_replay import attempt_text
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import jsonschema
 
-from data.records import ToolSpec
+from data.lake import ToolSpec
 from generators.checks import CheckFailure
 from generators.trace_world_sql import (
     POSITION,

@@ -9,7 +9,7 @@ import re
 from collections import Counter
 from typing import Any, Literal
 
-from data.records import ToolSpec
+from data.lake import ToolSpec
 from harnesses.observed_calls import (
     ObservedCall,
     json_kind,

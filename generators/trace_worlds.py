@@ -15,9 +15,9 @@ import json
 
 from pydantic import ValidationError
 
+from data.lake import ToolSpec, Trace, content_id, seed_for
 from data.llm import LLMClient, LLMError
 from data.prompts import chat_messages, load_prompt
-from data.records import ToolSpec, Trace, content_id, seed_for
 from generators.trace_tasks import recorded_calls
 from generators.trace_world_sql import (
     inferred_parameters,

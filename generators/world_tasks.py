@@ -24,9 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from data.config import WorldsConfig
-from data.llm import LLMClient
-from data.prompts import load_prompt
-from data.records import (
+from data.lake import (
     Direction,
     Lineage,
     Message,
@@ -37,6 +35,8 @@ from data.records import (
     WorldStateSpec,
     seed_for,
 )
+from data.llm import LLMClient
+from data.prompts import load_prompt
 from generators.candidates import Candidate, Rejection
 from generators.checks import CheckFailure, contains
 from generators.knobs import Ladder, Level, repaired

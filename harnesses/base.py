@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from data.llm import LLMClient
-from data.llm_replies import Reply
-from data.records import Task
+from data.lake import Task
+from data.llm import LLMClient, Reply
 
 
 class Harness(Protocol):

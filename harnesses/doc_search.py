@@ -16,10 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.llm import LLMClient, settle
-from data.llm_replies import Reply
+from data.lake import Task
+from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
-from data.records import Task
 from data.runtime.corpus_index import HARNESS, CorpusIndex
 from harnesses.episode import Episode
 

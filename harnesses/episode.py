@@ -12,9 +12,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from data.llm import LLMClient
-from data.llm_replies import Reply
-from data.records import Usage
+from data.lake import Usage
+from data.llm import LLMClient, Reply
 
 TURN_SEED_STRIDE = 1_000_003  # keeps every (attempt, turn) seed distinct
 A = TypeVar("A", bound=BaseModel)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from data.records import ToolSpec
+from data.lake import ToolSpec
 
 ERROR_TEXT = re.compile(r"\b(not found|no such|error|invalid)\b", re.IGNORECASE)
 

@@ -34,8 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from data.lake import Lake
-from data.records import ProxyCall, utcnow
+from data.lake import Lake, ProxyCall, utcnow
 from data.scrub import Scrubber
 from harnesses.proxy_records import CallRecorder, StreamAssembler
 

@@ -11,8 +11,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.lake import Lake
-from data.records import ProxyCall, content_id
+from data.lake import Lake, ProxyCall, content_id
 from data.scrub import Scrubber
 
 REMEMBERED_CALLS = 100_000  # recent calls whose retries are still matched up

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.llm import LLMClient
-from data.llm_replies import Reply
-from data.records import Task
+from data.lake import Task
+from data.llm import LLMClient, Reply
 
 CLOSED_BOOK = "closed_book"
 OPEN_BOOK = "open_book"

@@ -19,10 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from data.llm import LLMClient, settle
-from data.llm_replies import Reply
+from data.lake import Task, ToolCall, ToolEnvironment
+from data.llm import LLMClient, Reply, settle
 from data.prompts import load_prompt
-from data.records import Task, ToolCall, ToolEnvironment
 from data.runtime import replay_runtime
 from data.runtime.replay_runtime import EXTRA_TURNS, NO_RESULT, same_value
 from harnesses.episode import Episode

@@ -31,8 +31,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from data.environments import SEARCH_INSTRUCTION, environment_of  # as the package shows it
-from data.records import ToolCall, ToolEnvironment, WorldSetup
+from data.export import SEARCH_INSTRUCTION, environment_of  # as the package shows it
+from data.lake import ToolCall, ToolEnvironment, WorldSetup
 from data.runtime.corpus_index import CORPUS_FILE, CorpusIndex
 from data.runtime.world_runtime import World, WorldSpec
 from harnesses.tool_replay import EXTRA_TURNS, replay
@@ -252,7 +252,7 @@ class Training:
     gold_calls: Callable[[Row], Calls | None] = _spec_calls
 
 
-# by the name of the exported environment (`data.environments`) whose rows train this way
+# by the name of the exported environment (`data.export.environments`) whose rows train this way
 TRAINING: dict[str, Training] = {
     "world": Training("world", named=lambda row: f"world:{_world_id(row)}", factory=_world_factory),
     "replay": Training(
@@ -293,7 +293,7 @@ class Environments:
 
 def environments_for(rows: Iterable[dict[str, Any]], version: Path, max_calls: int) -> Environments:
     """The environment of each trainer row of taskset `version`: the training side of the
-    row's exported environment (`data.environments.environment_of`), or the reason it is left
+    row's exported environment (`data.export.environments.environment_of`), or the reason it is left
     out. `max_calls` bounds a doc-search episode, as the calibration's `max_turns` did."""
     found = Environments()
     for row in rows:

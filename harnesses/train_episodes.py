@@ -14,8 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from data.lake import Lake
-from data.records import ProxyCall, content_id, utcnow
+from data.lake import Lake, ProxyCall, content_id, utcnow
 from harnesses.proxy_records import CallRecorder
 from harnesses.train_environments import tool_schemas
 

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from data.export import EVAL, HELD_OUT, TRAIN
 from data.rewarded import Rewarded
-from data.splits import EVAL, HELD_OUT, TRAIN
 from harnesses.train_environments import Environments, environments_for, tools_of
 from harnesses.train_episodes import EpisodeRecorder
 from harnesses.warm_start import WarmStart, warm_start, warm_start_rows
@@ -259,7 +259,7 @@ def train_grpo(
     audit: Callable[[list[Rewarded]], dict[str, Any]] | None = None,
     audit_sample: int = 8,
 ) -> TrainResult:
-    """Train `policy` (a model folder or hub id, `data.policy.policy_path`) with GRPO on the
+    """Train `policy` (a model folder or hub id, `data.llm.policy.policy_path`) with GRPO on the
     `trl` projection rows of `dataset` (a `datasets` Dataset) of taskset `version` that
     `rewards` can score, each in its environment (a doc-search episode makes at most
     `search_calls` calls); with `save`, the trained model goes to `output_dir/model`; with a

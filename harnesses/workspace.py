@@ -7,8 +7,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from data.git import checkout
-from data.records import Workspace
+from data.lake import Workspace
+from data.repos import checkout
 from data.runtime.edits import Edits, apply_edits, apply_patch
 from data.runtime.languages import is_any_test_file, project_files
 from data.runtime.sandbox import Limits, Sandbox

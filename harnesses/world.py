@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from data.records import Task
+from data.lake import Task
 from data.runtime.world_runtime import (
     CALL_TIMEOUT_S,
     IDENTIFIER,

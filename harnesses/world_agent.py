@@ -27,11 +27,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from data.config import WorldProtocol
-from data.endpoints import Endpoint
-from data.llm import LLMClient, settle
-from data.llm_replies import Reply, ToolCallRequest
+from data.lake import Task, ToolCall, Usage
+from data.llm import Endpoint, LLMClient, Reply, ToolCallRequest, settle
 from data.prompts import load_prompt
-from data.records import Task, ToolCall, Usage
 from harnesses.episode import TURN_SEED_STRIDE, Episode
 from harnesses.tool_replay import attempt_text
 from harnesses.world import Snapshot, World, WorldSpec, world_spec

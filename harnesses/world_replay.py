@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from data.records import Task, ToolCall
+from data.lake import Task, ToolCall
 from data.runtime.world_runtime import IDLE_WORLDS, Call, Replay, replay, replay_each, state_diff
 
 __all__ = [

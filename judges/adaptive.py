@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from data.records import Band
+from data.lake import Band
 from judges.passrate import band
 
 LABELS: tuple[Band, ...] = ("too_hard", "in_band", "too_easy")

@@ -6,8 +6,7 @@ from collections import Counter
 from itertools import combinations
 from typing import Any
 
-from data.judge_controls import AGREEMENT_SQL, latest_controls
-from data.lake import Lake
+from data.lake import AGREEMENT_SQL, Lake, latest_controls
 
 
 def cohen_kappa(a: list[str], b: list[str]) -> float | None:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from data.config import VerifyConfig
+from data.lake import Consensus, Task, Usage, Verdict, content_id
 from data.llm import LLMClient, LLMError
 from data.prompts import Prompt, load_prompt
-from data.records import Consensus, Task, Usage, Verdict, content_id
 from judges.consensus import Predicate, majority, rule_from
 from judges.panel import Held, below_bar, consensus_record
 from judges.verifier_types import grade

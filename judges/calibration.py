@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from data.config import CalibrateConfig
+from data.lake import Attempt, Difficulty, Task, content_id, seed_for
 from data.llm import LLMClient, settle
-from data.records import Attempt, Difficulty, Task, content_id, seed_for
 from data.runtime.errors import ReasonedError
 from harnesses.base import Harness
 from judges.adaptive import (

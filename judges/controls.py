@@ -28,13 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from data.chunking import split_sentences
-from data.endpoints import Endpoint
-from data.llm import LLMClient, LLMError
+from data.documents import answer_candidates, split_sentences
+from data.lake import JudgeControl, content_id, utcnow
+from data.llm import Endpoint, LLMClient, LLMError
 from data.prompts import load_prompt
-from data.records import JudgeControl, content_id, utcnow
 from data.runtime.answer_match import match
-from data.spans import answer_candidates
 from judges.answerability import MAX_ANSWER_TOKENS, OPEN_BOOK
 
 CHECK = load_prompt(__file__, "control_check")

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from data.lake import Task
 from data.llm import LLMClient
 from data.prompts import chat_messages, escape, load_prompt
-from data.records import Task
 from data.runtime.answer_match import refusal
 from judges.consensus import decide, majority
 from judges.injection import injection

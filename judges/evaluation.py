@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.lake import Lake
-from data.records import Evaluation, content_id, utcnow
-from data.taskset_versions import read_tasks
+from data.export import read_tasks
+from data.lake import Evaluation, Lake, content_id, utcnow
 from judges.passrate import wilson_interval
 
 BOOTSTRAP_RESAMPLES = 10_000

@@ -34,9 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
-from data.llm import LLMClient, LLMError, settle
-from data.prompts import Prompt, chat_messages, escape, load_prompt
-from data.records import (
+from data.lake import (
     Attempt,
     HackPattern,
     HackVerdict,
@@ -48,6 +46,8 @@ from data.records import (
     VerifierSpec,
     content_id,
 )
+from data.llm import LLMClient, LLMError, settle
+from data.prompts import Prompt, chat_messages, escape, load_prompt
 from judges import rubrics
 from judges.consensus import decide, majority
 from judges.panel import deciding_roles

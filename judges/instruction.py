@@ -19,9 +19,9 @@ import json
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from data.config import VerifyConfig
+from data.lake import Consensus, Task, Verdict
 from data.llm import LLMClient
 from data.prompts import chat_messages, escape, load_prompt
-from data.records import Consensus, Task, Verdict
 from harnesses.world import world_spec
 from judges.consensus import rule_from
 from judges.injection import injection

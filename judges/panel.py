@@ -17,8 +17,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from data.lake import Consensus, Usage, Verdict, content_id
 from data.llm import LLMClient, LLMError
-from data.records import Consensus, Usage, Verdict, content_id
 from data.runtime.errors import NoVerdict, ReasonedError
 from judges.consensus import Predicate, decide
 

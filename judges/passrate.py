@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from data.records import POOL_CEILINGS, Band, Pool
+from data.lake import POOL_CEILINGS, Band, Pool
 
 
 def wilson_interval(passes: int, n: int, confidence: float) -> tuple[float, float]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from data.lake import Attempt, HackVerdict, Review, RubricItem, Task
 from data.llm import LLMClient, LLMError
-from data.records import Attempt, HackVerdict, Review, RubricItem, Task
 from judges import hacks
 from judges.panel import Held
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from data.records import (
+from data.lake import (
     VERIFIER_SPEC,
     AnswerSpec,
     Attempt,

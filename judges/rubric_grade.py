@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
 
+from data.lake import Message, Task
 from data.llm import LLMClient, LLMError
 from data.prompts import chat_messages, escape, load_prompt
-from data.records import Message, Task
 from judges.consensus import Tally, decide, majority
 from judges.injection import injection
 from judges.panel import JudgeUndecided, deciding_roles, panel_votes

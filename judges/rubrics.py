@@ -20,9 +20,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from data.lake import Attempt, RubricItem, Task, content_id
 from data.llm import LLMClient
 from data.prompts import chat_messages, escape, load_prompt
-from data.records import Attempt, RubricItem, Task, content_id
 from data.runtime.answer_match import normalize_answer
 from judges.injection import injection
 from judges.panel import deciding_roles

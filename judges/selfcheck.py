@@ -4,8 +4,8 @@ calls). A task that fails never leaves the lake."""
 
 from __future__ import annotations
 
+from data.lake import Task
 from data.llm import LLMClient
-from data.records import Task
 from judges.verifier_types import grade, verifier_type
 
 

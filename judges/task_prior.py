@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from data.records import Task
+from data.lake import Task
 from judges.adaptive import GRID, Prior
 
 CATEGORIES = ("kind", "level", "environment")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data.records import Task, ToolCall, ToolCallsSpec
+from data.lake import Task, ToolCall, ToolCallsSpec
 from data.runtime.replay_runtime import grade_calls
 from harnesses.world_replay import as_calls
 from judges.score import Score

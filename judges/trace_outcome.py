@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from data.lake import Consensus, Trace, Verdict
 from data.llm import LLMClient
 from data.prompts import chat_messages, escape, load_prompt, render_conversation
-from data.records import Consensus, Trace, Verdict
 from judges.consensus import majority
 from judges.injection import injection
 from judges.panel import panel_records, panel_votes, refused_votes

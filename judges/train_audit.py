@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from data.lake import VERIFIER_SPEC, Attempt, Task, Usage, content_id
 from data.llm import LLMClient, LLMError
-from data.records import VERIFIER_SPEC, Attempt, Task, Usage, content_id
 from data.rewarded import Rewarded
 from judges import hacks, world_state
 from judges.rewards import completion_text, trainer_task

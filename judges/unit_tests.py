@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from data.records import Gate, GateName, Task, content_id
+from data.lake import Gate, GateName, Task, content_id
 from data.runtime import code_grading
 from data.runtime.call_replay import ReplayError
 from data.runtime.code_grading import Graded

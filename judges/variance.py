@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from data.endpoints import Endpoint
-from data.llm import LLMClient, settle
-from data.llm_cache import ResponseCache
-from data.records import LLMCall, Task, VerdictRerun, content_id
+from data.lake import LLMCall, Task, VerdictRerun, content_id
+from data.llm import Endpoint, LLMClient, ResponseCache, settle
 from judges.answerability import open_book_verdicts
 
 

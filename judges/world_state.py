@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data.records import Task
+from data.lake import Task
 from data.runtime.errors import NoVerdict
 from data.runtime.world_grading import grade_calls
 from data.runtime.world_runtime import conversation_attempt

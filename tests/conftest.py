@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 
 from data.config import FoundryConfig
-from data.export import export_taskset
+from data.export import export_taskset, formats, project, read_tasks
 from data.lake import Lake
-from data.projections import formats, project
 from data.runtime.python_env import ENV_CACHE_VARIABLE
-from data.taskset_versions import read_tasks
 from families import export_kinds
 from families.stage import LLMStage, StageContext
 from flows.stage_runs import one_at_a_time, run_llm_batch, run_stages, solver_through_proxy

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from data.embedded import free_port
+from data.llm import free_port
 
 BIN = Path(sys.executable).parent
 

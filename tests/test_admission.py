@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from data.gates import GATE_ORDER
-from data.git import checkout, git
-from data.repos import ingest_repo
+from data.lake import GATE_ORDER
+from data.repos import checkout, git, ingest_repo
 from data.runtime import test_runners
 from data.runtime.code_grading import edits_of
 from data.runtime.python_env import INSTALLER, copies_in, site_packages

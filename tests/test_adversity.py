@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from data.lake import Lake
-from data.records import content_id
-from data.sample_repo import build_sample_repo
+from data.lake import Lake, content_id
+from data.repos import build_sample_repo
 from tests.conftest import SAMPLE_DOCS, SMALL_RUN_CONFIG, run_outcome
 from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer
 from tests.fakes.oracle import Oracle

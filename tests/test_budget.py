@@ -3,10 +3,9 @@ finished tasks, and the next run finishes the same taskset a run without a budge
 
 from __future__ import annotations
 
-from data.budget import Budget
-from data.export import export_taskset
-from data.funnel import funnel
-from data.taskset_versions import read_tasks
+from data.costs import Budget
+from data.export import export_taskset, read_tasks
+from data.lake import funnel
 from families import export_kinds
 from flows.cli import main
 from sources import groupings

@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from data.export import export_taskset
-from data.git import git
-from data.repos import ingest_repo
-from data.taskset_versions import read_tasks
+from data.export import export_taskset, read_tasks
+from data.repos import git, ingest_repo
 from families import export_kinds, family_of
 from families.bug_injection import inject_bugs, pending_injections
 from families.code import repo_of
@@ -219,7 +217,8 @@ def test_a_sibling_is_another_bug_in_the_same_function(bug_run):
         if t.kind == KIND and t.lineage.knobs["function"].endswith("::is_listed")
     )  # it has three plain mutation sites
     family = family_of(KIND)
-    sibling = asyncio.run(family.sibling(task, None, None, ctx))
+    checkout = family.load_for_variants(ctx, [task])[task.task_id]
+    sibling = asyncio.run(family.sibling(task, checkout, None, ctx))
     assert sibling.lineage.knobs["function"] == task.lineage.knobs["function"]
     assert sibling.lineage.knobs["mutation"] != task.lineage.knobs["mutation"]
     assert sibling.task_id != task.task_id

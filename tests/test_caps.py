@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from data.config import FoundryConfig, GenerateConfig, ReportsConfig, WorldsConfig
-from data.git import git
-from data.records import Task
+from data.lake import Task
+from data.repos import build_sample_repo, git
 from data.runtime.sandbox import Limits
-from data.sample_repo import build_sample_repo
 from families import family_of
 from families.bug_injection import inject_bugs
 from families.code_stages import DESCRIBE, SEQUENCE, replay_commits

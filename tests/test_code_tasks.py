@@ -13,19 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from data.export import export_taskset
-from data.funnel import format_funnel, funnel
-from data.git import checkout, git
-from data.projections import canonical_rows, formats, project
-from data.projections.prime_rl import write_rl_toml
-from data.records import Task, Workspace
-from data.repos import ingest_repo
+from data.export import (
+    canonical_rows,
+    export_taskset,
+    formats,
+    project,
+    read_tasks,
+    taskset_id,
+    write_rl_toml,
+)
+from data.lake import Task, Workspace, format_funnel, funnel
+from data.repos import build_sample_repo, checkout, git, ingest_repo
 from data.runtime import sandbox
 from data.runtime.edits import file_diff, parse_edits
 from data.runtime.workspace_bundle import bundle_name, unpack
-from data.sample_repo import build_sample_repo
-from data.taskset_versions import read_tasks
-from data.verifiers_package import taskset_id
 from families import export_kinds, family_of
 from families.code import CodeFamily, repo_of
 from families.code_stages import replay_commits

@@ -7,14 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from data.funnel import format_funnel, funnel
-from data.git import git
-from data.lake import Lake
-from data.records import CommitReplay
-from data.repos import ingest_repo
+from data.lake import CommitReplay, Lake, format_funnel, funnel
+from data.repos import build_sample_repo, git, ingest_repo
 from data.runtime.python_env import requirements_of
 from data.runtime.sandbox import Limits
-from data.sample_repo import build_sample_repo
 from families.code_stages import pending_replays, replay_commits
 from families.function_rebuild import rebuild_functions
 from generators.commit_replay import Unusable, analyse

@@ -10,17 +10,22 @@ from dataclasses import replace
 
 import pytest
 
-from data import prices
-from data.budget import Budget
 from data.config import FoundryConfig, ModelPrice
-from data.cost_breakdown import cost_breakdown, format_breakdown
-from data.costs import Cost
-from data.endpoints import Endpoint, priced, role_prices
+from data.costs import (
+    Budget,
+    Cost,
+    format_ledger,
+    is_local,
+    ledger_summary,
+    price_of,
+    prices,
+    shipped_price,
+    shipped_prices,
+)
 from data.export import export_taskset
-from data.funnel import format_funnel, funnel
-from data.ledger import format_ledger, ledger_summary
-from data.prices import is_local, price_of, shipped_price, shipped_prices
-from data.report import render_report
+from data.lake import cost_breakdown, format_breakdown, format_funnel, funnel
+from data.llm import Endpoint, priced, role_prices
+from data.review import render_report
 from families import export_kinds, stage_kinds
 from flows.cli import main
 from sources import groupings
@@ -182,7 +187,7 @@ def test_stats_and_the_manifest_show_unknown_costs_as_unknown(unpriced_lake):
 
 def test_the_report_page_says_unknown(unpriced_lake):
     ctx, version = unpriced_lake
-    html = render_report(ctx.lake, version, ctx.config).html
+    html = render_report(ctx.lake, version, ctx.config, made_by=stage_kinds()).html
     solver_row = re.search(r"<tr><td>solver</td>(<td[^>]*>[^<]*</td>)+</tr>", html).group(0)
     assert solver_row.endswith(">unknown (no price for fake-model)</td></tr>")
     assert "All runs: at least $" in html
@@ -190,7 +195,7 @@ def test_the_report_page_says_unknown(unpriced_lake):
 
 
 def test_the_ledger_summary_keeps_unknown_costs_unknown(tmp_path):
-    from data.ledger import ledger_path, record_sent, record_settled
+    from data.costs import ledger_path, record_sent, record_settled
 
     path = ledger_path(tmp_path, "r1")
     path.parent.mkdir(parents=True)

@@ -8,7 +8,7 @@ import json
 import pyarrow.parquet as pq
 
 from data.export import export_taskset
-from data.records import Evidence
+from data.lake import Evidence
 from data.runtime.corpus_index import CorpusIndex
 from families import export_kinds
 from harnesses.doc_search import DocSearch

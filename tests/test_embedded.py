@@ -21,9 +21,13 @@ import pytest
 from pydantic import BaseModel
 
 from data.config import FoundryConfig
-from data.embedded import EMBEDDED_MODEL_ALIAS, embedded_server, locate_gguf
-from data.llm import LLMClient
-from data.model_servers import resolve_endpoints
+from data.llm import (
+    EMBEDDED_MODEL_ALIAS,
+    LLMClient,
+    embedded_server,
+    locate_gguf,
+    resolve_endpoints,
+)
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, make_context, run_llm_stages
 from tests.fakes.fault_proxy import FaultProxy
@@ -95,7 +99,7 @@ def test_server_answers_chat_and_structured_output_then_stops():
             assert server_pids(None) == server_pids(port)  # no second server was started
 
         async def ask():
-            from data.endpoints import Endpoint
+            from data.llm import Endpoint
 
             endpoint = Endpoint(
                 role="generator",
@@ -172,7 +176,7 @@ def test_interrupt_stops_the_server():
 def test_server_dies_with_a_killed_parent(tmp_path):
     script = (
         "import sys, time\n"
-        "from data.embedded import embedded_server\n"
+        "from data.llm.embedded import embedded_server\n"
         "with embedded_server(n_threads=1) as url:\n"
         "    print(url, flush=True)\n"
         "    time.sleep(600)\n"

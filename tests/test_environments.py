@@ -1,5 +1,5 @@
-"""The environment registry (`data/environments.py`): each taskset row has one environment, the
-first that claims it, and the exported package's tool server offers a toolset for each."""
+"""The environment registry (`data/export/environments.py`): each taskset row has one environment,
+the first that claims it, and the exported package's tool server offers a toolset for each."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import ast
 import json
 from pathlib import Path
 
-from data import environments
-from data.environments import REGISTERED, environment_of
+from data.export import environments, package_row
+from data.export.environments import REGISTERED, environment_of
 from data.runtime.replay_runtime import EXTRA_TURNS
-from data.verifiers_package import package_row
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,7 +21,7 @@ def row(harness: str = "closed_book", **columns: object) -> dict:
 
 
 def the_packages_toolsets() -> set[str]:
-    source = ROOT / "data" / "taskset_package" / "tools.py"
+    source = ROOT / "data" / "export" / "taskset_package" / "tools.py"
     for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "TOOLSETS":
             return {key.value for key in node.value.keys}

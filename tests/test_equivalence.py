@@ -4,9 +4,9 @@ import re
 
 import pytest
 
+from data.lake import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec
 from data.llm import LLMError
 from data.prompts import escape
-from data.records import ExactOrF1Spec, LLMEquivalenceSpec, RubricSpec
 from judges.equivalence import messages_for
 from judges.verifier_types import grade
 from tests.fakes.oracle import Oracle

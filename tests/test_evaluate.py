@@ -12,11 +12,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from data.export import last_user_message, read_tasks
 from data.lake import Lake
-from data.projections import last_user_message
+from data.llm import EMBEDDED, parse_policy, served_folder, weights_hash
 from data.runtime.answer_match import token_f1
-from data.served_policy import EMBEDDED, parse_policy, served_folder, weights_hash
-from data.taskset_versions import read_tasks
 from flows.cli import main
 from flows.evaluate import ARTIFACT_KEY, evaluate_flow
 from generators.doc_qa_variants import HINT_MARK
@@ -244,7 +243,7 @@ def test_a_model_folder_is_served_for_its_evaluation(evaluated_home, capsys):
     """The embedded model's weights as a float model folder (what `foundry train` starts
     from), served by `transformers serve` for the evaluation of two tasks: structure, not
     content."""
-    from data.policy import policy_path
+    from data.llm import policy_path
 
     home, version, split, _, _ = evaluated_home
     folder = policy_path(EMBEDDED, home / "cache" / "policy")

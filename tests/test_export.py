@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from data import export
 from data.export import export_taskset
+from data.export import taskset as export
 from data.lake import Lake
 from families import export_kinds
 from sources import groupings
@@ -68,8 +68,8 @@ def test_rows_stream_into_parts_in_order_and_a_same_export_writes_nothing(tmp_pa
 EXPORT_PEAK_SCRIPT = """
 import json, sys, tracemalloc
 from pathlib import Path
-from data import export
-from data.lake import Lake
+from data.export import taskset as export
+from data.lake.store import Lake
 from families import export_kinds
 from sources import groupings
 from tests.fakes.synthetic_lake import write_calibrated_tasks

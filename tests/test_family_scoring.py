@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from data.export import export_taskset
-from data.git import git
-from data.projections import canonical_rows, trl_row
-from data.repos import ingest_repo
-from data.sample_repo import build_sample_repo
-from data.trace_ingest import ingest_traces
+from data.export import canonical_rows, export_taskset, trl_row
+from data.repos import build_sample_repo, git, ingest_repo
+from data.traces import ingest_traces
 from families import REGISTERED, export_kinds
 from families.bug_injection import inject_bugs
 from families.code_stages import replay_commits

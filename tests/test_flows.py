@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from data.taskset_versions import read_tasks
+from data.export import read_tasks
 from flows.artifacts import KEYS
 from flows.cli import main
 from tests.conftest import SAMPLE_DOCS, latest_artifacts

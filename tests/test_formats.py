@@ -9,8 +9,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from data.documents import Document, ReadLimits, read_document
 from data.lake import Lake
-from data.readers import Document, ReadLimits, read_document
 from flows.cli import main
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

@@ -1,12 +1,10 @@
-"""The code admission gates as `foundry stats` and the report show them (`data.gates`), from
+"""The code admission gates as `foundry stats` and the report show them (`data.lake.gates`), from
 the `gates` records the verify stage writes (the gates themselves: tests/test_admission.py)."""
 
 from __future__ import annotations
 
-from data.gates import format_gates, gate_lines, gate_rows, version_gates
-from data.lake import Lake
-from data.records import Gate
-from data.report import render_report
+from data.lake import Gate, Lake, format_gates, gate_lines, gate_rows, version_gates
+from data.review import render_report
 
 
 def gate(task: str, name: str, passed: bool, share: float | None = None) -> Gate:

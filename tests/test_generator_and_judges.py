@@ -5,9 +5,9 @@ import re
 import pytest
 
 from data.config import GenerateConfig, VerifyConfig
+from data.documents import answer_candidates, generic_words, ranked_candidates
+from data.lake import Chunk, ExactOrF1Spec
 from data.llm import LLMError
-from data.records import Chunk, ExactOrF1Spec
-from data.spans import answer_candidates, generic_words, ranked_candidates
 from generators import doc_qa, doc_qa_variants
 from generators.checks import CheckFailure, check_answer, check_question
 from judges import answerability

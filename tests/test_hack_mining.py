@@ -9,7 +9,7 @@ import json
 import re
 
 from data.config import FoundryConfig
-from data.records import (
+from data.lake import (
     Attempt,
     Lineage,
     Message,

@@ -22,13 +22,18 @@ from typing import Any
 
 import pytest
 
-from data.export import export_taskset
-from data.git import checkout
-from data.harbor_tasks.layout import short_name
-from data.harbor_tasks.trees import TreeError, reference_trees
-from data.projections import canonical_rows, project
-from data.projections.harbor import why_left_out, write_harbor
-from data.records import ExactOrF1Spec, LLMEquivalenceSpec
+from data.export import (
+    TreeError,
+    canonical_rows,
+    export_taskset,
+    project,
+    reference_trees,
+    short_name,
+    why_left_out,
+    write_harbor,
+)
+from data.lake import ExactOrF1Spec, LLMEquivalenceSpec
+from data.repos import checkout
 from data.runtime.code_grading import edits_of
 from data.runtime.edits import apply_patch
 from data.runtime.sandbox import Limits, Sandbox

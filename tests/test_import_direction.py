@@ -125,7 +125,7 @@ def test_imports_point_down_only():
         ("judges", "import prefect\n", "prefect"),
         ("families", "from flows import stages\n", "flows"),
         ("judges", "from harnesses.trainer import RewardSampler\n", "harnesses.trainer"),
-        ("data/runtime", "from data.records import Task\n", "data.records"),
+        ("data/runtime", "from data.lake.records import Task\n", "data.lake.records"),
         ("data/runtime", "from ..lake import Lake\n", "data.lake"),
         ("data/runtime", "from data.runtime.errors import ReasonedError\n", "data.runtime.errors"),
     ],

@@ -7,14 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from data.export import export_taskset
-from data.gates import GATE_ORDER
-from data.git import git
-from data.projections import canonical_rows, project
-from data.repos import ingest_repo
-from data.sample_repo import PARCELRATE, build_sample_repo
-from data.taskset_versions import read_tasks
-from data.verifiers_package import NODE_REQUIREMENT
+from data.export import NODE_REQUIREMENT, canonical_rows, export_taskset, project, read_tasks
+from data.lake import GATE_ORDER
+from data.repos import PARCELRATE, build_sample_repo, git, ingest_repo
 from families import export_kinds
 from families.bug_injection import inject_bugs
 from families.code import repo_of

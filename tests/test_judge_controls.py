@@ -15,13 +15,10 @@ import re
 import pytest
 
 from data.config import CalibrateConfig, VerifyConfig
-from data.export import export_taskset
-from data.funnel import funnel
-from data.lake import Lake
-from data.records import ExactOrF1Spec, LLMEquivalenceSpec
-from data.spans import answer_candidates
-from data.taskset_versions import taskset_version
-from data.trace_ingest import ingest_traces
+from data.documents import answer_candidates
+from data.export import export_taskset, taskset_version
+from data.lake import ExactOrF1Spec, Lake, LLMEquivalenceSpec, funnel
+from data.traces import ingest_traces
 from families import export_kinds
 from flows.cli import main
 from flows.stages import pending_verify

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data.config import FoundryConfig
-from data.endpoints import role_configs
+from data.llm import role_configs
 from flows.cli import main
 from flows.judge_variance import measure_variance, variance_sample
 from judges.agreement import format_judge_report, judge_report

@@ -13,16 +13,15 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
-from data import lake as lake_module
-from data.funnel import funnel
-from data.lake import TABLES, Lake
-from data.records import (
+from data.lake import (
+    TABLES,
     VERIFIER_SPEC,
     Attempt,
     Checkpoint,
     Difficulty,
     Evidence,
     ExactOrF1Spec,
+    Lake,
     Lineage,
     LLMEquivalenceSpec,
     Message,
@@ -37,9 +36,11 @@ from data.records import (
     Verdict,
     VerifierSpec,
     WorldStateSpec,
+    funnel,
     hashed_spec,
     utcnow,
 )
+from data.lake import store as lake_module
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import subprocess
 
 import pytest
 
-from data.endpoints import priced
-from data.ledger import (
+from data.costs import (
     carried_spend,
     ledger_path,
     ledger_summary,
@@ -19,7 +18,7 @@ from data.ledger import (
     record_sent,
     record_settled,
 )
-from data.llm import LLMClient
+from data.llm import LLMClient, priced
 from flows.pipeline import stage_context
 from tests.conftest import endpoints_for
 

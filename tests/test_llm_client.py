@@ -13,10 +13,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from data.endpoints import Endpoint
-from data.llm import LLMClient, LLMError
-from data.llm_cache import ResponseCache
-from data.records import LLMCall
+from data.lake import LLMCall
+from data.llm import Endpoint, LLMClient, LLMError, ResponseCache
 from tests.fakes.openai_server import MALFORMED_CONTENT, FakeOpenAIServer, PeakInFlight
 
 MESSAGES = [

@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from data.export import last_user_message
 from data.lake import Lake
-from data.projections import last_user_message
 from flows.cli import main
 from flows.loop import loop_flow
 from flows.steering import failure_kind, steer
@@ -244,7 +244,7 @@ def test_a_loop_that_would_train_a_served_policy_is_refused(tmp_path, capsys):
 
 
 def test_steering_moves_toward_the_band_and_targets_failures():
-    from data.records import Lineage, TargetRef
+    from data.lake import Lineage, TargetRef
 
     lineage = Lineage(
         generator="doc_qa", generator_version="2", prompt_hash="p", model="m", seed="s",

@@ -1,4 +1,4 @@
-"""Markup read as a reader sees it (`data.markup`): MyST and Sphinx roles and directives,
+"""Markup read as a reader sees it (`data.documents.markup`): MyST and Sphinx roles and directives,
 reStructuredText, AsciiDoc and notebooks become prose; code blocks are left out and counted;
 list items and table rows never merge into a sentence; no markup reaches the text."""
 
@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from data.chunking import split_sentences
-from data.readers import Document, ReadLimits, read_document
+from data.documents import Document, ReadLimits, read_document, split_sentences
 from generators.checks import MARKUP
 
 LIMITS = ReadLimits(max_bytes=10_000_000, convert_timeout_s=60, convert_memory_mb=2048)

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from data import model_servers
 from data.config import FoundryConfig, load_config
-from data.embedded import free_port
-from data.model_servers import EndpointError, resolve_endpoints
+from data.llm import EndpointError, free_port, resolve_endpoints
+from data.llm import servers as model_servers
 from tests.fakes.openai_server import FakeOpenAIServer
 
 

@@ -15,12 +15,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from data.config import CalibrateConfig
-from data.embedded import free_port
-from data.funnel import format_funnel, funnel
-from data.git import git
-from data.lake import Lake
-from data.llm import LLMClient
-from data.records import Attempt, LLMEquivalenceSpec, Task, UnitTestsSpec, Usage, Workspace
+from data.lake import (
+    Attempt,
+    Lake,
+    LLMEquivalenceSpec,
+    Task,
+    UnitTestsSpec,
+    Usage,
+    Workspace,
+    format_funnel,
+    funnel,
+)
+from data.llm import LLMClient, free_port
+from data.repos import git
 from data.runtime import world_grading, world_runtime
 from data.runtime.code_grading import Point, grade, outside_checks
 from data.runtime.errors import NoVerdict

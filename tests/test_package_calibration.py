@@ -9,9 +9,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from data.projections import canonical_rows, project
-from data.projections.prime_rl import write_rl_toml
-from data.verifiers_package import taskset_id
+from data.export import canonical_rows, project, taskset_id, write_rl_toml
 from judges.verifier_types import package_graders
 from tests.test_world_package import installed, needs_verifiers, verifiers_figures
 

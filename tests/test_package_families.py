@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from data.projections.prime_rl import write_rl_toml
-from data.records import (
+from data.export import SEARCH_TURNS, module_name, taskset_id, write_package, write_rl_toml
+from data.lake import (
     VERIFIER_SPEC,
     ExactOrF1Spec,
     ToolCall,
@@ -29,7 +29,6 @@ from data.records import (
     TraceMessage,
 )
 from data.runtime import corpus_index
-from data.verifiers_package import SEARCH_TURNS, module_name, taskset_id, write_package
 from generators.trace_tasks import replay_task
 from harnesses.doc_search import DocSearch
 from harnesses.tool_replay import attempt_text, replay

@@ -8,9 +8,8 @@ import shutil
 import duckdb
 from datasets import load_dataset
 
-from data.export import export_taskset
-from data.funnel import funnel
-from data.taskset_versions import read_tasks
+from data.export import export_taskset, read_tasks
+from data.lake import funnel
 from families import export_kinds
 from sources import groupings
 from sources.documents import ingest_docs

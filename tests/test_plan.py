@@ -10,13 +10,18 @@ from pathlib import Path
 import pytest
 
 from data.config import FoundryConfig
-from data.cost_breakdown import SHARED, cost_breakdown
-from data.endpoints import priced
-from data.plan import DEFAULT_MARGIN, format_plan
-from data.plan_defaults import Work, default_calls
-from data.plan_sandbox import DEFAULT_TEST_RUN_S, REPLAY_TEST_RUNS, unknown_stages
-from data.repos import ingest_repo
-from data.sample_repo import build_sample_repo
+from data.lake import SHARED, cost_breakdown
+from data.llm import priced
+from data.plan import (
+    DEFAULT_MARGIN,
+    DEFAULT_TEST_RUN_S,
+    REPLAY_TEST_RUNS,
+    Work,
+    default_calls,
+    format_plan,
+    unknown_stages,
+)
+from data.repos import build_sample_repo, ingest_repo
 from families import stage_kinds
 from flows import pipeline
 from flows.cli import main
@@ -148,7 +153,7 @@ def test_every_registered_stage_has_a_default_estimate():
     config = FoundryConfig()
     work = Work({"docs": 10, "repos": 10, "traces": 10, "worlds": 2}, repositories=2)
     unshaped = [s.name for s in llm_stages() if default_calls(config, work, s.name) is None]
-    assert unshaped == []  # a new stage needs its shape in data/plan_defaults.py
+    assert unshaped == []  # a new stage needs its shape in data/plan/defaults.py
     assert unknown_stages(config, [s.name for s in sandbox_stages()]) == []
 
 

@@ -13,10 +13,17 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import concatenate_datasets, load_dataset
 
-from data.projections import SFT_SCHEMA, canonical_rows, episode_message, project
-from data.splits import SPLITS
-from data.taskset_card import Tally
-from data.verifiers_package import module_name, packaged, taskset_id
+from data.export import (
+    SFT_SCHEMA,
+    SPLITS,
+    Tally,
+    canonical_rows,
+    episode_message,
+    module_name,
+    packaged,
+    project,
+    taskset_id,
+)
 from flows.cli import main
 from judges.verifier_types import package_graders
 from judges.verifier_types.trainer_rewards import verifier_reward

@@ -18,9 +18,8 @@ import httpx
 import openai
 import pytest
 
-from data.lake import Lake
+from data.lake import Lake, ProxyCall, utcnow
 from data.llm import LLMClient
-from data.records import ProxyCall, utcnow
 from data.scrub import Scrubber
 from flows.stage_runs import solver_through_proxy
 from harnesses.proxy import running_proxy

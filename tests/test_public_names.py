@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from data.documents import discover
+from data.export import read_tasks
 from data.public_names import public_origin, public_sources, relative_name, search_root
-from data.readers import discover
-from data.taskset_versions import read_tasks
 from tests.conftest import SAMPLE_DOCS
 from tests.exported_files import machine_paths_in, this_machines_paths
 

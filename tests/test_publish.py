@@ -11,10 +11,8 @@ from types import SimpleNamespace
 import fsspec
 import pytest
 
-from data import publish
-from data.publish import HUB_PREFIX, publish_version, version_files
+from data.export import AWAITING_APPROVAL, HUB_PREFIX, publish, publish_version, version_files
 from data.runtime.errors import ReasonedError
-from data.taskset_versions import AWAITING_APPROVAL
 from flows.cli import main
 
 

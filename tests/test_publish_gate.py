@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from data.taskset_versions import AWAITING_APPROVAL
+from data.export import AWAITING_APPROVAL
 from tests.conftest import SAMPLE_DOCS
 from tests.processes import BIN, running_prefect_server, started, stop
 from tests.test_serve import wait_for

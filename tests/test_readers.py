@@ -3,8 +3,16 @@ from pathlib import Path
 
 import pytest
 
-from data.chunking import chunk_text, split_sentences
-from data.readers import Document, ReadLimits, Rejected, discover, normalise, read_document
+from data.documents import (
+    Document,
+    ReadLimits,
+    Rejected,
+    chunk_text,
+    discover,
+    normalise,
+    read_document,
+    split_sentences,
+)
 
 MAX = 1_000_000
 LIMITS = ReadLimits(MAX, 60, 2048)
@@ -116,7 +124,7 @@ def test_split_sentences():
 def test_near_duplicates_compare_only_against_kept_vectors():
     import numpy as np
 
-    from data.embeddings import DIMENSIONS, near_duplicates
+    from data.llm import DIMENSIONS, near_duplicates
 
     def unit(*xy):
         v = np.zeros(DIMENSIONS, dtype=np.float32)
@@ -133,7 +141,7 @@ def test_near_duplicates_compare_only_against_kept_vectors():
 def test_near_duplicates_in_blocks_give_the_row_by_row_answer():
     import numpy as np
 
-    from data.embeddings import DIMENSIONS, near_duplicates
+    from data.llm import DIMENSIONS, near_duplicates
 
     rng = np.random.default_rng(7)
 

@@ -11,8 +11,7 @@ import pytest
 
 from data.config import FoundryConfig, GenerateConfig
 from data.export import export_taskset
-from data.funnel import funnel
-from data.records import (
+from data.lake import (
     Chunk,
     Evidence,
     ExactOrF1Spec,
@@ -21,6 +20,7 @@ from data.records import (
     RepairStep,
     SourceRef,
     Task,
+    funnel,
 )
 from families import export_kinds
 from families.doc_qa import FAMILY as DOC_QA

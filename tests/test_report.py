@@ -12,9 +12,9 @@ from html.parser import HTMLParser
 import pytest
 from plotly.offline import get_plotlyjs
 
+from data.export import canonical_rows
 from data.lake import Lake
-from data.projections import canonical_rows
-from data.report import render_report, write_report
+from data.review import render_report, write_report
 from flows.cli import main
 from tests.exported_files import rewrite_tasks
 

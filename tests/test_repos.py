@@ -6,12 +6,9 @@ import json
 
 import pytest
 
-from data.funnel import format_funnel, funnel
-from data.git import GitError, git
-from data.lake import Lake
-from data.repos import ingest_repo
+from data.lake import Lake, format_funnel, funnel
+from data.repos import GitError, build_sample_repo, git, ingest_repo
 from data.runtime.languages import Python, detect_language
-from data.sample_repo import build_sample_repo
 from flows.cli import main
 
 SAMPLE_HEAD = "b430c1c49582a914cb1ede10e24efdf7fa6c521b"

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from data.export import export_taskset
+from data.lake import AnswerSpec, Attempt, ExactOrF1Spec, LLMEquivalenceSpec, Usage
 from data.llm import LLMError
-from data.records import AnswerSpec, Attempt, ExactOrF1Spec, LLMEquivalenceSpec, Usage
 from families import export_kinds
 from judges import hacks, rubrics
 from judges.panel import Held

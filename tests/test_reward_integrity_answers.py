@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from data.config import VerifyConfig
-from data.records import (
+from data.lake import (
     ExactOrF1Spec,
     LLMEquivalenceSpec,
     RubricSpec,

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from data.records import ExactOrF1Spec, LLMEquivalenceSpec, UnitTestsSpec
+from data.lake import ExactOrF1Spec, LLMEquivalenceSpec, UnitTestsSpec
 from data.runtime.answer_match import exact_match, final_answer, normalize_answer, token_f1
 from judges.passrate import band, learnability, pass_at_k, pool, wilson_interval
 from judges.rewards import score

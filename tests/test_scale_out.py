@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 
-from data.budget import Budget
-from data.endpoints import Endpoint, shared_among
-from data.taskset_versions import read_tasks
+from data.costs import Budget
+from data.export import read_tasks
+from data.llm import Endpoint, shared_among
 from flows.cli import main
 from tests.conftest import SAMPLE_DOCS, make_context
 

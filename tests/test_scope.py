@@ -9,11 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from data.config import ConfigError, ScopeConfig
-from data.lake import Lake
-from data.records import Status
-from data.sample_repo import build_sample_repo
-from data.trace_conversation import Conversation, moment
-from data.trace_formats import read_file
+from data.lake import Lake, Status
+from data.repos import build_sample_repo
+from data.traces import Conversation, moment, read_file
 from families.bug_injection import pending_injections
 from families.code_stages import pending_describe, pending_replays
 from families.doc_qa import pending_generate

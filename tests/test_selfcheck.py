@@ -1,6 +1,6 @@
 import asyncio
 
-from data.records import ExactOrF1Spec
+from data.lake import ExactOrF1Spec
 from generators.checks import CheckFailure, check_question
 from judges.selfcheck import self_check
 from judges.verifier_types.answers import off_by_one, perturbations, wrong_entity

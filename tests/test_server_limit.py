@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from data.server_limit import ServerLimit, server_limit
+from data.llm.server_limit import ServerLimit, server_limit
 
 
 class Gauge:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from data.embedded import EmbeddedModelError, free_port, supervised_server
+from data.llm import EmbeddedModelError, free_port, supervised_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +54,7 @@ def test_a_server_that_dies_at_start_says_its_exit_code(tmp_path, monkeypatch):
 # a run whose stop takes a while (a stage finishing its batch) with the embedded server up
 STOPPING_SLOWLY = """
 import signal, sys, time
-from data.embedded import supervised_server
+from data.llm.embedded import supervised_server
 port = int(sys.argv[1])
 command = [sys.executable, "-m", "tests.fakes.dying_server", "--port", str(port), "--on", "never"]
 with supervised_server(command, port, None):

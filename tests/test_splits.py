@@ -9,10 +9,17 @@ from collections import defaultdict
 import pytest
 from datasets import Dataset
 
-from data.export import export_taskset
+from data.export import (
+    EVAL,
+    HELD_OUT,
+    TRAIN,
+    drawn_split,
+    export_taskset,
+    group_keys,
+    plan_splits,
+    read_tasks,
+)
 from data.lake import Lake
-from data.splits import EVAL, HELD_OUT, TRAIN, drawn_split, group_keys, plan_splits
-from data.taskset_versions import read_tasks
 from families import export_kinds
 from harnesses.trainer import trainable
 from sources import groupings

@@ -17,11 +17,17 @@ from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard
 
 from data.config import FoundryConfig
-from data.dataset_card import HUB_METADATA, size_category
-from data.export import export_taskset
-from data.splits import EVAL, TRAIN, split_file
-from data.taskset_versions import read_tasks
-from data.verifiers_package import module_name, write_package
+from data.export import (
+    EVAL,
+    HUB_METADATA,
+    TRAIN,
+    export_taskset,
+    module_name,
+    read_tasks,
+    size_category,
+    split_file,
+    write_package,
+)
 from families import export_kinds
 from judges.verifier_types import package_graders
 from sources import groupings

@@ -14,9 +14,9 @@ import json
 import httpx
 import pytest
 
-from data.embedded import embedded_server
 from data.lake import Lake
-from data.trace_ingest import ingest_traces
+from data.llm import embedded_server
+from data.traces import ingest_traces
 from harnesses.proxy import running_proxy
 from tests.conftest import endpoints_for, make_context, run_llm_stages
 

@@ -8,12 +8,11 @@ import json
 
 import pytest
 
-from data.export import export_taskset
-from data.records import RecordedCall, ToolCall, ToolEnvironment, ToolSpec, Trace, TraceMessage
-from data.taskset_versions import read_tasks
-from data.trace_ingest import ingest_traces
-from families import export_kinds
-from families.trace_stages import TRACE_KINDS
+from data.export import export_taskset, read_tasks
+from data.lake import RecordedCall, ToolCall, ToolEnvironment, ToolSpec, Trace, TraceMessage
+from data.traces import ingest_traces
+from families import export_kinds, kinds_running
+from families.trace_stages import TRACE_TASKS
 from generators.checks import CheckFailure
 from generators.trace_tasks import (
     check_items,
@@ -270,7 +269,7 @@ def test_verifier_reward_reads_the_exported_taskset_as_trl_would(tmp_path, oracl
     from judges.verifier_types.trainer_rewards import verifier_reward
 
     home = tmp_path / "home"
-    ctx = make_context(home, calibrate={"k": 2}, scope={"kinds": list(TRACE_KINDS)})
+    ctx = make_context(home, calibrate={"k": 2}, scope={"kinds": list(kinds_running(TRACE_TASKS))})
     ingest_traces([str(SAMPLE_TRACES)], ctx.lake, ctx.config.traces, ctx.run_id, lambda m: None)
     run_llm_stages(ctx, endpoints_for(oracle_server))
     result = export_taskset(

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from data.lake import ToolCall, ToolSpec, Trace, TraceMessage
 from data.llm import LLMError
-from data.records import ToolCall, ToolSpec, Trace, TraceMessage
 from data.scrub import Scrubber
-from data.trace_conversation import Conversation
-from data.trace_formats import read_file
-from data.trace_ingest import scrubbed_trace
+from data.traces import Conversation, read_file, scrubbed_trace
 from generators.trace_world_draft import draft_spec
 from generators.trace_worlds import observe, write_spec
 from harnesses.observed_calls import Observation, ObservedCall, recorded_error

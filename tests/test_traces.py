@@ -12,12 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from data.config import TracesConfig
-from data.lake import Lake
-from data.records import ProxyCall
+from data.lake import Lake, ProxyCall
 from data.scrub import Scrubber, luhn_valid
-from data.trace_conversation import Conversation, Malformed
-from data.trace_formats import read_file
-from data.trace_ingest import ingest_traces
+from data.traces import Conversation, Malformed, ingest_traces, read_file
 from families.trace_stages import INTENTS
 from generators.intents import cluster_requests, keyword_label
 from tests.conftest import make_context
@@ -408,7 +405,7 @@ def test_one_api_key_rollout_splits_into_its_conversations():
             "arrives Monday",
         ),
     ]
-    from data.trace_proxy_records import proxy_rollouts
+    from data.traces import proxy_rollouts
 
     conversations = list(proxy_rollouts(rows, "p"))
     assert [c.messages[-1]["content"] for c in conversations] == ["arrives Monday", "9 to 5"]

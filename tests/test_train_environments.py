@@ -13,11 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from transformers.utils import get_json_schema
 
-from data.lake import Lake
-from data.records import ToolCall, ToolEnvironment, WorldSetup
+from data.lake import Lake, ToolCall, ToolEnvironment, WorldSetup
 from data.runtime.corpus_index import CorpusIndex
 from data.runtime.world_runtime import World, WorldSpec, load_world_spec
-from data.trace_proxy_records import read_proxy_records
+from data.traces import read_proxy_records
 from harnesses.tool_replay import NO_RESULT, replay
 from harnesses.train_environments import (
     TOO_MANY_CALLS,

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from data.export import export_taskset
-from data.git import git
-from data.repos import ingest_repo
+from data.export import export_taskset, read_tasks
+from data.repos import TABSHARE, build_sample_repo, git, ingest_repo
 from data.runtime.languages import TypeScript, project_files, tree_language
-from data.sample_repo import TABSHARE, build_sample_repo
-from data.taskset_versions import read_tasks
 from families import export_kinds
 from families.bug_injection import inject_bugs
 from families.code_stages import replay_commits

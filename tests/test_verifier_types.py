@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from data.records import VerifierSpec, WorldStateSpec
+from data.lake import VerifierSpec, WorldStateSpec
 from judges.redteam import answer_attacks
 from judges.verifier_types import REGISTERED, grade, package_graders, verifier_type
 from tests.fakes.oracle import Oracle
@@ -39,7 +39,7 @@ def test_each_type_must_refuse_attacks_the_red_team_makes_and_a_judged_one_injec
 
 def the_packages_graders() -> set[str]:
     """The graders the exported package's taskset module defines (`TaskfoundryTask.GRADERS`)."""
-    source = ROOT / "data" / "taskset_package" / "taskset.py"
+    source = ROOT / "data" / "export" / "taskset_package" / "taskset.py"
     for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "GRADERS":
             return {key.value for key in node.value.keys}

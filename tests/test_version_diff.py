@@ -7,9 +7,8 @@ import shutil
 
 import pytest
 
-from data.report import render_report
-from data.taskset_versions import previous_version, read_tasks
-from data.version_diff import diff_versions, format_diff
+from data.export import previous_version, read_tasks
+from data.review import diff_versions, format_diff, render_report
 from flows.cli import main
 from tests.exported_files import rewrite_tasks
 

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from data.config import WorldsConfig
-from data.llm import LLMClient
-from data.llm_cache import ResponseCache
-from data.llm_replies import ToolCallRequest
+from data.llm import LLMClient, ResponseCache, ToolCallRequest
 from generators import world_tasks
 from generators.world_tasks import Candidate, LoadedWorld
 from harnesses.world import World, load_world_spec

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from data.records import content_id
+from data.export import module_name, packaged, taskset_id, write_package
+from data.lake import content_id
 from data.runtime import world_runtime
-from data.verifiers_package import module_name, packaged, taskset_id, write_package
 from generators.world_tasks import Candidate
 from harnesses.world_check import wrong_variants
 from judges.verifier_types import package_graders

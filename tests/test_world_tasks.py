@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 
 from data.config import WorldsConfig
-from data.export import export_taskset
-from data.projections import project
-from data.taskset_versions import read_tasks
-from data.trace_ingest import ingest_traces
+from data.export import export_taskset, project, read_tasks
+from data.traces import ingest_traces
 from families import export_kinds
 from generators import world_tasks
 from generators.checks import CheckFailure

@@ -6,5 +6,5 @@ bundles (`workspace_bundle`), and code grading with everything it runs on: the s
 (`sandbox`), edits, trials, test runners and their boot files (`pytest_boot/`, `node_boot/`),
 the outside check and the grader-reach audit. It imports nothing of taskfoundry's outside this
 package (relative imports only), so the verifiers package export copies it whole, unchanged
-(`data/verifiers_package.py`); everything else imports it as `data.runtime`.
+(`data/export/verifiers_package.py`); everything else imports it as `data.runtime`.
 """

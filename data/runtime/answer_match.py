@@ -6,7 +6,7 @@ that names the gold among other candidates ("Paris, London", "1887, 1878", "Pari
 Lyon") and, where the question is known, an answer padded with the question's own text.
 
 The one implementation of the `exact_or_f1` verifier. Exported taskset packages ship a copy of
-this file as it is (see `data/verifiers_package.py`), so it must import nothing but the
+this file as it is (see `data/export/verifiers_package.py`), so it must import nothing but the
 standard library.
 """
 

@@ -5,7 +5,7 @@ call (same tool, same key arguments) gets that call's recorded result, any other
 `NO_RESULT`. The attempt's reward is the share of expected calls it made in order, 0 for a net
 cast for them (`call_checks`). This module is taskfoundry's one replay runtime and is
 standalone: it imports only the standard library and `call_checks` beside it, so the export
-copies it as it is into the verifiers v1 taskset package (`data/verifiers_package.py`), whose
+copies it as it is into the verifiers v1 taskset package (`data/export/verifiers_package.py`), whose
 tool server and reward use it without taskfoundry. `harnesses.tool_replay` and
 `judges.tool_calls` build on it.
 """

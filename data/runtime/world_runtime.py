@@ -4,7 +4,7 @@ tool calls on them (the predicate a world task's attempt is graded by: `world_gr
 This module is taskfoundry's one world runtime and is standalone: it imports only the standard
 library, duckdb, jsonschema, pydantic and the modules beside it (`call_checks`), so the
 export copies it as it is into the verifiers v1 taskset package
-(`data/verifiers_package.py`), whose tool server and reward use it without taskfoundry.
+(`data/export/verifiers_package.py`), whose tool server and reward use it without taskfoundry.
 `harnesses.world`, `harnesses.world_replay` and `harnesses.world_check` build on it.
 
 A world spec (TOML or JSON, `WorldSpec`) names its tables (typed columns and a key), seed rows

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from data.endpoints import Endpoint
-from data.llm import LLMClient
-from data.records import Task, ToolCall
+from data.lake import Task, ToolCall
+from data.llm import Endpoint, LLMClient
 from harnesses.tool_replay import attempt_text
 from judges.verifier_types import verifier_type
 

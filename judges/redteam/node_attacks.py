@@ -23,7 +23,7 @@ import json
 import re
 from pathlib import PurePosixPath
 
-from data.javascript_syntax import FUNCTION_VALUES, javascript_tree
+from data.repos import FUNCTION_VALUES, javascript_tree
 from data.runtime.call_replay import Call
 from data.runtime.languages import DECLARATIONS, TypeScript, of_path
 from judges.redteam.code_attacks import MARK, CodeAttack

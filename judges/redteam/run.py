@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from data.lake import Task
 from data.llm import LLMError
-from data.records import Task
 from data.runtime.code_grading import Point, TrySteps
 from data.runtime.errors import NoVerdict
 from data.runtime.outside_check import Oracle

@@ -1,12 +1,12 @@
 """The verifier types, one module each, and how the rest of the code finds them: by the type
 of a task's verifier spec (`verifier_type`), never by branching on it. A new type is its spec
-in `data/records/specs.py`, a module here and a line in `REGISTERED`."""
+in `data/lake/records/specs.py`, a module here and a line in `REGISTERED`."""
 
 from __future__ import annotations
 
+from data.export import Packaged
+from data.lake import Task
 from data.llm import LLMClient
-from data.records import Task
-from data.verifiers_package import Packaged
 from judges.score import Score
 from judges.verifier_types import (
     exact_or_f1,

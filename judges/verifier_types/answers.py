@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from data.records import AnswerSpec, LLMEquivalenceSpec, Remedy, Task
+from data.documents import answer_candidates
+from data.export import Packaged
+from data.lake import AnswerSpec, LLMEquivalenceSpec, Remedy, Task
 from data.runtime.answer_match import normalize_answer
-from data.spans import answer_candidates
-from data.verifiers_package import Packaged
 from judges.rewards import score
 from judges.verifier_types.base import with_rubric
 

@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from data.export import Packaged
+from data.lake import Remedy, Task
 from data.llm import LLMClient
-from data.records import Remedy, Task
-from data.verifiers_package import Packaged
 from judges.score import Score
 
 Grade = Callable[[Task, str, LLMClient], Awaitable[Score]]
@@ -54,7 +54,8 @@ def same_reply(task: Task, attempt: str) -> bool:
 
 @dataclass(frozen=True)
 class VerifierType:
-    """A verifier type: its name (the spec's `type`), its spec class in `data/records/specs.py`, and
+    """A verifier type: its name (the spec's `type`), its spec class in
+    `data/lake/records/specs.py`, and
     how an attempt is scored, rewarded, self-checked and, when hacked, tightened."""
 
     name: str
@@ -75,8 +76,8 @@ class VerifierType:
     is_gold: IsGold = same_reply
     # None: no automatic remedy (a hacked task stays hackable)
     tighter: Tighten | None = None
-    # how the exported verifiers package grades it (`data.verifiers_package`); None: its tasks
-    # are left out of the package
+    # how the exported verifiers package grades it (`data.export.verifiers_package`); None: its
+    # tasks are left out of the package
     packaged: Packaged | None = None
     # the red team's attack classes its grade must refuse (`judges.redteam`): a judged type
     # at least prompt injection

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from data.lake import ExactOrF1Spec, Remedy, Task
 from data.llm import LLMClient
-from data.records import ExactOrF1Spec, Remedy, Task
 from judges.rewards import completion_text, question_of, score
 from judges.score import Score
 from judges.verifier_types import answers

@@ -3,7 +3,7 @@ attempt means the gold (`judges.equivalence`)."""
 
 from __future__ import annotations
 
-from data.records import LLMEquivalenceSpec, Remedy
+from data.lake import LLMEquivalenceSpec, Remedy
 from judges.equivalence import grade_equivalent
 from judges.verifier_types import answers
 from judges.verifier_types.base import VerifierType

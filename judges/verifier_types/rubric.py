@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from data.records import Remedy, RubricSpec, Task
-from data.verifiers_package import Packaged
+from data.export import Packaged
+from data.lake import Remedy, RubricSpec, Task
 from judges.rubric_grade import rubric_grade
 from judges.verifier_types.base import VerifierType, with_rubric
 

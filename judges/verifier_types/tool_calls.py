@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from data.environments import setup_of
+from data.export import Packaged, setup_of
+from data.lake import Task, ToolCallsSpec
 from data.llm import LLMClient
-from data.records import Task, ToolCallsSpec
-from data.verifiers_package import Packaged
 from harnesses.tool_replay import attempt_text
 from judges import tool_calls
 from judges.rewards import replay_attempt

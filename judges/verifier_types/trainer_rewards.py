@@ -10,9 +10,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from data.endpoints import Endpoint
-from data.llm import LLMClient, LLMError
-from data.llm_cache import ResponseCache
+from data.llm import Endpoint, LLMClient, LLMError, ResponseCache
 from data.runtime.errors import NoVerdict
 from judges.rewards import Completion, columns_of, completion_text, trainer_task
 from judges.verifier_types import grade, verifier_type
@@ -59,7 +57,7 @@ def judge_reward(
 ) -> Callable[..., list[float | None]]:
     """A TRL reward function for the verifier types a judge decides (`judged`: today
     `llm_equivalence` and `rubric`): each completion is graded as calibration grades it, by the
-    judge panel at `endpoints` (as `data.endpoints` resolves them). Other types, and completions
+    judge panel at `endpoints` (as `data.llm.endpoints` resolves them). Other types, and completions
     the panel leaves undecided or cannot be asked about (no verdict), get None. It reads the
     same columns as `verifier_reward`."""
 

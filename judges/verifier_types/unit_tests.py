@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from data.records import Task, UnitTestsSpec
+from data.export import Packaged, bundle_of
+from data.lake import Task, UnitTestsSpec
 from data.runtime.edits import EditError, Edits, parse_edits
-from data.verifiers_package import Packaged, bundle_of
 from judges.verifier_types.base import VerifierType, spaced
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from data.environments import setup_of
-from data.records import WorldStateSpec
-from data.verifiers_package import Packaged
+from data.export import Packaged, setup_of
+from data.lake import WorldStateSpec
 from judges import tool_calls, world_state
 from judges.rewards import trainer_task
 from judges.verifier_types.base import RewardRow, VerifierType

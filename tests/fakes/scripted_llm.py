@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from data.endpoints import Endpoint
-from data.llm import LLMClient
-from data.llm_replies import Completion, ToolCallRequest
-from data.records import Usage
+from data.lake import Usage
+from data.llm import Completion, Endpoint, LLMClient, ToolCallRequest
 from judges.controls import deciding_judges
 
 
