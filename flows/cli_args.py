@@ -57,14 +57,6 @@ def home_options(default: object = None) -> argparse.ArgumentParser:
     return options
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every `foundry` command, built from the command table
-    (`flows.commands.build_parser`)."""
-    from flows.commands import build_parser as from_the_table
-
-    return from_the_table()
-
-
 def run_sources(args: argparse.Namespace) -> dict[str, list[str]]:
     """`foundry run`'s items by source type: its `--NAME` flags and its bare paths."""
     sources = {source.name: list(getattr(args, source.name)) for source in SOURCES}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from data.config import ConfigError, load_config
-from flows.cli_args import build_parser
+from flows.commands import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
