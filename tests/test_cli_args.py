@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli_args import build_parser
+from flows.commands import build_parser
 
 SECOND_LEVEL = [
     ("ingest", "docs", ["notes.md"]),

@@ -24,7 +24,7 @@ from families import registered as registered_family
 from families import sandbox_stages
 from families.stage import SandboxStage, StageContext, pending_items
 from flows.cli import main
-from flows.cli_args import build_parser
+from flows.commands import build_parser
 from flows.pipeline import run_config
 from flows.run_plan import estimate_run
 from flows.stages import check_extensions
