@@ -65,19 +65,33 @@ browser:
 run: install
 	$(VENV)/bin/foundry run --config data/samples/demo.toml
 
-# Test files run side by side on up to four workers (pytest-xdist), each file on one worker so
-# its module fixtures are built once. The slow whole-pipeline runs (marked `full`) are left to
-# `make test-full`; CI runs both.
-PYTEST := FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python FOUNDRY_HARBOR_VENV=$(HARBOR_VENV) \
-  $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+# The wheels the sample repositories' test environments install (pytest and what it needs), for
+# the interpreter the sandbox runs them with: downloaded with the install, so that the tests
+# build those environments with the network cut (pip reads PIP_NO_INDEX and PIP_FIND_LINKS).
+SANDBOX_WHEELS := .wheels/sandbox
+SANDBOX_WHEELS_STAMP := $(SANDBOX_WHEELS)/.installed-stamp
 
-test: install $(VERIFIERS_STAMP) $(HARBOR_STAMP) browser
+$(SANDBOX_WHEELS_STAMP): $(STAMP)
+	$(PIP) download -q --only-binary=:all: --dest $(SANDBOX_WHEELS) --python-version \
+	  "$$($(PY) -c 'from data.runtime.python_env import sandbox_python_version as v; print(v())')" \
+	  pytest
+	touch $(SANDBOX_WHEELS_STAMP)
+
+# Test files run side by side on up to four workers (pytest-xdist), each file on one worker so
+# its module fixtures are built once, with the network cut (tests/without_network.sh: a
+# network namespace with loopback alone; tests/test_offline.py checks it). The slow
+# whole-pipeline runs (marked `full`) are left to `make test-full`; CI runs both.
+PYTEST := FOUNDRY_VERIFIERS_PYTHON=$(VERIFIERS_VENV)/bin/python FOUNDRY_HARBOR_VENV=$(HARBOR_VENV) \
+  PIP_NO_INDEX=1 PIP_FIND_LINKS=$(CURDIR)/$(SANDBOX_WHEELS) \
+  tests/without_network.sh $(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+
+test: install $(VERIFIERS_STAMP) $(HARBOR_STAMP) $(SANDBOX_WHEELS_STAMP) browser
 	$(PYTEST) -m "not full"
 
 # The `full` tests: the training smoke run, the evaluation of a served model folder, the
 # embedded model's whole pipeline and faulty proxy, the adversity runs at full size (a
 # 200 MB document and a 300 MB trace line against the default limits) and four kill points.
-test-full: install $(VERIFIERS_STAMP) $(HARBOR_STAMP)
+test-full: install $(VERIFIERS_STAMP) $(HARBOR_STAMP) $(SANDBOX_WHEELS_STAMP)
 	FOUNDRY_FULL_SIZE=1 FOUNDRY_CRASH_SEEDS=3,11,17,23 $(PYTEST) -m full
 
 # The Prefect UI at http://127.0.0.1:4200 with foundry serve's four deployments served

@@ -62,6 +62,18 @@ def sandbox_python() -> str:
     return str(system) if system.exists() else getattr(sys, "_base_executable", sys.executable)
 
 
+def sandbox_python_version() -> str:
+    """`X.Y` of `sandbox_python()`: what wheels for its environments must be built for (the
+    Makefile downloads the sample repositories' test wheels for it)."""
+    done = subprocess.run(
+        [sandbox_python(), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
 def readable_paths(env: Path) -> tuple[Path, ...]:
     """What a sandboxed command needs to read to run `env`'s interpreter: the environment and
     the installation its interpreter links to (when that is not a system folder already)."""
