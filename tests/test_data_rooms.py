@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset(
         {"settings", "names", "registry", "html_page", "public_names", "scrub", "rewarded"}
-        | {"runtime"}
+        | {"runtime", "formats"}
     ),
     frozenset({"costs", "stage_settings"}),
     frozenset({"lake"}),

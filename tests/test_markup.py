@@ -1,4 +1,4 @@
-"""Markup read as a reader sees it (`data.documents.markup`): MyST and Sphinx roles and directives,
+"""Markup read as a reader sees it (`data.formats.markup`): MyST and Sphinx roles and directives,
 reStructuredText, AsciiDoc and notebooks become prose; code blocks are left out and counted;
 list items and table rows never merge into a sentence; no markup reaches the text."""
 

@@ -2,7 +2,6 @@
 it), their markup as a reader sees it, chunking, answer spans, and ingest into the lake."""
 
 from data.documents.chunking import chunk_text, split_sentences
-from data.documents.converted import BINARY_SNIFF_BYTES
 from data.documents.ingest import Progress, ingest_documents
 from data.documents.readers import (
     Document,
@@ -24,7 +23,6 @@ from data.documents.spans import (
 )
 
 __all__ = [
-    "BINARY_SNIFF_BYTES",
     "BOOLEANS",
     "Document",
     "IngestConfig",

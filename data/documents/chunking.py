@@ -18,7 +18,7 @@ class Span:
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 
 
-TABLE_CELLS = " | "  # how a table row joins its cells (`data.documents.converted.table_blocks`)
+TABLE_CELLS = " | "  # how a table row joins its cells (`data.formats.converted.table_blocks`)
 
 
 def split_sentences(text: str) -> list[str]:

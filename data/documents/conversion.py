@@ -1,4 +1,4 @@
-"""Converting a document with `data.documents.converters` in a child process with limits.
+"""Converting a document with `data.formats.converters` in a child process with limits.
 
 A converter parses untrusted files with third-party libraries: the child gets the configured
 time (wall and CPU) and address-space limits, so a file that makes its library hang, balloon
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from data.documents.converted import Converted, Section
+from data.formats import Converted, Section
 
 MEGABYTE = 1 << 20
 
@@ -39,7 +39,7 @@ def convert(path: Path, timeout_s: float, memory_mb: int) -> Converted:
         cpu = math.ceil(timeout_s) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
-    command = [sys.executable, "-m", "data.documents.converters", str(path)]
+    command = [sys.executable, "-m", "data.formats.converters", str(path)]
     try:
         done = subprocess.run(
             command, capture_output=True, timeout=timeout_s, preexec_fn=limited, check=False

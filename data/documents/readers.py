@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data.documents.conversion import ConversionError, convert
-from data.documents.converted import BINARY_SNIFF_BYTES, Section
-from data.documents.converters import CONVERTERS
-from data.documents.html_text import html_text
+from data.formats import BINARY_SNIFF_BYTES, CONVERTERS, Section, html_text
 from data.public_names import relative_name, search_root
 
 FORMATS = {
@@ -72,7 +70,7 @@ def discover(paths: list[str]) -> dict[Path, str]:
 
 def read_document(path: Path, limits: ReadLimits) -> Document | Rejected:
     """Read one file into a `Document`, or explain in a `Rejected` why it cannot be used.
-    Office, PDF, e-book, notebook and markup formats (`data.documents.converters`) are converted in
+    Office, PDF, e-book, notebook and markup formats (`data.formats.converters`) are converted in
     a child process within `limits`."""
     name = str(path)
     info = regular_file(path)

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from data.documents import BINARY_SNIFF_BYTES, Rejected, regular_file
+from data.documents import Rejected, regular_file
+from data.formats import BINARY_SNIFF_BYTES
 from data.traces.conversation import (
     MAX_DEPTH,
     Item,

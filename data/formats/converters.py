@@ -9,10 +9,10 @@ joined by " | ", the header row repeated at the top of every block of `TABLE_ROW
 The libraries: pypdf (BSD; the text layer only: a page without one is recorded as such, never
 guessed by OCR), python-docx and python-pptx (MIT), openpyxl (MIT); EPUB (a zip of XHTML) and
 Jupyter notebooks (JSON) need none. Markdown, reStructuredText and AsciiDoc are rendered as a
-reader sees them by `data.documents.markup`.
+reader sees them by `data.formats.markup`.
 
 Run through `data.documents.conversion`, in a child process with time and memory limits: a converter
-that hangs or crashes costs its file only. `python -m data.documents.converters FILE` prints the
+that hangs or crashes costs its file only. `python -m data.formats.converters FILE` prints the
 JSON.
 """
 
@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from data.documents.converted import Converted, Section, Unusable, table_blocks
-from data.documents.html_text import html_text
-from data.documents.markup import Prose, asciidoc, markdown, render_markdown, rst
+from data.formats.converted import Converted, Section, Unusable, table_blocks
+from data.formats.html_text import html_text
+from data.formats.markup import Prose, asciidoc, markdown, render_markdown, rst
 
 # --- formats ------------------------------------------------------------------------------
 

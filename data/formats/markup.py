@@ -6,7 +6,7 @@ A role reads as its text or its target's name (`{func}` ~pkg.mod.run ` reads "ru
 guide <guide> ` reads "the guide"), a link as its text, a directive as its body (an admonition's
 text, a described function's prose), never as its name or options. Code blocks are left out (a
 line of code is not a sentence a question can quote) and counted in the notes; each list item
-is a paragraph of its own and each table a block of rows (`data.documents.converted.table_blocks`),
+is a paragraph of its own and each table a block of rows (`data.formats.converted.table_blocks`),
 so a sentence never runs across them. A heading opens a section named after it, which a task's
 source points at.
 """
@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from data.documents.converted import Converted, Section, table_blocks, text_file
-from data.documents.html_text import html_text
+from data.formats.converted import Converted, Section, table_blocks, text_file
+from data.formats.html_text import html_text
 
 # MyST and Sphinx directives whose body is code, or that hold nothing a reader reads as prose
 CODE_DIRECTIVES = frozenset(
