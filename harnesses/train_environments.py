@@ -275,7 +275,6 @@ TRAINING: dict[str, Training] = {
         gold_calls=lambda row: None,
     ),
 }
-_BY_KIND = {training.kind: training for training in TRAINING.values()}
 
 
 @dataclass
@@ -320,8 +319,10 @@ def exported_view(row: Row) -> Row:
 
 
 def training_of(name: str) -> Training:
-    """The training side of the environment a trainer row is named to (`world:<id>`, ...)."""
-    return _BY_KIND[name.split(":", 1)[0]]
+    """The training side of the environment a trainer row is named to (`world:<id>`, ...),
+    from `TRAINING` as it is when asked (one added later is found too)."""
+    kind = name.split(":", 1)[0]
+    return next(training for training in TRAINING.values() if training.kind == kind)
 
 
 def _corpus(version: Path) -> CorpusIndex:

@@ -5,12 +5,15 @@ shipped family; a scope naming a kind no registered family makes is refused in o
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pydantic import Field
 
+import data.export.environments as environments
 from data.config import ConfigError, FoundryConfig, Settings
-from data.export import export_taskset, read_tasks
+from data.export import Environment, environment_of, export_taskset, project, read_tasks
 from data.lake import Chunk, Evidence, ExactOrF1Spec, Lineage, Message, SourceRef, Task
 from data.llm import Endpoint, LLMClient
 from families import export_kinds, family_of, generation_stages, registered
@@ -22,6 +25,14 @@ from flows.stages import check_extensions, check_kinds, llm_stages, stage_named
 from generators.candidates import Candidate, Rejection
 from harnesses.base import Harness
 from harnesses.single_turn import SingleTurn
+from harnesses.train_environments import (
+    TRAINING,
+    Training,
+    environments_for,
+    tools_of,
+    training_of,
+)
+from judges.verifier_types import package_graders
 from sources import groupings
 from sources.documents import ingest_docs
 from tests.conftest import SAMPLE_DOCS, endpoints_for, make_context, run_llm_stages
@@ -127,10 +138,16 @@ class WordCount(Family):
 # --- tests ------------------------------------------------------------------------------------
 
 
-def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, oracle_server):
+def word_count_run(tmp_path: Path) -> StageContext:
+    """A home with two sample documents ingested, scoped to the family's kind."""
     home = tmp_path / "home"
     ctx = make_context(home, scope={"kinds": [KIND]}, calibrate={"k": 2, "method": "fixed"})
     ingest_docs([str(p) for p in sorted(SAMPLE_DOCS.glob("*.md"))[:2]], ctx)
+    return ctx
+
+
+def test_a_family_registered_in_a_test_runs_from_generate_to_export(tmp_path, oracle_server):
+    ctx = word_count_run(tmp_path)
     chunks = ctx.lake.rows("SELECT chunk_id FROM chunks")
     with registered(WordCount()):
         check_kinds(ctx.config.scope.kinds)
@@ -222,10 +239,73 @@ def test_the_family_s_own_settings_come_from_its_extensions_table(tmp_path, orac
         check_extensions(bad.config)
 
 
+# --- a tool environment of its own, defined here too ------------------------------------------
+
+TOOLS = "word_counter"  # the exported environment: what the package's tool server must offer
+
+
+class WordCounter:
+    """The training environment of `TOOLS`: one tool, which counts words."""
+
+    def reset(self, **row: object) -> None:
+        return None
+
+    def count_words(self, text: str) -> str:
+        """The number of words in a text.
+
+        Args:
+            text: the words to count
+        """
+        return str(len(text.split()))
+
+
+def test_a_tool_environment_defined_in_a_test_is_exported_and_trained_in(
+    tmp_path, oracle_server, monkeypatch
+):
+    """The recipe's tool environment: its record ahead of the shipped ones in
+    `data/export/environments.py` and its training side in `TRAINING`, both added here. The
+    family's rows are exported in it, the trainer builds its class for them, the warm start finds
+    its training side, Harbor leaves them out as tools it does not serve, and the verifiers
+    package names the tool set its server must offer (the shipped `taskset_package/tools.py`,
+    which runs inside the package, is the one file a real one adds to)."""
+    counter = Environment(
+        TOOLS, claims=lambda row: row["harness"] == ENVIRONMENT, max_turns=lambda row, n: 3
+    )
+    monkeypatch.setattr(environments, "REGISTERED", [counter, *environments.REGISTERED])
+    training = Training(
+        TOOLS,
+        named=lambda row: TOOLS,
+        factory=lambda row, version, calls: WordCounter,
+        gold_calls=lambda row: None,
+    )
+    monkeypatch.setitem(TRAINING, TOOLS, training)
+    ctx = word_count_run(tmp_path)
+    with registered(WordCount()):
+        run_llm_stages(ctx, endpoints_for(oracle_server))
+        version = export_taskset(
+            ctx.lake, "words", tmp_path / "tasksets", kinds=export_kinds(), groupings=groupings()
+        ).path
+    rows = read_tasks(version).to_pylist()
+    assert rows and {environment_of(row).name for row in rows} == {TOOLS}
+
+    found = environments_for(rows, version, max_calls=4)
+    assert found.names == [TOOLS] * len(rows) and found.left_out == {}
+    assert found.factories == {TOOLS: WordCounter} and training_of(TOOLS) is training
+    assert [tool.__name__ for tool in tools_of(WordCounter)] == ["count_words"]
+
+    harbor = project(version, "harbor", ctx.lake, graders=package_graders())
+    assert harbor.rows == 0 and harbor.skipped == {f"tools_{TOOLS}": len(rows)}
+    package = project(version, "verifiers", ctx.lake, graders=package_graders())
+    tables = [pq.read_table(p) for p in package.path.rglob("*.parquet")]
+    toolsets = [name for t in tables if "toolset" in t.column_names for name in t["toolset"]]
+    assert len(toolsets) == len(rows) and {name.as_py() for name in toolsets} == {TOOLS}
+
+
 def test_nothing_outside_the_tests_names_the_family_or_its_setting():
-    """The recipe's claim, counted: the family, its stage, its environment and its setting are
-    named in this module (and the registry test that reuses it), in no product file."""
-    names = (KIND, STAGE, ENVIRONMENT, "min_words")
+    """The recipe's claim, counted: the family, its stage, its environment, its tool environment
+    and tool, and its setting are named in this module (and the registry test that reuses it),
+    in no product file."""
+    names = (KIND, STAGE, ENVIRONMENT, TOOLS, "min_words", "count_words")
     product = [p for layer in LAYERS for p in sorted((ROOT / layer).rglob("*.py"))]
     naming = [str(p.relative_to(ROOT)) for p in product if any(n in p.read_text() for n in names)]
     assert naming == []

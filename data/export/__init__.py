@@ -9,7 +9,7 @@ from data.export.dataset_card import (
     judge_text,
     size_category,
 )
-from data.export.environments import SEARCH_INSTRUCTION, environment_of, setup_of
+from data.export.environments import SEARCH_INSTRUCTION, Environment, environment_of, setup_of
 from data.export.harbor_tasks.layout import short_name
 from data.export.harbor_tasks.trees import TreeError, reference_trees
 from data.export.projections import (
@@ -97,6 +97,7 @@ __all__ = [
     "bundle_of",
     "canonical_rows",
     "drawn_split",
+    "Environment",
     "environment_of",
     "episode_message",
     "export_taskset",
