@@ -43,6 +43,9 @@ MAX_PARTNERS = 3  # second functions tried for `two_functions`
 PYTEST_FAILURES = r"^=+ FAILURES =+$(.*?)(?=^=+ short test summary|\Z)"
 NODE_FAILURES = r"^✖ failing tests:$(.*?)(?=^✔|\Z)"
 SANDBOX_TREE = r"/\S*?/sandbox-[^/\s]+/tree/"  # where a sandbox's copy of the tree was
+# how long a test took, after its name in Node's spec reporter ("✖ adds (2.274133ms)"): it
+# differs from run to run, so a task quoting it would get another id in a re-run
+NODE_DURATION = r"^(\s*[✖✔﹣▶] .*?) \(\d+(?:\.\d+)?m?s\)$"
 
 LADDER = Ladder(
     levels=(
@@ -123,12 +126,14 @@ def _workspace(head: Head, path: str, mutated: str) -> Workspace:
 
 def failure_output(run: TestRun) -> str:
     """The runner's report of the failures (pytest's FAILURES section, or the failing tests
-    Node's spec reporter lists), sandbox paths made relative, cut to MAX_OUTPUT_CHARS."""
+    Node's spec reporter lists, without each test's duration), sandbox paths made relative, cut
+    to MAX_OUTPUT_CHARS: the same failures read the same on every run."""
     completed = run.completed
     pytest = re.search(PYTEST_FAILURES, completed.stdout, re.M | re.S)
     node = re.findall(NODE_FAILURES, completed.stderr, re.M | re.S)
     report = pytest.group(1).strip() if pytest else "\n\n".join(f.strip() for f in node)
     report = re.sub(SANDBOX_TREE, "", report)
+    report = re.sub(NODE_DURATION, r"\1", report, flags=re.M)
     if len(report) > MAX_OUTPUT_CHARS:
         report = report[:MAX_OUTPUT_CHARS].rstrip() + "\n[... cut]"
     return report

@@ -14,11 +14,13 @@ import pytest
 
 from data.export import export_taskset, read_tasks
 from data.repos import git, ingest_repo
+from data.runtime.sandbox import Completed
+from data.runtime.test_run import TestRun
 from families import export_kinds, family_of
 from families.bug_injection import inject_bugs, pending_injections
 from families.code import repo_of
 from families.code_stages import replay_commits
-from generators.bug_injection import KIND, LADDER, make_variant
+from generators.bug_injection import KIND, LADDER, failure_output, make_variant
 from generators.function_targets import targets
 from generators.mutations import candidates, mutations
 from sources import groupings
@@ -222,3 +224,25 @@ def test_a_sibling_is_another_bug_in_the_same_function(bug_run):
     assert sibling.lineage.knobs["function"] == task.lineage.knobs["function"]
     assert sibling.lineage.knobs["mutation"] != task.lineage.knobs["mutation"]
     assert sibling.task_id != task.task_id
+
+
+def test_a_node_failure_report_leaves_out_each_test_s_duration():
+    """Node's spec reporter writes how long each test took after its name; a bug-fix task
+    that quotes the report must read the same in a re-run (a re-run of `make run` once made
+    parcelrate's bug fix another task, its prompt differing only in milliseconds)."""
+
+    def report(first: str, second: str) -> str:
+        stderr = (
+            "✖ failing tests:\n\ntest at test/rates.test.js:6:1\n"
+            f"✖ the first 500 g cost the base price ({first})\n"
+            "  AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:\n\n"
+            "  450 !== 500 (a value in parentheses stays: (3ms)\n\n"
+            f"  ✖ a nested test ({second})\n"
+        )
+        completed = Completed(["node"], 1, "", stderr, 0.1, False, True)
+        return failure_output(TestRun({}, completed))
+
+    shown = report("5.957022ms", "1.2s")
+    assert shown == report("1.702613ms", "0.9s")
+    assert "✖ the first 500 g cost the base price\n" in shown and "  ✖ a nested test" in shown
+    assert "450 !== 500 (a value in parentheses stays: (3ms)" in shown
