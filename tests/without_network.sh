@@ -9,6 +9,10 @@
 # the capabilities of the namespace only to bring loopback up: the command runs without them.
 set -eu
 PATH="$PATH:/usr/sbin:/sbin"
+if ! command -v ip >/dev/null 2>&1; then
+  echo "without_network.sh: no \`ip\` (iproute2) to bring loopback up; running with the network" >&2
+  exec "$@"
+fi
 for flags in "--net" "--net --map-current-user --keep-caps"; do
   # shellcheck disable=SC2086 # the flags are two words on purpose
   if unshare $flags true 2>/dev/null; then
