@@ -97,11 +97,16 @@ class Family(ABC, Generic[Checks, Draws]):
     # [code], [traces], [worlds], [reports])
     settings: type[Settings] | None = None
 
+    @property
+    def extension(self) -> str:
+        """The name of its settings' table, `[extensions.<name>]`: its first kind."""
+        return self.kinds[0]
+
     def settings_in(self, config: FoundryConfig) -> Settings:
         """Its `settings`, as `[extensions.<its first kind>]` of `config` gives them."""
         if self.settings is None:
-            raise LookupError(f"the {self.kinds[0]} family declares no settings")
-        return extension_settings(config, self.kinds[0], self.settings)
+            raise LookupError(f"the {self.extension} family declares no settings")
+        return extension_settings(config, self.extension, self.settings)
 
     def card_text(self) -> str:
         """Its section of the dataset card (empty: it has none)."""

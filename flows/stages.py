@@ -75,7 +75,7 @@ def check_kinds(kinds: Sequence[str] | None) -> None:
 def check_extensions(config: FoundryConfig) -> None:
     """Refuse (`ConfigError`, one line) an `[extensions.<name>]` table that no registered family
     (by its first kind) or source declares settings for, or whose settings it refuses."""
-    declared = {f.kinds[0]: f.settings for f in families.REGISTERED if f.settings is not None}
+    declared = {f.extension: f.settings for f in families.REGISTERED if f.settings is not None}
     declared |= {s.name: s.settings for s in sources.REGISTERED if s.settings is not None}
     for name in config.extensions:
         if name not in declared:
