@@ -109,11 +109,6 @@ async def variant_in_sandbox(
     return await asyncio.to_thread(make, task, level, direction, repo, limits, max_chars)
 
 
-def repo_of(lake: Lake, task: Task) -> RepoAtHead:
-    """The repository of a code task, at the revision the task is built on."""
-    return checkouts(lake, [task])[task.task_id].repo()
-
-
 def repo_at(row: dict[str, Any], rev: str) -> RepoAtHead:
     """A `repos` row's repository at `rev`."""
     language = language_named(row["language"])

@@ -12,12 +12,14 @@ import pytest
 
 from data.config import FoundryConfig
 from data.export import export_taskset, formats, project, read_tasks
-from data.lake import Lake
+from data.lake import Lake, Task
 from data.runtime.python_env import ENV_CACHE_VARIABLE
 from families import export_kinds
+from families.code import checkouts
 from families.stage import LLMStage, StageContext
 from flows.stage_runs import one_at_a_time, run_llm_batch, run_stages, solver_through_proxy
 from flows.stages import llm_stages
+from generators.function_rebuild import RepoAtHead
 from judges.verifier_types import package_graders
 from sources import groupings
 from sources.documents import ingest_docs
@@ -183,3 +185,8 @@ def latest_artifacts(keys: list[str]) -> dict:
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys))
         )
     return {artifact.key: artifact for artifact in sorted(found, key=lambda a: a.created)}
+
+
+def repo_of(lake: Lake, task: Task) -> RepoAtHead:
+    """The repository of a code task, at the revision the task is built on."""
+    return checkouts(lake, [task])[task.task_id].repo()

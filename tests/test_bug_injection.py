@@ -18,13 +18,12 @@ from data.runtime.sandbox import Completed
 from data.runtime.test_run import TestRun
 from families import export_kinds, family_of
 from families.bug_injection import inject_bugs, pending_injections
-from families.code import repo_of
 from families.code_stages import replay_commits
 from generators.bug_injection import KIND, LADDER, failure_output, make_variant
 from generators.function_targets import targets
 from generators.mutations import candidates, mutations
 from sources import groupings
-from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.conftest import endpoints_for, make_context, repo_of, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 

@@ -28,7 +28,7 @@ from data.runtime import sandbox
 from data.runtime.edits import file_diff, parse_edits
 from data.runtime.workspace_bundle import bundle_name, unpack
 from families import export_kinds, family_of
-from families.code import CodeFamily, repo_of
+from families.code import CodeFamily
 from families.code_stages import replay_commits
 from families.function_rebuild import pending_rebuilds, rebuild_functions
 from families.stage import StageContext
@@ -49,7 +49,7 @@ from judges.redteam.suites import admission_attacks_for
 from judges.unit_tests import unit_test_reward
 from judges.verifier_types import package_graders
 from sources import groupings
-from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.conftest import endpoints_for, make_context, repo_of, run_llm_stages
 from tests.exported_files import machine_paths_in, projected_rows, this_machines_paths
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle

@@ -12,7 +12,6 @@ from data.lake import GATE_ORDER
 from data.repos import PARCELRATE, build_sample_repo, git, ingest_repo
 from families import export_kinds
 from families.bug_injection import inject_bugs
-from families.code import repo_of
 from families.code_stages import replay_commits
 from families.function_rebuild import rebuild_functions
 from flows.cli import main
@@ -22,7 +21,7 @@ from generators.mutations import candidates, mutations
 from judges.redteam.node_attacks import NODE_ATTACKS
 from judges.verifier_types import package_graders
 from sources import groupings
-from tests.conftest import endpoints_for, make_context, run_llm_stages
+from tests.conftest import endpoints_for, make_context, repo_of, run_llm_stages
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.oracle import Oracle
 from tests.test_code_tasks import graded_both_ways, red_team_replies
